@@ -1,0 +1,295 @@
+#include "config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <net/if.h>
+#include <sstream>
+
+#include "mechanisms.h"
+
+namespace sluice {
+
+const char* to_string(Role r) { return r == Role::Host ? "host" : "switch-port"; }
+
+const char* to_string(AttachMode m) {
+  switch (m) {
+    case AttachMode::Auto: return "auto";
+    case AttachMode::Tcx: return "tcx";
+    case AttachMode::Clsact: return "clsact";
+  }
+  return "?";
+}
+
+std::string ConfigProblem::to_string() const {
+  std::string s = key;
+  if (!value.empty()) s += " = " + value;
+  return s + ": " + reason;
+}
+
+static std::string join_problems(const std::vector<ConfigProblem>& ps) {
+  std::string s = "invalid configuration";
+  for (const auto& p : ps) s += "\n  " + p.to_string();
+  return s;
+}
+
+ConfigError::ConfigError(std::vector<ConfigProblem> problems)
+    : Error(join_problems(problems)), problems_(std::move(problems)) {}
+
+const InterfaceConfig* Config::find_interface(const std::string& name) const {
+  for (const auto& i : interfaces)
+    if (i.name == name) return &i;
+  return nullptr;
+}
+
+bool Config::uses_mechanism(const std::string& mech) const {
+  for (const auto& i : interfaces)
+    if (std::find(i.mechanisms.begin(), i.mechanisms.end(), mech) != i.mechanisms.end())
+      return true;
+  return false;
+}
+
+namespace {
+
+std::string render(const toml::node& n) {
+  std::ostringstream os;
+  if (auto s = n.as_string())
+    os << '"' << s->get() << '"';
+  else if (n.is_table())
+    os << "{table}";
+  else if (n.is_array())
+    os << "[array]";
+  else
+    n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+// Reads one TOML table, remembering which keys were consumed so anything
+// left over is reported as unknown (a typo must not be silently ignored).
+class Section {
+ public:
+  Section(const toml::table& t, std::string path, std::vector<ConfigProblem>& out)
+      : t_(t), path_(std::move(path)), out_(out) {}
+
+  std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+
+  void problem(const std::string& k, const toml::node* n, const std::string& reason) {
+    out_.push_back({key(k), n ? render(*n) : "", reason});
+  }
+
+  const toml::node* node(const char* k) {
+    seen_.push_back(k);
+    return t_.get(k);
+  }
+
+  void get(const char* k, bool& v) {
+    if (auto n = node(k)) {
+      if (auto b = n->as_boolean()) v = b->get();
+      else problem(k, n, "expected true or false");
+    }
+  }
+
+  template <typename Int>
+  void get_int(const char* k, Int& v, int64_t lo, int64_t hi) {
+    if (auto n = node(k)) {
+      auto i = n->as_integer();
+      if (!i) return problem(k, n, "expected an integer");
+      int64_t x = i->get();
+      if (x < lo || x > hi)
+        return problem(k, n, "out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      v = static_cast<Int>(x);
+    }
+  }
+
+  void get(const char* k, std::string& v, bool allow_empty = false) {
+    if (auto n = node(k)) {
+      auto s = n->as_string();
+      if (!s) return problem(k, n, "expected a string");
+      if (!allow_empty && s->get().empty()) return problem(k, n, "must not be empty");
+      v = s->get();
+    }
+  }
+
+  template <typename E>
+  void get_enum(const char* k, E& v, std::initializer_list<std::pair<const char*, E>> choices) {
+    auto n = node(k);
+    if (!n) return;
+    auto s = n->as_string();
+    std::string names;
+    for (auto& [name, val] : choices) {
+      if (s && s->get() == name) {
+        v = val;
+        return;
+      }
+      names += names.empty() ? name : std::string(", ") + name;
+    }
+    problem(k, n, "must be one of " + names);
+  }
+
+  void finish() {
+    for (auto&& [k, n] : t_) {
+      std::string ks(k.str());
+      if (std::find(seen_.begin(), seen_.end(), ks) == seen_.end())
+        problem(ks, &n, "unknown key");
+    }
+  }
+
+ private:
+  const toml::table& t_;
+  std::string path_;
+  std::vector<ConfigProblem>& out_;
+  std::vector<std::string> seen_;
+};
+
+void parse_interface(const toml::table& t, const std::string& path, InterfaceConfig& ic,
+                     std::vector<ConfigProblem>& out) {
+  Section s(t, path, out);
+  s.get("name", ic.name);
+  if (!t.contains("name")) s.problem("name", nullptr, "required");
+  else if (ic.name.size() >= IFNAMSIZ) s.problem("name", t.get("name"), "longer than IFNAMSIZ-1");
+  s.get_enum("role", ic.role, {{"host", Role::Host}, {"switch-port", Role::SwitchPort}});
+  if (auto n = s.node("mechanisms")) {
+    auto arr = n->as_array();
+    if (!arr) {
+      s.problem("mechanisms", n, "expected an array of strings");
+    } else {
+      ic.mechanisms.clear();
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        std::string k = "mechanisms[" + std::to_string(i) + "]";
+        auto str = e.as_string();
+        if (!str) {
+          s.problem(k, &e, "expected a string");
+          continue;
+        }
+        const MechanismInfo* m = find_mechanism(str->get());
+        if (!m) {
+          std::string known;
+          for (auto& mi : mechanisms()) known += (known.empty() ? "" : ", ") + mi.name;
+          s.problem(k, &e, "unknown mechanism (known: " + known + ")");
+          continue;
+        }
+        if ((ic.role == Role::Host && !m->on_host) ||
+            (ic.role == Role::SwitchPort && !m->on_switch_port)) {
+          s.problem(k, &e, std::string("cannot run on a ") + to_string(ic.role) + " interface");
+          continue;
+        }
+        if (std::find(ic.mechanisms.begin(), ic.mechanisms.end(), str->get()) != ic.mechanisms.end()) {
+          s.problem(k, &e, "listed twice");
+          continue;
+        }
+        ic.mechanisms.push_back(str->get());
+      }
+    }
+  }
+  uint64_t rate = 0;
+  if (t.contains("line_rate_mbps")) {
+    s.get_int("line_rate_mbps", rate, 1, 1'000'000);
+    if (rate) ic.line_rate_mbps = rate;
+  }
+  s.finish();
+}
+
+Config parse_table(const toml::table& root) {
+  Config c;
+  std::vector<ConfigProblem> out;
+  Section top(root, "", out);
+
+  auto sub = [&](const char* name) -> const toml::table* {
+    auto n = top.node(name);
+    if (!n) return nullptr;
+    if (!n->is_table()) {
+      top.problem(name, n, "expected a table ([" + std::string(name) + "])");
+      return nullptr;
+    }
+    return n->as_table();
+  };
+
+  if (auto t = sub("agent")) {
+    Section s(*t, "agent", out);
+    s.get("pin_root", c.agent.pin_root);
+    s.get("state_dir", c.agent.state_dir);
+    s.get("control_socket", c.agent.control_socket);
+    s.get("log_level", c.agent.log_level);
+    static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+    if (std::find(std::begin(levels), std::end(levels), c.agent.log_level) == std::end(levels))
+      s.problem("log_level", t->get("log_level"), "must be one of trace, debug, info, warn, error, critical, off");
+    s.get_enum("attach_mode", c.agent.attach_mode,
+               {{"auto", AttachMode::Auto}, {"tcx", AttachMode::Tcx}, {"clsact", AttachMode::Clsact}});
+    s.get_int("heartbeat_ms", c.agent.heartbeat_ms, 1, 1000);
+    for (auto [k, v] : {std::pair{"pin_root", &c.agent.pin_root}, {"state_dir", &c.agent.state_dir},
+                        {"control_socket", &c.agent.control_socket}})
+      if (!v->empty() && (*v)[0] != '/') s.problem(k, t->get(k), "must be an absolute path");
+    s.finish();
+  }
+  if (auto t = sub("metrics")) {
+    Section s(*t, "metrics", out);
+    s.get("enabled", c.metrics.enabled);
+    s.get("bind", c.metrics.bind);
+    s.get_int("port", c.metrics.port, 1, 65535);
+    s.get("per_flow", c.metrics.per_flow);
+    s.finish();
+  }
+  if (auto t = sub("flowstat")) {
+    Section s(*t, "flowstat", out);
+    s.get("track_flows", c.flowstat.track_flows);
+    s.get_int("idle_timeout_s", c.flowstat.idle_timeout_s, 1, 86400 * 7);
+    s.finish();
+  }
+  if (auto n = top.node("interface")) {
+    auto arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables()) {
+      top.problem("interface", n, "expected [[interface]] tables");
+    } else {
+      for (size_t i = 0; i < arr->size(); ++i) {
+        InterfaceConfig ic;
+        std::string path = "interface[" + std::to_string(i) + "]";
+        parse_interface(*arr->get(i)->as_table(), path, ic, out);
+        if (!ic.name.empty() && c.find_interface(ic.name))
+          out.push_back({path + ".name", "\"" + ic.name + "\"", "interface listed twice"});
+        c.interfaces.push_back(std::move(ic));
+      }
+    }
+  }
+  if (c.interfaces.empty() && !root.contains("interface"))
+    out.push_back({"interface", "", "at least one [[interface]] is required"});
+  for (size_t i = 0; i < c.interfaces.size(); ++i) {
+    const auto& ic = c.interfaces[i];
+    for (const auto& m : ic.mechanisms) {
+      const MechanismInfo* mi = find_mechanism(m);
+      if (mi && mi->needs_line_rate && !ic.line_rate_mbps)
+        out.push_back({"interface[" + std::to_string(i) + "].line_rate_mbps", "",
+                       "required by mechanism " + m + " (a port without a line rate does not guess)"});
+    }
+  }
+  top.finish();
+  if (!out.empty()) throw ConfigError(std::move(out));
+  return c;
+}
+
+}  // namespace
+
+Config parse_config_string(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+       << e.description();
+    throw Error("TOML syntax error: " + os.str());
+  }
+  return parse_table(root);
+}
+
+Config parse_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SysError("read config " + path, errno ? errno : ENOENT);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config_string(ss.str(), path);
+}
+
+}  // namespace sluice

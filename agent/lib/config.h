@@ -1,0 +1,83 @@
+// sluiced configuration (TOML). Parsing validates everything up front: a bad
+// value produces a ConfigError naming the key, the value and the reason, and
+// nothing is attached. See agent/sluiced.example.toml for every key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+namespace sluice {
+
+enum class Role { Host, SwitchPort };
+enum class AttachMode { Auto, Tcx, Clsact };
+
+const char* to_string(Role r);
+const char* to_string(AttachMode m);
+
+struct AgentConfig {
+  std::string pin_root = "/sys/fs/bpf/sluice";
+  std::string state_dir = "/run/sluice";
+  std::string control_socket = "/run/sluice/sluiced.sock";
+  std::string log_level = "info";
+  AttachMode attach_mode = AttachMode::Auto;
+  // How often the agent proves it is alive to the BPF side (fail-open).
+  uint32_t heartbeat_ms = 20;
+};
+
+struct MetricsConfig {
+  bool enabled = true;
+  std::string bind = "127.0.0.1";
+  uint16_t port = 9477;
+  // Per-flow series can be many; off by default.
+  bool per_flow = false;
+};
+
+struct FlowstatConfig {
+  bool track_flows = true;
+  // Flows idle longer than this are dropped from the table by the agent.
+  uint32_t idle_timeout_s = 300;
+};
+
+struct InterfaceConfig {
+  std::string name;
+  Role role = Role::Host;
+  std::vector<std::string> mechanisms{"flowstat"};
+  std::optional<uint64_t> line_rate_mbps;
+};
+
+struct Config {
+  AgentConfig agent;
+  MetricsConfig metrics;
+  FlowstatConfig flowstat;
+  std::vector<InterfaceConfig> interfaces;
+
+  const InterfaceConfig* find_interface(const std::string& name) const;
+  bool uses_mechanism(const std::string& mech) const;
+};
+
+// One rejected key. `key` is the dotted path ("interface[1].role").
+struct ConfigProblem {
+  std::string key;
+  std::string value;
+  std::string reason;
+  std::string to_string() const;
+};
+
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(std::vector<ConfigProblem> problems);
+  const std::vector<ConfigProblem>& problems() const { return problems_; }
+
+ private:
+  std::vector<ConfigProblem> problems_;
+};
+
+// Throws ConfigError (bad content) or Error (unreadable file / TOML syntax).
+Config parse_config_file(const std::string& path);
+Config parse_config_string(const std::string& text, const std::string& origin = "<string>");
+
+}  // namespace sluice

@@ -1,0 +1,209 @@
+#include "features.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <netlink/netlink.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "bpf_util.h"
+#include "log.h"
+#include "netns.h"
+#include "probe_basic.skel.h"
+#include "probe_cc.skel.h"
+#include "probe_kern_ctx.skel.h"
+#include "probe_qdisc_tp.skel.h"
+#include "tc.h"
+
+SLUICE_SKELETON(probe_basic);
+SLUICE_SKELETON(probe_cc);
+SLUICE_SKELETON(probe_kern_ctx);
+SLUICE_SKELETON(probe_qdisc_tp);
+
+namespace sluice {
+
+const char* to_string(Feature f) {
+  switch (f) {
+    case Feature::Btf: return "btf";
+    case Feature::RingBuf: return "ringbuf";
+    case Feature::TcClsact: return "tc-clsact";
+    case Feature::Tcx: return "tcx";
+    case Feature::StructOpsCc: return "struct-ops-tcp-cc";
+    case Feature::TpBtfQdisc: return "tp-btf-qdisc";
+    case Feature::CastToKernCtx: return "bpf-cast-to-kern-ctx";
+    case Feature::Xdp: return "xdp";
+  }
+  return "?";
+}
+
+const std::vector<Feature>& all_features() {
+  static const std::vector<Feature> v = {Feature::Btf,         Feature::RingBuf,    Feature::TcClsact,
+                                         Feature::Tcx,         Feature::StructOpsCc, Feature::TpBtfQdisc,
+                                         Feature::CastToKernCtx, Feature::Xdp};
+  return v;
+}
+
+namespace {
+
+// Runs one probe; an exception is "not available" with its message.
+template <typename Fn>
+FeatureResult probe(Fn&& fn) {
+  try {
+    return FeatureResult{true, fn()};
+  } catch (const std::exception& e) {
+    return FeatureResult{false, e.what()};
+  }
+}
+
+// Quiet libbpf while probing: a failed probe is an answer, not a warning.
+struct QuietLibbpf {
+  libbpf_print_fn_t old;
+  QuietLibbpf() { old = libbpf_set_print(nullptr); }
+  ~QuietLibbpf() { libbpf_set_print(old); }
+};
+
+void veth_pair(const char* a, const char* b) {
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) throw Error("nl_socket_alloc");
+  int rc = nl_connect(sk, NETLINK_ROUTE);
+  if (rc == 0) rc = rtnl_link_veth_add(sk, a, b, getpid());
+  if (rc == 0) {
+    for (const char* n : {a, b, "lo"}) {
+      rtnl_link* link = nullptr;
+      if (rtnl_link_get_kernel(sk, 0, n, &link) == 0) {
+        rtnl_link* change = rtnl_link_alloc();
+        rtnl_link_set_flags(change, IFF_UP);
+        rtnl_link_change(sk, link, change, 0);
+        rtnl_link_put(change);
+        rtnl_link_put(link);
+      }
+    }
+  }
+  nl_socket_free(sk);
+  if (rc < 0) throw Error(std::string("create veth pair: ") + nl_geterror(rc));
+}
+
+}  // namespace
+
+std::string kernel_release() {
+  std::ifstream f("/proc/sys/kernel/osrelease");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+FeatureReport probe_features() {
+  QuietLibbpf quiet;
+  FeatureReport r;
+
+  r[Feature::Btf] = probe([] {
+    btf* b = btf__load_vmlinux_btf();
+    if (!b) throw Error("no vmlinux BTF (/sys/kernel/btf/vmlinux): kernel lacks CONFIG_DEBUG_INFO_BTF");
+    std::string d = std::to_string(btf__type_cnt(b)) + " types";
+    btf__free(b);
+    return d;
+  });
+  r[Feature::RingBuf] = probe([] {
+    int rc = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr);
+    if (rc != 1) throw Error("BPF_MAP_TYPE_RINGBUF not supported (5.8+)");
+    return std::string("map type supported");
+  });
+  r[Feature::StructOpsCc] = probe([] {
+    Skeleton<probe_cc> s;
+    s.load();  // verifies the programs against tcp_congestion_ops; no registration
+    return std::string("tcp_congestion_ops programs verified");
+  });
+  r[Feature::CastToKernCtx] = probe([] {
+    Skeleton<probe_kern_ctx> s;
+    s.load();
+    return std::string("kfunc resolved, qdisc backlog readable from tc");
+  });
+  r[Feature::TpBtfQdisc] = probe([] {
+    for (int which = 0; which < 2; ++which) {
+      Skeleton<probe_qdisc_tp> s;
+      bpf_program__set_autoload(s->progs.probe_qdisc_enqueue, which == 0);
+      bpf_program__set_autoload(s->progs.probe_qdisc_dequeue, which == 1);
+      try {
+        s.load();
+      } catch (const std::exception& e) {
+        throw Error(std::string(which ? "qdisc_dequeue" : "qdisc_enqueue") + ": " + e.what());
+      }
+    }
+    return std::string("qdisc_enqueue and qdisc_dequeue");
+  });
+
+  // Attach probes run on a veth pair in a private network namespace.
+  FeatureResult tc{false, "not probed"}, tcx{false, "not probed"}, xdp{false, "not probed"};
+  try {
+    run_in_new_netns([&] {
+      veth_pair("slprobe0", "slprobe1");
+      int ifindex = static_cast<int>(if_nametoindex("slprobe0"));
+      Skeleton<probe_basic> s;
+      s.load();
+      int tc_fd = bpf_program__fd(s->progs.probe_tc);
+      tc = probe([&] {
+        DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+        int rc = bpf_tc_hook_create(&h);
+        if (rc) throw SysError("create clsact qdisc", rc);
+        DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = tc_fd, .handle = 1, .priority = 1);
+        rc = bpf_tc_attach(&h, &o);
+        if (rc) throw SysError("attach cls_bpf filter", rc);
+        return std::string("clsact + cls_bpf direct-action");
+      });
+      tcx = probe([&] {
+        int fd = tcx_link_create(tc_fd, ifindex, Hook::Ingress);
+        if (fd < 0) throw SysError("BPF_LINK_CREATE tcx (kernel 6.6+)", fd);
+        close(fd);
+        return std::string("tcx link");
+      });
+      xdp = probe([&] {
+        int fd = bpf_program__fd(s->progs.probe_xdp);
+        int rc = bpf_xdp_attach(ifindex, fd, XDP_FLAGS_DRV_MODE, nullptr);
+        if (rc) throw SysError("native XDP on veth", rc);
+        bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE, nullptr);
+        return std::string("native XDP on veth");
+      });
+    });
+  } catch (const std::exception& e) {
+    std::string why = std::string("probe namespace: ") + e.what();
+    for (auto* f : {&tc, &tcx, &xdp})
+      if (f->detail == "not probed") *f = FeatureResult{false, why};
+  }
+  r[Feature::TcClsact] = tc;
+  r[Feature::Tcx] = tcx;
+  r[Feature::Xdp] = xdp;
+  return r;
+}
+
+std::string describe_interface(const std::string& ifname) {
+  unsigned idx = if_nametoindex(ifname.c_str());
+  if (!idx) return "not found in this network namespace";
+  std::string out = "ifindex " + std::to_string(idx);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s >= 0) {
+    ethtool_drvinfo info{};
+    info.cmd = ETHTOOL_GDRVINFO;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    ifr.ifr_data = reinterpret_cast<char*>(&info);
+    if (ioctl(s, SIOCETHTOOL, &ifr) == 0) out += ", driver " + std::string(info.driver);
+    close(s);
+  }
+  LIBBPF_OPTS(bpf_xdp_query_opts, q);
+  if (bpf_xdp_query(static_cast<int>(idx), 0, &q) == 0 && q.attach_mode != XDP_ATTACHED_NONE)
+    out += ", an XDP program is already attached (mode " + std::to_string(q.attach_mode) + ")";
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,43 @@
+// Kernel feature probes. Each probe really exercises the feature (loads a
+// program, creates a map, attaches in a throw-away network namespace), so
+// `sluiced --check` tells the truth about this kernel, not about its version
+// number.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+enum class Feature {
+  Btf,            // /sys/kernel/btf/vmlinux (CO-RE)
+  RingBuf,        // BPF_MAP_TYPE_RINGBUF
+  TcClsact,       // clsact qdisc + cls_bpf direct-action
+  Tcx,            // tcx links (6.6+)
+  StructOpsCc,    // struct_ops tcp_congestion_ops written in BPF
+  TpBtfQdisc,     // tp_btf/qdisc_enqueue and qdisc_dequeue
+  CastToKernCtx,  // bpf_cast_to_kern_ctx kfunc (6.2+)
+  Xdp,            // XDP, native on veth
+};
+
+const char* to_string(Feature f);
+const std::vector<Feature>& all_features();
+
+struct FeatureResult {
+  bool ok = false;
+  std::string detail;  // why not, or what was found
+};
+
+using FeatureReport = std::map<Feature, FeatureResult>;
+
+// Runs every probe in a forked child inside a fresh network namespace, so
+// nothing on the host's interfaces changes. Needs root.
+FeatureReport probe_features();
+
+std::string kernel_release();
+
+// Per-interface facts for --check (driver, XDP attach modes it reports).
+std::string describe_interface(const std::string& ifname);
+
+}  // namespace sluice

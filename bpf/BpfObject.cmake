@@ -1,0 +1,86 @@
+# bpf_object(<name> <source.bpf.c> [HEADERS h...])
+#
+# Compiles one BPF C file with clang (-g -O2 -target bpf, CO-RE against the
+# generated vmlinux.h), strips DWARF (BTF stays), and runs
+# `bpftool gen skeleton`. Exposes:
+#   <name>_skel   INTERFACE library: link it to get <name>.skel.h on the path
+#   SLUICE_BPF_OBJ_<name>   path of the .bpf.o (for tests that load raw objects)
+# Header dependencies are tracked twice: clang's depfile (every #include) and
+# the explicit HEADERS list (so a header that is only generated still orders).
+
+find_program(SLUICE_BPF_CLANG NAMES clang-16 REQUIRED
+  DOC "clang used for BPF (Debian 12's clang-16; see README 'Why clang-16')")
+find_program(SLUICE_LLVM_STRIP NAMES llvm-strip-16 llvm-strip REQUIRED)
+find_program(SLUICE_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
+
+# vmlinux.h: generated from the build host's BTF (see README "vmlinux.h").
+# Override with -DSLUICE_VMLINUX_BTF=/path/to/vmlinux (an ELF with .BTF or a
+# raw BTF blob) to build on a machine without /sys/kernel/btf/vmlinux.
+set(SLUICE_VMLINUX_BTF "/sys/kernel/btf/vmlinux" CACHE FILEPATH
+  "BTF source used to generate vmlinux.h")
+set(SLUICE_BPF_GEN_DIR "${CMAKE_BINARY_DIR}/bpf")
+set(SLUICE_VMLINUX_H "${SLUICE_BPF_GEN_DIR}/vmlinux/vmlinux.h")
+
+if(NOT EXISTS "${SLUICE_VMLINUX_BTF}")
+  message(FATAL_ERROR "sluice: no BTF at ${SLUICE_VMLINUX_BTF}; the kernel "
+    "needs CONFIG_DEBUG_INFO_BTF=y, or pass -DSLUICE_VMLINUX_BTF=<vmlinux ELF>")
+endif()
+
+add_custom_command(
+  OUTPUT "${SLUICE_VMLINUX_H}"
+  COMMAND ${CMAKE_COMMAND} -E make_directory "${SLUICE_BPF_GEN_DIR}/vmlinux"
+  COMMAND ${SLUICE_BPFTOOL} btf dump file "${SLUICE_VMLINUX_BTF}" format c
+          > "${SLUICE_VMLINUX_H}.tmp"
+  COMMAND ${CMAKE_COMMAND} -E rename "${SLUICE_VMLINUX_H}.tmp" "${SLUICE_VMLINUX_H}"
+  COMMENT "Generating vmlinux.h from ${SLUICE_VMLINUX_BTF}"
+  VERBATIM)
+add_custom_target(sluice_vmlinux_h ALL DEPENDS "${SLUICE_VMLINUX_H}")
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
+  set(SLUICE_BPF_ARCH x86)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
+  set(SLUICE_BPF_ARCH arm64)
+else()
+  set(SLUICE_BPF_ARCH ${CMAKE_SYSTEM_PROCESSOR})
+endif()
+
+function(bpf_object name src)
+  cmake_parse_arguments(BO "" "" "HEADERS" ${ARGN})
+  get_filename_component(src_abs "${src}" ABSOLUTE)
+  set(out_dir "${SLUICE_BPF_GEN_DIR}/obj")
+  set(obj "${out_dir}/${name}.bpf.o")
+  set(skel "${out_dir}/${name}.skel.h")
+  set(dep "${out_dir}/${name}.bpf.d")
+  add_custom_command(
+    OUTPUT "${obj}"
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${out_dir}"
+    # -mcpu=v3: ALU32 + JMP32, accepted by the 6.1 verifier (v4 needs 6.6).
+    COMMAND ${SLUICE_BPF_CLANG} -g -O2 -target bpf -mcpu=v3
+            -D__TARGET_ARCH_${SLUICE_BPF_ARCH}
+            -Wall -Werror -Wno-unused-function -Wno-compare-distinct-pointer-types
+            -I${SLUICE_BPF_GEN_DIR}/vmlinux
+            -I${PROJECT_SOURCE_DIR}/include
+            -I${PROJECT_SOURCE_DIR}/bpf
+            -MD -MF "${dep}"
+            -c "${src_abs}" -o "${obj}.tmp"
+    COMMAND ${SLUICE_LLVM_STRIP} -g "${obj}.tmp"
+    COMMAND ${CMAKE_COMMAND} -E rename "${obj}.tmp" "${obj}"
+    DEPENDS "${src_abs}" ${BO_HEADERS} "${SLUICE_VMLINUX_H}"
+    DEPFILE "${dep}"
+    COMMENT "BPF ${name}: clang -target bpf"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT "${skel}"
+    COMMAND ${SLUICE_BPFTOOL} gen skeleton "${obj}" name "${name}" > "${skel}.tmp"
+    COMMAND ${CMAKE_COMMAND} -E rename "${skel}.tmp" "${skel}"
+    DEPENDS "${obj}"
+    COMMENT "BPF ${name}: bpftool gen skeleton"
+    VERBATIM)
+  add_custom_target(${name}_skel_gen ALL DEPENDS "${skel}")
+  add_library(${name}_skel INTERFACE)
+  target_include_directories(${name}_skel INTERFACE "${out_dir}")
+  target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
+  add_dependencies(${name}_skel ${name}_skel_gen)
+  set(SLUICE_BPF_OBJ_${name} "${obj}" CACHE INTERNAL "")
+  set_property(GLOBAL APPEND PROPERTY SLUICE_BPF_OBJECTS "${name}")
+endfunction()

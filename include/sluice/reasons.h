@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Every verdict a sluice BPF program returns carries a reason code, counted
+ * per CPU as {packets, bytes} in the program's `sl_counters` array. The list
+ * is an X-macro so BPF and C++ expand the same table: X(NAME, verdict, text).
+ * Append only: the numeric value of a reason is ABI (pinned maps survive
+ * agent upgrades). */
+#ifndef SLUICE_REASONS_H
+#define SLUICE_REASONS_H
+
+#include "sluice/types.h"
+
+#define SLUICE_REASONS(X)                                                     \
+	X(PASS_NOT_IP,          "pass", "not IPv4/IPv6")                          \
+	X(PASS_MALFORMED,       "pass", "truncated or malformed header")          \
+	X(PASS_OTHER_L4,        "pass", "L4 protocol other than TCP/UDP")         \
+	X(PASS_COUNTED,         "pass", "flow counted")                           \
+	X(PASS_FLOW_TABLE_FULL, "pass", "flow table update failed")               \
+	X(PASS_IP_FRAGMENT,     "pass", "non-first IP fragment, no L4 header")
+
+enum sluice_reason {
+#define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,
+	SLUICE_REASONS(SLUICE_REASON_ENUM)
+#undef SLUICE_REASON_ENUM
+	SLUICE_R__COUNT,
+};
+
+/* Size of every sl_counters array: room to append reasons without resizing
+ * maps that are already pinned. */
+#define SLUICE_REASON_SLOTS 64
+SLUICE_STATIC_ASSERT(SLUICE_R__COUNT <= SLUICE_REASON_SLOTS,
+		     "too many reason codes for SLUICE_REASON_SLOTS");
+
+/* Value of a per-CPU sl_counters slot. */
+struct sluice_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+#endif
