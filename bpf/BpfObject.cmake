@@ -77,6 +77,7 @@ function(bpf_object name src)
     COMMENT "BPF ${name}: bpftool gen skeleton"
     VERBATIM)
   add_custom_target(${name}_skel_gen ALL DEPENDS "${skel}")
+  add_dependencies(${name}_skel_gen sluice_vmlinux_h)
   add_library(${name}_skel INTERFACE)
   target_include_directories(${name}_skel INTERFACE "${out_dir}")
   target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)

@@ -1,0 +1,49 @@
+// Table-driven BPF tests through BPF_PROG_TEST_RUN: each case has a
+// description, a packet, the expected verdict and a check of map effects.
+#pragma once
+
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/packet.h"
+
+struct __sk_buff;
+
+namespace sluice::test {
+
+struct RunResult {
+  int retval = 0;
+  Bytes out;              // the packet after the program (rewrites visible)
+  uint32_t duration_ns = 0;
+};
+
+// Runs a SCHED_CLS program on `pkt`. `ctx` (optional) sets __sk_buff fields
+// the kernel lets a test set (mark, priority, gso_segs, ...). Fails the test
+// (ADD_FAILURE) and returns retval -1000 if the run itself fails.
+RunResult run_tc(int prog_fd, const Bytes& pkt, const void* skb_ctx = nullptr, size_t ctx_size = 0,
+                 int repeat = 1);
+RunResult run_xdp(int prog_fd, const Bytes& pkt, int repeat = 1);
+
+// One row of a table. `check` sees the result (and can read maps); it runs
+// after the verdict is compared.
+struct BpfCase {
+  std::string desc;
+  Bytes packet;
+  int verdict;
+  std::function<void(const RunResult&)> check = nullptr;
+  std::function<void()> before = nullptr;  // set up maps for this case
+};
+
+// Runs every case against prog_fd in order, with the description in every
+// failure message.
+void run_table(int prog_fd, const std::vector<BpfCase>& cases, bool xdp = false);
+
+// Whether the kernel says we are root with CAP_BPF/CAP_SYS_ADMIN; tests that
+// need BPF fail loudly (not skip) without it.
+void require_root();
+
+}  // namespace sluice::test
