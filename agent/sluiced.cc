@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::flush_on(spdlog::level::info);
   route_libbpf_logs(libbpf_verbose);
   if (!log_level.empty() && !set_log_level(log_level)) {
     std::fprintf(stderr, "sluiced: --log-level %s: unknown level\n", log_level.c_str());

@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/classifier.h>
+#include <netlink/route/qdisc.h>
 #include <netlink/route/tc.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -76,6 +77,23 @@ int tcx_link_create(int prog_fd, int ifindex, Hook hook) {
   return fd < 0 ? -errno : fd;
 }
 
+bool clsact_exists(int ifindex) {
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) return false;
+  bool found = false;
+  nl_cache* cache = nullptr;
+  if (nl_connect(sk, NETLINK_ROUTE) == 0 && rtnl_qdisc_alloc_cache(sk, &cache) == 0) {
+    rtnl_qdisc* q = rtnl_qdisc_get_by_parent(cache, ifindex, TC_H_CLSACT);
+    if (q) {
+      found = true;
+      rtnl_qdisc_put(q);
+    }
+    nl_cache_free(cache);
+  }
+  nl_socket_free(sk);
+  return found;
+}
+
 int count_clsact_filters(int ifindex) {
   nl_sock* sk = nl_socket_alloc();
   if (!sk) return -1;
@@ -116,7 +134,8 @@ TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog
   } else if (mode == AttachMode::Clsact) {
     DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex,
                         .attach_point = hook == Hook::Ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
-    int rc = bpf_tc_hook_create(&h);
+    // Reuse an existing clsact qdisc (anyone's); create one only if absent.
+    int rc = clsact_exists(ifindex) ? -EEXIST : bpf_tc_hook_create(&h);
     if (rc == 0) {
       write_marker(clsact_marker(state_dir, ifindex));
       SLOG_INFO("CLSACT_CREATED", "created clsact qdisc on {} (none existed)", ifname);

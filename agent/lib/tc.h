@@ -60,6 +60,9 @@ class TcAttachment {
   int link_fd_ = -1;
 };
 
+// Whether `ifindex` has a clsact qdisc (ours or anyone's).
+bool clsact_exists(int ifindex);
+
 // Number of tc filters (any kind, anyone's) on the clsact ingress+egress
 // hooks of `ifindex`; -1 if there is no clsact qdisc.
 int count_clsact_filters(int ifindex);

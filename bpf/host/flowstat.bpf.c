@@ -65,21 +65,21 @@ static __always_inline int flowstat(struct __sk_buff *skb, __u8 dir)
 	case SL_PARSE_OK:
 		break;
 	case SL_PARSE_NOT_IP:
-		sl_count(SLUICE_R_PASS_NOT_IP, skb->len);
+		sl_count_skb(SLUICE_R_PASS_NOT_IP, skb);
 		return SL_TC_NEXT;
 	case SL_PARSE_OTHER_L4:
-		sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
+		sl_count_skb(SLUICE_R_PASS_OTHER_L4, skb);
 		return SL_TC_NEXT;
 	case SL_PARSE_FRAGMENT:
-		sl_count(SLUICE_R_PASS_IP_FRAGMENT, skb->len);
+		sl_count_skb(SLUICE_R_PASS_IP_FRAGMENT, skb);
 		return SL_TC_NEXT;
 	default:
-		sl_count(SLUICE_R_PASS_MALFORMED, skb->len);
+		sl_count_skb(SLUICE_R_PASS_MALFORMED, skb);
 		return SL_TC_NEXT;
 	}
 
 	if (!track_flows) {
-		sl_count(SLUICE_R_PASS_COUNTED, skb->len);
+		sl_count_skb(SLUICE_R_PASS_COUNTED, skb);
 		return SL_TC_NEXT;
 	}
 
@@ -99,28 +99,28 @@ static __always_inline int flowstat(struct __sk_buff *skb, __u8 dir)
 		/* BPF_NOEXIST: another CPU may have created it meanwhile. */
 		if (bpf_map_update_elem(&sl_flows, &k, &init, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&sl_flows, &k)) {
-			sl_count(SLUICE_R_PASS_FLOW_TABLE_FULL, skb->len);
+			sl_count_skb(SLUICE_R_PASS_FLOW_TABLE_FULL, skb);
 			return SL_TC_NEXT;
 		}
 		st = bpf_map_lookup_elem(&sl_flows, &k);
 		if (!st) {
-			sl_count(SLUICE_R_PASS_FLOW_TABLE_FULL, skb->len);
+			sl_count_skb(SLUICE_R_PASS_FLOW_TABLE_FULL, skb);
 			return SL_TC_NEXT;
 		}
 	}
 	account(st, &p, skb, now);
-	sl_count(SLUICE_R_PASS_COUNTED, skb->len);
+	sl_count_skb(SLUICE_R_PASS_COUNTED, skb);
 	return SL_TC_NEXT;
 }
 
 SEC("tc")
-int flowstat_ingress(struct __sk_buff *skb)
+int flowstat_in(struct __sk_buff *skb)
 {
 	return flowstat(skb, SLUICE_DIR_INGRESS);
 }
 
 SEC("tc")
-int flowstat_egress(struct __sk_buff *skb)
+int flowstat_out(struct __sk_buff *skb)
 {
 	return flowstat(skb, SLUICE_DIR_EGRESS);
 }

@@ -25,7 +25,7 @@ class FlowstatTest : public ::testing::Test {
     skel_->load();
   }
   int prog(bool egress = false) const {
-    return bpf_program__fd(egress ? (*skel_)->progs.flowstat_egress : (*skel_)->progs.flowstat_ingress);
+    return bpf_program__fd(egress ? (*skel_)->progs.flowstat_out : (*skel_)->progs.flowstat_in);
   }
   uint64_t reason(uint32_t r) const {
     return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;

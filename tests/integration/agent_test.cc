@@ -1,0 +1,294 @@
+// sluiced on a real veth in a network namespace, with real traffic:
+// counters in sluicectl and Prometheus, kill -9 fails open, restarts reuse
+// pinned maps, foreign tc filters survive, bad configs attach nothing,
+// SIGHUP keeps the old config when the new one is bad, --check tells truth.
+#include <bpf/libbpf.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "flowstat.skel.h"
+#include "lib/bpf_util.h"
+#include "lib/netns.h"
+#include "lib/netns_fixture.h"
+
+SLUICE_SKELETON(flowstat);
+
+using namespace sluice;
+using namespace sluice::test;
+using nlohmann::json;
+
+namespace {
+
+class AgentTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(geteuid(), 0u) << "integration tests need root";
+    lab_ = std::make_unique<Lab>("t");
+    a_ = lab_->add_ns("a");
+    b_ = lab_->add_ns("b");
+    lab_->add_veth(a_, "a0", "10.201.0.1/24", b_, "b0", "10.201.0.2/24");
+    ifb_ = lab_->name("b0");
+    sock_ = lab_->tmpdir() + "/ctl.sock";
+    cfg_ = lab_->tmpdir() + "/sluiced.toml";
+    write_config("");
+  }
+  void TearDown() override {
+    agent_.stop();
+    iperf_.stop();
+    lab_.reset();
+  }
+
+  std::string mode() const { return GetParam(); }
+
+  void write_config(const std::string& extra, const std::string& iface_extra = "") {
+    std::ofstream f(cfg_);
+    f << "[agent]\n"
+      << "pin_root = \"" << lab_->bpffs() << "/sluice\"\n"
+      << "state_dir = \"" << lab_->tmpdir() << "/state\"\n"
+      << "control_socket = \"" << sock_ << "\"\n"
+      << "attach_mode = \"" << mode() << "\"\n"
+      << extra << "\n"
+      << "[[interface]]\nname = \"" << ifb_ << "\"\n"
+      << iface_extra;
+  }
+
+  Process start_agent(const std::string& log = "sluiced") {
+    Process p = lab_->spawn(b_, {build_path("agent/sluiced"), "-c", cfg_}, log);
+    bool up = eventually([&] { return ctl_ok("status"); }, std::chrono::seconds(10));
+    EXPECT_TRUE(up) << "sluiced did not come up; log:\n" << p.log();
+    return p;
+  }
+
+  bool ctl_ok(const std::string& cmd) {
+    int st = -1;
+    lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " " + cmd + " --json >/dev/null 2>&1", &st);
+    return st == 0;
+  }
+
+  json ctl(const std::string& cmd) {
+    int st = -1;
+    std::string o = lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " " + cmd + " --json", &st);
+    EXPECT_EQ(st, 0) << "sluicectl " << cmd << " failed: " << o;
+    try {
+      return json::parse(o);
+    } catch (...) {
+      ADD_FAILURE() << "sluicectl " << cmd << " printed no JSON: " << o;
+      return json::object();
+    }
+  }
+
+  // Bytes of the TCP flow a->b:5201 seen at ingress of b0, 0 if none.
+  uint64_t ingress_tcp_bytes() {
+    json j = ctl("flows -n 0");
+    uint64_t b = 0;
+    for (const auto& i : j["interfaces"])
+      for (const auto& f : i["flows"])
+        if (f["dir"] == "ingress" && f["proto"] == "tcp" && f["dport"] == 5201) b += f["bytes"].get<uint64_t>();
+    return b;
+  }
+
+  uint64_t counted_packets() {
+    json j = ctl("stats");
+    for (const auto& i : j["interfaces"])
+      for (const auto& m : i["modules"])
+        for (const auto& p : m["programs"])
+          for (const auto& v : p["verdicts"])
+            if (v["reason"] == "PASS_COUNTED") return v["packets"];
+    return 0;
+  }
+
+  // Sends `bytes` over TCP from a to b; true when the transfer completed.
+  bool transfer(const std::string& bytes = "8M") {
+    iperf_ = lab_->spawn(b_, {"iperf3", "-s", "-1", "-B", "10.201.0.2"}, "iperf3-server");
+    bool listening = eventually(
+        [&] { return lab_->nsh(b_, "ss -ltn | grep -q :5201") == 0; }, std::chrono::seconds(5));
+    if (!listening) return false;
+    int rc = lab_->nsh(a_, "timeout 20 iperf3 -c 10.201.0.2 -n " + bytes + " >/dev/null");
+    iperf_.wait(std::chrono::seconds(5));
+    return rc == 0;
+  }
+
+  std::string tc_filters(const std::string& hook) {
+    return lab_->out("ip netns exec " + b_ + " tc filter show dev " + ifb_ + " " + hook + " 2>&1");
+  }
+  bool has_clsact() {
+    return lab_->out("ip netns exec " + b_ + " tc qdisc show dev " + ifb_).find("clsact") != std::string::npos;
+  }
+
+  std::unique_ptr<Lab> lab_;
+  std::string a_, b_, ifb_, sock_, cfg_;
+  Process agent_, iperf_;
+};
+
+TEST_P(AgentTest, CountersMoveUnderTrafficInSluicectlAndPrometheus) {
+  agent_ = start_agent();
+  json st = ctl("status");
+  EXPECT_EQ(st["attach_mode"], mode());
+  uint64_t before = counted_packets();
+  ASSERT_TRUE(transfer("8M"));
+  uint64_t bytes = ingress_tcp_bytes();
+  EXPECT_GT(bytes, 8u << 20) << "flowstat saw less than the 8 MiB sent";
+  EXPECT_GT(counted_packets(), before + 100);
+  std::string metrics = lab_->out("ip netns exec " + b_ + " curl -sf http://127.0.0.1:9477/metrics");
+  std::smatch m;
+  std::regex re("sluice_iface_bytes_total\\{iface=\"" + ifb_ + "\",dir=\"ingress\"\\} ([0-9.e+]+)");
+  ASSERT_TRUE(std::regex_search(metrics, m, re)) << metrics.substr(0, 2000);
+  EXPECT_GE(std::stod(m[1]), double(8u << 20));
+  EXPECT_NE(metrics.find("sluice_verdict_packets_total{iface=\"" + ifb_ + "\""), std::string::npos);
+}
+
+TEST_P(AgentTest, Kill9LeavesTrafficFlowing) {
+  agent_ = start_agent();
+  ASSERT_TRUE(transfer("2M"));
+  agent_.kill9();
+  EXPECT_TRUE(transfer("8M")) << "traffic stopped after kill -9 of the agent";
+}
+
+TEST_P(AgentTest, RestartReusesPinnedMapsAfterKill9AndSigterm) {
+  agent_ = start_agent("sluiced-1");
+  ASSERT_TRUE(transfer("4M"));
+  uint64_t b1 = ingress_tcp_bytes();
+  uint64_t c1 = counted_packets();
+  ASSERT_GT(b1, 4u << 20);
+  agent_.kill9();
+  agent_ = start_agent("sluiced-2");
+  EXPECT_GE(ingress_tcp_bytes(), b1) << "flow counters lost across kill -9 + restart";
+  EXPECT_GE(counted_packets(), c1) << "verdict counters lost across kill -9 + restart";
+  ASSERT_TRUE(transfer("4M"));
+  uint64_t b2 = ingress_tcp_bytes();
+  EXPECT_GT(b2, b1 + (4u << 20));
+  // Clean stop and start: still the same maps.
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  agent_ = start_agent("sluiced-3");
+  EXPECT_GE(ingress_tcp_bytes(), b2);
+  // Only one sluice filter per hook, whatever happened before.
+  if (mode() == "clsact") {
+    std::string f = tc_filters("ingress");
+    EXPECT_EQ(std::count(f.begin(), f.end(), '\n') > 0, true);
+    size_t n = 0;
+    for (size_t pos = 0; (pos = f.find("handle 0x51 ", pos)) != std::string::npos; ++pos) ++n;
+    EXPECT_EQ(n, 1u) << f;
+  }
+}
+
+TEST_P(AgentTest, SigtermLeavesNoFiltersAndRemovesOnlyItsOwnClsact) {
+  ASSERT_FALSE(has_clsact());
+  agent_ = start_agent();
+  if (mode() == "clsact") {
+    EXPECT_TRUE(has_clsact());
+    EXPECT_NE(tc_filters("ingress").find("flowstat_in"), std::string::npos);
+  }
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  EXPECT_EQ(tc_filters("ingress").find("flowstat"), std::string::npos);
+  EXPECT_EQ(tc_filters("egress").find("flowstat"), std::string::npos);
+  EXPECT_FALSE(has_clsact()) << "the clsact qdisc sluice created was left behind";
+}
+
+TEST_P(AgentTest, ForeignTcProgramSurvivesAndKeepsSeeingTraffic) {
+  // Someone else's tc program on the same hook, after ours in the chain.
+  Skeleton<flowstat> foreign;
+  foreign.load();
+  run_in_netns(b_, [&] {
+    DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = static_cast<int>(if_nametoindex(ifb_.c_str())),
+                        .attach_point = BPF_TC_INGRESS);
+    int rc = bpf_tc_hook_create(&h);
+    ASSERT_TRUE(rc == 0 || rc == -EEXIST);
+    DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = bpf_program__fd(foreign->progs.flowstat_in),
+                        .handle = 7, .priority = 0xF000);
+    ASSERT_EQ(bpf_tc_attach(&h, &o), 0);
+  });
+  auto foreign_counted = [&] {
+    return read_reason_counters(bpf_map__fd(foreign->maps.sl_counters))[SLUICE_R_PASS_COUNTED].bytes;
+  };
+  agent_ = start_agent();
+  uint64_t f0 = foreign_counted();
+  ASSERT_TRUE(transfer("4M"));
+  EXPECT_GE(foreign_counted(), f0 + (4u << 20)) << "the foreign program stopped seeing traffic after our attach";
+  EXPECT_GT(counted_packets(), 100u);
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  std::string f = tc_filters("ingress");
+  EXPECT_NE(f.find("handle 0x7"), std::string::npos) << "foreign filter removed by our detach:\n" << f;
+  EXPECT_TRUE(has_clsact()) << "a clsact qdisc we did not create (and still in use) was deleted";
+  uint64_t f1 = foreign_counted();
+  ASSERT_TRUE(transfer("2M"));
+  EXPECT_GE(foreign_counted(), f1 + (2u << 20));
+}
+
+TEST_P(AgentTest, BadConfigIsRefusedNamingTheKeyAndAttachesNothing) {
+  write_config("[metrics]\nport = 99999\n");
+  Process p = lab_->spawn(b_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced-bad");
+  int st = p.wait(std::chrono::seconds(10));
+  ASSERT_NE(st, -1) << "sluiced with a bad config did not exit";
+  EXPECT_NE(WEXITSTATUS(st), 0);
+  EXPECT_NE(p.log().find("metrics.port = 99999: out of range"), std::string::npos) << p.log();
+  EXPECT_FALSE(has_clsact());
+  EXPECT_EQ(lab_->out("ls " + lab_->bpffs() + "/sluice 2>/dev/null"), "") << "pins made by a refused config";
+}
+
+TEST_P(AgentTest, PartialAttachFailureRollsBack) {
+  write_config("", "[[interface]]\nname = \"" + lab_->name("nope0") + "\"\n");
+  Process p = lab_->spawn(b_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced-partial");
+  int st = p.wait(std::chrono::seconds(10));
+  ASSERT_NE(st, -1);
+  EXPECT_NE(WEXITSTATUS(st), 0);
+  EXPECT_NE(p.log().find("nope0"), std::string::npos) << p.log();
+  EXPECT_EQ(tc_filters("ingress").find("flowstat"), std::string::npos) << "first interface left attached";
+  EXPECT_FALSE(has_clsact());
+}
+
+TEST_P(AgentTest, SighupKeepsRunningConfigWhenNewOneIsBad) {
+  agent_ = start_agent();
+  write_config("[flowstat]\nidle_timeout_s = -5\n");
+  ::kill(agent_.pid(), SIGHUP);
+  ASSERT_TRUE(eventually([&] { return ctl("status")["reloads"]["rejected"] == 1; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(agent_.running());
+  ASSERT_TRUE(transfer("2M"));
+  EXPECT_GT(ingress_tcp_bytes(), 2u << 20) << "counting stopped after a rejected reload";
+  write_config("[flowstat]\nidle_timeout_s = 60\n");
+  ::kill(agent_.pid(), SIGHUP);
+  ASSERT_TRUE(eventually([&] { return ctl("status")["reloads"]["ok"] == 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(ctl("config")["config"]["flowstat"]["idle_timeout_s"], 60);
+  uint64_t b = ingress_tcp_bytes();
+  ASSERT_TRUE(transfer("2M"));
+  EXPECT_GT(ingress_tcp_bytes(), b) << "counting stopped after an accepted reload";
+}
+
+INSTANTIATE_TEST_SUITE_P(AttachModes, AgentTest, ::testing::Values("tcx", "clsact"),
+                         [](const auto& info) { return info.param; });
+
+// `sluiced --check` must report what this kernel has: a feature the kernel
+// version must have is a failure if reported missing.
+TEST(Check, TellsTheTruthOnThisKernel) {
+  int st = -1;
+  Lab lab("c");
+  std::string o = lab.out(build_path("agent/sluiced") + " --check 2>&1", &st);
+  EXPECT_EQ(st, 0) << o;
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  sscanf(u.release, "%d.%d", &major, &minor);
+  int v = major * 100 + minor;
+  auto yes = [&](const std::string& f) { return std::regex_search(o, std::regex("\\n  " + f + " +yes")); };
+  EXPECT_TRUE(yes("btf")) << o;
+  EXPECT_TRUE(yes("ringbuf")) << o;
+  EXPECT_TRUE(yes("tc-clsact")) << o;
+  EXPECT_TRUE(yes("xdp")) << o;
+  EXPECT_TRUE(yes("struct-ops-tcp-cc")) << o;
+  EXPECT_TRUE(yes("tp-btf-qdisc")) << o;
+  if (v >= 602) {
+    EXPECT_TRUE(yes("bpf-cast-to-kern-ctx")) << "kernel " << u.release << " has it\n" << o;
+  }
+  if (v >= 606) {
+    EXPECT_TRUE(yes("tcx")) << "kernel " << u.release << " has it\n" << o;
+  } else {
+    EXPECT_FALSE(yes("tcx")) << o;
+  }
+}
+
+}  // namespace
