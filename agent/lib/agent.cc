@@ -168,14 +168,17 @@ void Agent::start() {
 }
 
 void Agent::stop() {
-  metrics_.reset();
-  control_.reset();
-  std::unique_lock lk(mu_);
-  while (!ifaces_.empty()) {
-    auto& rt = ifaces_.back();
-    while (!rt.modules.empty()) rt.modules.pop_back();
-    ifaces_.pop_back();
+  // Detach first: the datapath returns to plain Linux before anything else.
+  {
+    std::unique_lock lk(mu_);
+    while (!ifaces_.empty()) {
+      auto& rt = ifaces_.back();
+      while (!rt.modules.empty()) rt.modules.pop_back();
+      ifaces_.pop_back();
+    }
   }
+  control_.reset();
+  metrics_.reset();
 }
 
 bool Agent::reload(std::string* why) {
