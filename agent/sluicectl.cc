@@ -47,14 +47,29 @@ void print_status(const json& j) {
   std::printf("\n");
 }
 
+// "ingress.packets=12 ingress.bytes=3.4 MiB ..." for a module's stats object.
+void flatten(const json& j, const std::string& prefix, std::string& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    std::string k = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it.value().is_object()) {
+      flatten(it.value(), k, out);
+    } else {
+      std::string v = it.value().dump();
+      if (k.size() >= 5 && k.compare(k.size() - 5, 5, "bytes") == 0 && it.value().is_number())
+        v = human_bytes(it.value().get<double>());
+      out += (out.empty() ? "" : "  ") + k + "=" + v;
+    }
+  }
+}
+
 void print_stats(const json& j) {
   for (const auto& i : j["interfaces"]) {
     std::printf("interface %s\n", i["name"].get<std::string>().c_str());
     for (const auto& m : i["modules"]) {
-      std::printf("  %s", m["name"].get<std::string>().c_str());
-      const auto& st = m["stats"];
-      if (!st.empty()) std::printf("  %s", st.dump().c_str());
-      std::printf("\n");
+      std::printf("  %s\n", m["name"].get<std::string>().c_str());
+      std::string flat;
+      flatten(m["stats"], "", flat);
+      if (!flat.empty()) std::printf("    %s\n", flat.c_str());
       for (const auto& p : m["programs"]) {
         for (const auto& v : p["verdicts"])
           std::printf("    %-12s %-6s %-22s %12llu pkts %12s\n", p["program"].get<std::string>().c_str(),

@@ -10,7 +10,7 @@ PKGS=(
   clang-16 llvm-16 libbpf-dev bpftool libelf-dev zlib1g-dev
   linux-libc-dev
   # agent libraries
-  libboost-dev libboost-system-dev libnl-3-dev libnl-route-3-dev
+  libboost-dev libboost-system-dev libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   prometheus-cpp-dev libcli11-dev
   # tests and benchmarks

@@ -5,6 +5,8 @@
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
 #include <net/if.h>
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
@@ -186,6 +188,52 @@ FeatureReport probe_features() {
   return r;
 }
 
+namespace {
+// netdev generic netlink family (6.3+): per-device XDP feature bits. The
+// constants are from the kernel UAPI; Debian 12's headers predate them.
+constexpr int kNetdevCmdDevGet = 1;
+constexpr int kNetdevAttrIfindex = 1;
+constexpr int kNetdevAttrXdpFeatures = 3;
+constexpr int kNetdevAttrMax = 16;
+
+int xdp_features_cb(nl_msg* msg, void* arg) {
+  nlattr* tb[kNetdevAttrMax + 1] = {};
+  if (genlmsg_parse(nlmsg_hdr(msg), 0, tb, kNetdevAttrMax, nullptr) == 0 && tb[kNetdevAttrXdpFeatures])
+    *static_cast<int64_t*>(arg) = static_cast<int64_t>(nla_get_u64(tb[kNetdevAttrXdpFeatures]));
+  return NL_OK;
+}
+}  // namespace
+
+std::string xdp_features(int ifindex) {
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) return "unknown";
+  std::string out = "unknown";
+  int64_t bits = -1;
+  if (genl_connect(sk) == 0) {
+    int fam = genl_ctrl_resolve(sk, "netdev");
+    if (fam < 0) {
+      out = "not reported (no netdev netlink family; kernel < 6.3)";
+    } else {
+      nl_msg* m = nlmsg_alloc();
+      if (m && genlmsg_put(m, NL_AUTO_PORT, NL_AUTO_SEQ, fam, 0, 0, kNetdevCmdDevGet, 1) &&
+          nla_put_u32(m, kNetdevAttrIfindex, static_cast<uint32_t>(ifindex)) == 0 && nl_send_auto(sk, m) >= 0) {
+        nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, xdp_features_cb, &bits);
+        nl_recvmsgs_default(sk);
+      }
+      nlmsg_free(m);
+    }
+  }
+  nl_socket_free(sk);
+  if (bits >= 0) {
+    static const char* names[] = {"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"};
+    out.clear();
+    for (int i = 0; i < 7; ++i)
+      if (bits & (1ll << i)) out += (out.empty() ? "" : ",") + std::string(names[i]);
+    if (out.empty()) out = "none (generic XDP only)";
+  }
+  return out;
+}
+
 std::string describe_interface(const std::string& ifname) {
   unsigned idx = if_nametoindex(ifname.c_str());
   if (!idx) return "not found in this network namespace";
@@ -200,6 +248,7 @@ std::string describe_interface(const std::string& ifname) {
     if (ioctl(s, SIOCETHTOOL, &ifr) == 0) out += ", driver " + std::string(info.driver);
     close(s);
   }
+  out += ", native XDP: " + xdp_features(static_cast<int>(idx));
   LIBBPF_OPTS(bpf_xdp_query_opts, q);
   if (bpf_xdp_query(static_cast<int>(idx), 0, &q) == 0 && q.attach_mode != XDP_ATTACHED_NONE)
     out += ", an XDP program is already attached (mode " + std::to_string(q.attach_mode) + ")";

@@ -37,6 +37,10 @@ FeatureReport probe_features();
 
 std::string kernel_release();
 
+// Native XDP features the driver of `ifindex` reports (netdev netlink,
+// 6.3+), e.g. "basic,redirect,ndo-xmit".
+std::string xdp_features(int ifindex);
+
 // Per-interface facts for --check (driver, XDP attach modes it reports).
 std::string describe_interface(const std::string& ifname);
 
