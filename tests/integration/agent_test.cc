@@ -103,15 +103,24 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
     return 0;
   }
 
-  // Sends `bytes` over TCP from a to b; true when the transfer completed.
-  bool transfer(const std::string& bytes = "8M") {
+  // Sends `bytes` over TCP from a to b; returns the payload bytes the
+  // receiver got (iperf3 stops reading at the end of the test, so data still
+  // in socket buffers never crosses the wire), 0 on failure.
+  uint64_t transfer(const std::string& bytes = "8M") {
     iperf_ = lab_->spawn(b_, {"iperf3", "-s", "-1", "-B", "10.201.0.2"}, "iperf3-server");
     bool listening = eventually(
         [&] { return lab_->nsh(b_, "ss -ltn | grep -q :5201") == 0; }, std::chrono::seconds(5));
-    if (!listening) return false;
-    int rc = lab_->nsh(a_, "timeout 20 iperf3 -c 10.201.0.2 -n " + bytes + " >/dev/null");
+    if (!listening) return 0;
+    int st = -1;
+    std::string o = lab_->out("ip netns exec " + a_ + " timeout 20 iperf3 -J -c 10.201.0.2 -n " + bytes, &st);
     iperf_.wait(std::chrono::seconds(5));
-    return rc == 0;
+    if (st != 0) return 0;
+    try {
+      return json::parse(o)["end"]["sum_received"]["bytes"].get<uint64_t>();
+    } catch (...) {
+      ADD_FAILURE() << "iperf3 -J printed no result: " << o.substr(0, 500);
+      return 0;
+    }
   }
 
   std::string tc_filters(const std::string& hook) {
@@ -131,38 +140,40 @@ TEST_P(AgentTest, CountersMoveUnderTrafficInSluicectlAndPrometheus) {
   json st = ctl("status");
   EXPECT_EQ(st["attach_mode"], mode());
   uint64_t before = counted_packets();
-  ASSERT_TRUE(transfer("8M"));
+  uint64_t got = transfer("8M");
+  ASSERT_GT(got, 1u << 20);
   uint64_t bytes = ingress_tcp_bytes();
-  EXPECT_GT(bytes, 8u << 20) << "flowstat saw less than the 8 MiB sent";
+  EXPECT_GT(bytes, got) << "flowstat saw less than the payload the receiver got";
   EXPECT_GT(counted_packets(), before + 100);
   std::string metrics = lab_->out("ip netns exec " + b_ + " curl -sf http://127.0.0.1:9477/metrics");
   std::smatch m;
   std::regex re("sluice_iface_bytes_total\\{iface=\"" + ifb_ + "\",dir=\"ingress\"\\} ([0-9.e+]+)");
   ASSERT_TRUE(std::regex_search(metrics, m, re)) << metrics.substr(0, 2000);
-  EXPECT_GE(std::stod(m[1]), double(8u << 20));
+  EXPECT_GE(std::stod(m[1]), double(got));
   EXPECT_NE(metrics.find("sluice_verdict_packets_total{iface=\"" + ifb_ + "\""), std::string::npos);
 }
 
 TEST_P(AgentTest, Kill9LeavesTrafficFlowing) {
   agent_ = start_agent();
-  ASSERT_TRUE(transfer("2M"));
+  ASSERT_GT(transfer("2M"), 0u);
   agent_.kill9();
-  EXPECT_TRUE(transfer("8M")) << "traffic stopped after kill -9 of the agent";
+  EXPECT_GT(transfer("8M"), 1u << 20) << "traffic stopped after kill -9 of the agent";
 }
 
 TEST_P(AgentTest, RestartReusesPinnedMapsAfterKill9AndSigterm) {
   agent_ = start_agent("sluiced-1");
-  ASSERT_TRUE(transfer("4M"));
+  uint64_t got1 = transfer("4M");
   uint64_t b1 = ingress_tcp_bytes();
   uint64_t c1 = counted_packets();
-  ASSERT_GT(b1, 4u << 20);
+  ASSERT_GT(b1, got1);
   agent_.kill9();
   agent_ = start_agent("sluiced-2");
   EXPECT_GE(ingress_tcp_bytes(), b1) << "flow counters lost across kill -9 + restart";
   EXPECT_GE(counted_packets(), c1) << "verdict counters lost across kill -9 + restart";
-  ASSERT_TRUE(transfer("4M"));
+  uint64_t got2 = transfer("4M");
+  ASSERT_GT(got2, 0u);
   uint64_t b2 = ingress_tcp_bytes();
-  EXPECT_GT(b2, b1 + (4u << 20));
+  EXPECT_GT(b2, b1 + got2);
   // Clean stop and start: still the same maps.
   EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
   agent_ = start_agent("sluiced-3");
@@ -208,16 +219,18 @@ TEST_P(AgentTest, ForeignTcProgramSurvivesAndKeepsSeeingTraffic) {
   };
   agent_ = start_agent();
   uint64_t f0 = foreign_counted();
-  ASSERT_TRUE(transfer("4M"));
-  EXPECT_GE(foreign_counted(), f0 + (4u << 20)) << "the foreign program stopped seeing traffic after our attach";
+  uint64_t got = transfer("4M");
+  ASSERT_GT(got, 0u);
+  EXPECT_GT(foreign_counted(), f0 + got) << "the foreign program stopped seeing traffic after our attach";
   EXPECT_GT(counted_packets(), 100u);
   EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
   std::string f = tc_filters("ingress");
   EXPECT_NE(f.find("handle 0x7"), std::string::npos) << "foreign filter removed by our detach:\n" << f;
   EXPECT_TRUE(has_clsact()) << "a clsact qdisc we did not create (and still in use) was deleted";
   uint64_t f1 = foreign_counted();
-  ASSERT_TRUE(transfer("2M"));
-  EXPECT_GE(foreign_counted(), f1 + (2u << 20));
+  uint64_t got_after = transfer("2M");
+  ASSERT_GT(got_after, 0u);
+  EXPECT_GT(foreign_counted(), f1 + got_after);
 }
 
 TEST_P(AgentTest, BadConfigIsRefusedNamingTheKeyAndAttachesNothing) {
@@ -248,15 +261,17 @@ TEST_P(AgentTest, SighupKeepsRunningConfigWhenNewOneIsBad) {
   ::kill(agent_.pid(), SIGHUP);
   ASSERT_TRUE(eventually([&] { return ctl("status")["reloads"]["rejected"] == 1; }, std::chrono::seconds(5)));
   EXPECT_TRUE(agent_.running());
-  ASSERT_TRUE(transfer("2M"));
-  EXPECT_GT(ingress_tcp_bytes(), 2u << 20) << "counting stopped after a rejected reload";
+  uint64_t got = transfer("2M");
+  ASSERT_GT(got, 0u);
+  EXPECT_GT(ingress_tcp_bytes(), got) << "counting stopped after a rejected reload";
   write_config("[flowstat]\nidle_timeout_s = 60\n");
   ::kill(agent_.pid(), SIGHUP);
   ASSERT_TRUE(eventually([&] { return ctl("status")["reloads"]["ok"] == 1; }, std::chrono::seconds(5)));
   EXPECT_EQ(ctl("config")["config"]["flowstat"]["idle_timeout_s"], 60);
   uint64_t b = ingress_tcp_bytes();
-  ASSERT_TRUE(transfer("2M"));
-  EXPECT_GT(ingress_tcp_bytes(), b) << "counting stopped after an accepted reload";
+  uint64_t got2 = transfer("2M");
+  ASSERT_GT(got2, 0u);
+  EXPECT_GT(ingress_tcp_bytes(), b + got2) << "counting stopped after an accepted reload";
 }
 
 INSTANTIATE_TEST_SUITE_P(AttachModes, AgentTest, ::testing::Values("tcx", "clsact"),
