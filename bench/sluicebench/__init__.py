@@ -1,0 +1,1 @@
+"""sluice experiment runner (bench/run)."""

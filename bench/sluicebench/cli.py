@@ -1,0 +1,109 @@
+"""bench/run command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import sluicelab
+
+from . import core
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _write_json(path: str, data: dict):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    core.load_plugins()
+    exps, vars_ = core.experiments(), core.variants()
+    ap = argparse.ArgumentParser(
+        prog="bench/run",
+        description="Run a sluice experiment: build the topology, run every variant in the same "
+                    "invocation, write JSON and a PNG plot, print a table.")
+    sub = ap.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    sub.add_parser("list", help="list experiments and variants")
+    for name, cls in sorted(exps.items()):
+        p = sub.add_parser(name, help=cls.help, description=cls.help,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p.add_argument("--variants", default=cls.default_variants,
+                       help="comma-separated variants to compare (bench/run list)")
+        p.add_argument("--json", required=True, metavar="OUT", help="result JSON path")
+        p.add_argument("--png", metavar="PNG", help="plot path (default: OUT with .png)")
+        p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+        p.add_argument("--no-build", action="store_true", help="do not build missing tools first")
+        p.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+        p.add_argument("-v", "--verbose", action="store_true")
+        cls.add_args(p)
+        for vcls in vars_.values():
+            vcls.add_args(p)
+    args = ap.parse_args(argv)
+    if args.experiment in (None, "list"):
+        print("experiments:")
+        for n, c in sorted(exps.items()):
+            print(f"  {n:12s} {c.help}")
+        print("variants:")
+        for n, c in sorted(vars_.items()):
+            print(f"  {n:12s} {c.help}")
+        return 0 if args.experiment == "list" else 2
+
+    names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in names if v not in vars_]
+    if unknown or not names:
+        print(f"bench/run: unknown variant(s) {', '.join(unknown) or '(none given)'}; "
+              f"known: {', '.join(sorted(vars_))}", file=sys.stderr)
+        return 2
+    if len(set(names)) != len(names):
+        print("bench/run: a variant is listed twice", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("bench/run: run as root (network namespaces, qdiscs, BPF)", file=sys.stderr)
+        return 1
+
+    exp = exps[args.experiment](args)
+    variants = [vars_[n](args) for n in names]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # Explicitly: a runner started from a script in the background inherits
+    # SIGINT ignored, and Ctrl-C must still tear the lab down.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    t0 = time.monotonic()
+    try:
+        if not args.no_build:
+            core.ensure_built(getattr(exp, "build_targets", ["sluice-tg", "sluice-qmon"]),
+                              lambda m: print(f"[bench] {m}", file=sys.stderr))
+        with sluicelab.Lab(tag="l", keep=args.keep, verbose=args.verbose) as lab:
+            ctx = core.Context(args, lab)
+            ctx.log(f"lab prefix {lab.prefix}, variants {', '.join(names)}")
+            result = exp.run(ctx, variants)
+    except KeyboardInterrupt:
+        print("\nbench/run: interrupted; lab torn down", file=sys.stderr)
+        return 130
+    except (core.BenchError, sluicelab.LabError) as e:
+        print(f"bench/run: {e}", file=sys.stderr)
+        return 1
+    result.setdefault("elapsed_s", round(time.monotonic() - t0, 1))
+    _write_json(args.json, result)
+    print(exp.table(result))
+    print(f"\nJSON: {args.json}")
+    if not args.no_plot:
+        png = args.png or os.path.splitext(args.json)[0] + ".png"
+        try:
+            exp.plot(result, png)
+            print(f"plot: {png}")
+        except ImportError as e:
+            print(f"bench/run: no plot ({e}); install python3-matplotlib", file=sys.stderr)
+    return 0

@@ -1,0 +1,269 @@
+"""Experiment runner core: registries of experiments and variants, the run
+context handed to both, tool lookup, and the process/queue-monitor helpers
+experiments share.
+
+A *variant* is what is being compared (baseline kernel TCP, PAC, DCTCP, ...):
+a class registered with @variant that prepares hosts and switch ports before
+traffic and undoes it after. An *experiment* builds a topology, runs every
+requested variant on it in the same invocation and returns the result JSON
+{"experiment": ..., "params": {...}, "variants": {name: [row, ...]}}.
+See bench/README.md "Adding a variant" / "Adding an experiment".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import sluicelab
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+_EXPERIMENTS: dict = {}
+_VARIANTS: dict = {}
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Registries
+
+def experiment(cls):
+    """Class decorator: registers an Experiment subclass under cls.name."""
+    if cls.name in _EXPERIMENTS:
+        raise BenchError(f"experiment '{cls.name}' registered twice")
+    _EXPERIMENTS[cls.name] = cls
+    return cls
+
+
+def variant(cls):
+    """Class decorator: registers a Variant subclass under cls.name."""
+    if cls.name in _VARIANTS:
+        raise BenchError(f"variant '{cls.name}' registered twice")
+    _VARIANTS[cls.name] = cls
+    return cls
+
+
+def experiments() -> dict:
+    return dict(_EXPERIMENTS)
+
+
+def variants() -> dict:
+    return dict(_VARIANTS)
+
+
+class Variant:
+    """One thing being compared. Subclass, set `name`/`help`, override what
+    you need, decorate with @variant, put the file in sluicebench/variants/.
+
+    Life cycle, for every measurement point (e.g. one sender count):
+        setup(ctx, topo)      after the topology exists, before any traffic
+        ... traffic (sluice-tg servers use `cc`, namespaces get `ecn`) ...
+        metrics(ctx, topo)    extra fields merged into the result row
+        teardown(ctx, topo)   always called, also after an error or Ctrl-C
+    Anything started with ctx.spawn() is stopped by the runner too, and the
+    lab's namespaces are deleted at the end whatever happens.
+    """
+    name = ""
+    help = ""
+    # TCP_CONGESTION for every traffic-generator socket (servers and clients).
+    cc = "cubic"
+    # net.ipv4.tcp_ecn in every host namespace (1 = request and accept ECN).
+    ecn = False
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser):
+        """Variant-specific options; prefix them with the variant name
+        (e.g. --pac-threshold) since all variants share one parser."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+
+    def setup(self, ctx: "Context", topo: sluicelab.Topology):
+        pass
+
+    def metrics(self, ctx: "Context", topo: sluicelab.Topology) -> dict:
+        return {}
+
+    def teardown(self, ctx: "Context", topo: sluicelab.Topology):
+        pass
+
+
+class Experiment:
+    """Subclass, set `name`/`help`, implement add_args/run/table/plot,
+    decorate with @experiment, put the file in sluicebench/experiments/."""
+    name = ""
+    help = ""
+    default_variants = "baseline"
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser):
+        pass
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+
+    def run(self, ctx: "Context", variants: list) -> dict:
+        raise NotImplementedError
+
+    def table(self, result: dict) -> str:
+        return json.dumps(result, indent=1)
+
+    def plot(self, result: dict, path: str):
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Tools
+
+def build_dir() -> str:
+    return os.environ.get("SLUICE_BUILD_DIR", os.path.join(TOP, "build"))
+
+
+def tool(name: str) -> str:
+    """Path of a built sluice binary (sluice-tg, sluice-qmon, sluiced, ...)."""
+    bd = build_dir()
+    for rel in (f"agent/tg/{name}", f"agent/qmon/{name}", f"agent/lab/{name}", f"agent/{name}", name):
+        p = os.path.join(bd, rel)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    raise BenchError(f"{name} not found under {bd} (build it: cmake --build {bd})")
+
+
+def ensure_built(targets: list, log):
+    """Configures and builds what is missing, as a new user's first run
+    needs. Up to date builds cost a second or two."""
+    bd = build_dir()
+    if not os.path.exists(os.path.join(bd, "CMakeCache.txt")):
+        dep = os.path.join(TOP, "tc-scripts", "install-deps.sh")
+        log(f"configuring {bd} (first run)")
+        subprocess.run([dep], check=True)
+        subprocess.run(["cmake", "-S", TOP, "-B", bd, "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+                       check=True, stdout=subprocess.DEVNULL)
+    jobs = str(min(2, os.cpu_count() or 1))
+    r = subprocess.run(["nice", "cmake", "--build", bd, "-j", jobs, "--target"] + targets,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout[-4000:])
+        raise BenchError("build failed (output above)")
+
+
+# ---------------------------------------------------------------------------
+# Context
+
+class Context:
+    """What experiments and variants get: the lab, the arguments, tools,
+    logging, and helpers for the processes every experiment runs."""
+
+    def __init__(self, args: argparse.Namespace, lab: sluicelab.Lab):
+        self.args = args
+        self.lab = lab
+        self.verbose = getattr(args, "verbose", False)
+        self.point: dict = {}  # the current measurement point, e.g. {"senders": 32}
+
+    def log(self, msg: str):
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+    def debug(self, msg: str):
+        if self.verbose:
+            self.log(msg)
+
+    def tool(self, name: str) -> str:
+        return tool(name)
+
+    @property
+    def tmp(self) -> str:
+        return self.lab.tmp
+
+    def spawn(self, ns: Optional[str], argv: list, name: str) -> subprocess.Popen:
+        self.debug(f"spawn [{ns}] {' '.join(argv)}")
+        return self.lab.spawn(ns, argv, name)
+
+    def stop(self, p, sig=signal.SIGTERM, grace=3.0):
+        return self.lab.stop(p, sig, grace)
+
+    def run_tool(self, ns: Optional[str], argv: list, name: str, timeout: float) -> str:
+        """Runs a tool to completion inside ns; returns its log. Raises with
+        the log tail when it fails or times out."""
+        p = self.spawn(ns, argv, name)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop(p, signal.SIGKILL)
+            raise BenchError(f"{name} did not finish within {timeout:.0f} s:\n{self.lab.log_of(p)[-2000:]}")
+        self.stop(p)
+        out = self.lab.log_of(p)
+        if rc != 0:
+            raise BenchError(f"{name} failed ({rc}):\n{out[-2000:]}")
+        return out
+
+    def wait_for_log(self, p, text: str, timeout: float = 5.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in self.lab.log_of(p):
+                return
+            if p.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise BenchError(f"{p.name} did not report '{text}':\n{self.lab.log_of(p)[-2000:]}")
+
+    # -- traffic generator servers -------------------------------------------
+    def start_servers(self, hosts: list, cc: str, port: int = 5001, extra: Optional[list] = None) -> list:
+        procs = []
+        for h in hosts:
+            argv = [self.tool("sluice-tg"), "server", "--port", str(port)]
+            if cc:
+                argv += ["--cc", cc]
+            procs.append(self.spawn(h.ns, argv + (extra or []), f"tg-server-{h.name}-{port}"))
+        for p in procs:
+            self.wait_for_log(p, "listening")
+        return procs
+
+    def stop_all(self, procs: list):
+        for p in procs:
+            self.stop(p)
+
+    # -- queue monitor ---------------------------------------------------------
+    def start_qmon(self, ports: list, name: str = "qmon", interval_us: int = 1000) -> Optional[dict]:
+        """Starts sluice-qmon on the given lab ports; returns a handle for
+        stop_qmon(), or None when sluice-qmon is not built."""
+        try:
+            exe = self.tool("sluice-qmon")
+        except BenchError:
+            return None
+        out = os.path.join(self.tmp, name + ".json")
+        series = os.path.join(self.tmp, name + ".csv")
+        argv = [exe, "--json", out, "--series", series, "--interval-us", str(interval_us)]
+        for p in ports:
+            argv += ["--port", p.spec()]
+        proc = self.spawn(None, argv, name)
+        self.wait_for_log(proc, "monitoring", timeout=10)
+        return {"proc": proc, "json": out, "series": series}
+
+    def stop_qmon(self, h: Optional[dict]) -> Optional[dict]:
+        if not h:
+            return None
+        rc = self.stop(h["proc"], signal.SIGINT, grace=5)
+        if rc != 0 or not os.path.exists(h["json"]):
+            raise BenchError(f"sluice-qmon failed ({rc}):\n{self.lab.log_of(h['proc'])[-2000:]}")
+        with open(h["json"]) as f:
+            return json.load(f)
+
+
+def load_plugins():
+    """Imports every module in sluicebench/experiments and sluicebench/variants
+    (each registers itself)."""
+    import importlib
+    import pkgutil
+    from . import experiments as E, variants as V
+    for pkg in (E, V):
+        for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{pkg.__name__}.{m.name}")

@@ -1,0 +1,2 @@
+"""Experiments: one module per experiment, each registering itself with
+@sluicebench.core.experiment."""
