@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         if not args.no_build:
-            core.ensure_built(getattr(exp, "build_targets", ["sluice-tg", "sluice-qmon"]),
+            core.ensure_built(getattr(exp, "build_targets", core.DEFAULT_TARGETS),
                               lambda m: print(f"[bench] {m}", file=sys.stderr))
         with sluicelab.Lab(tag="l", keep=args.keep, verbose=args.verbose) as lab:
             ctx = core.Context(args, lab)

@@ -25,6 +25,9 @@ import sluicelab
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# Tools every experiment needs; experiments may set build_targets to add theirs.
+DEFAULT_TARGETS = ["sluice-tg"]
+
 _EXPERIMENTS: dict = {}
 _VARIANTS: dict = {}
 
