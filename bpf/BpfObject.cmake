@@ -1,4 +1,4 @@
-# bpf_object(<name> <source.bpf.c> [HEADERS h...])
+# bpf_object(<name> <source.bpf.c> [HEADERS h...] [REQUIRES feature...] [TEST_ONLY])
 #
 # Compiles one BPF C file with clang (-g -O2 -target bpf, CO-RE against the
 # generated vmlinux.h), strips DWARF (BTF stays), and runs
@@ -7,6 +7,15 @@
 #   SLUICE_BPF_OBJ_<name>   path of the .bpf.o (for tests that load raw objects)
 # Header dependencies are tracked twice: clang's depfile (every #include) and
 # the explicit HEADERS list (so a header that is only generated still orders).
+#
+# REQUIRES names the kernel features (as `sluiced --check` prints them) the
+# object cannot load without, e.g. `bpf-cast-to-kern-ctx` (6.2+) or `tcx`
+# (6.6+). Every object goes into the manifest
+# ${CMAKE_BINARY_DIR}/vm-tests/bpf-objects.tsv that `sluice-objcheck` (host
+# ctest and the VM suite) loads and attaches: an object that fails to load is
+# a failure unless the kernel lacks one of its REQUIRES features, which makes
+# it "unsupported on this kernel" with the probe's reason. TEST_ONLY objects
+# (deliberately broken ones for the checker's own tests) stay out of it.
 
 find_program(SLUICE_BPF_CLANG NAMES clang-16 REQUIRED
   DOC "clang used for BPF (Debian 12's clang-16; see README 'Why clang-16')")
@@ -44,8 +53,17 @@ else()
   set(SLUICE_BPF_ARCH ${CMAKE_SYSTEM_PROCESSOR})
 endif()
 
+set(SLUICE_BPF_FEATURES btf ringbuf tc-clsact tcx struct-ops-tcp-cc tp-btf-qdisc
+  bpf-cast-to-kern-ctx xdp)
+
 function(bpf_object name src)
-  cmake_parse_arguments(BO "" "" "HEADERS" ${ARGN})
+  cmake_parse_arguments(BO "TEST_ONLY" "" "HEADERS;REQUIRES" ${ARGN})
+  foreach(f IN LISTS BO_REQUIRES)
+    if(NOT f IN_LIST SLUICE_BPF_FEATURES)
+      message(FATAL_ERROR "bpf_object(${name}): REQUIRES ${f}: unknown feature "
+        "(known: ${SLUICE_BPF_FEATURES})")
+    endif()
+  endforeach()
   get_filename_component(src_abs "${src}" ABSOLUTE)
   set(out_dir "${SLUICE_BPF_GEN_DIR}/obj")
   set(obj "${out_dir}/${name}.bpf.o")
@@ -83,5 +101,27 @@ function(bpf_object name src)
   target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
   add_dependencies(${name}_skel ${name}_skel_gen)
   set(SLUICE_BPF_OBJ_${name} "${obj}" CACHE INTERNAL "")
-  set_property(GLOBAL APPEND PROPERTY SLUICE_BPF_OBJECTS "${name}")
+  set(SLUICE_BPF_REQ_${name} "${BO_REQUIRES}" CACHE INTERNAL "")
+  if(BO_TEST_ONLY)
+    set_property(GLOBAL APPEND PROPERTY SLUICE_BPF_TEST_OBJECTS "${name}")
+  else()
+    set_property(GLOBAL APPEND PROPERTY SLUICE_BPF_OBJECTS "${name}")
+  endif()
+endfunction()
+
+# Writes <file>: one line per object of the global list <prop>,
+# "name<TAB>path<TAB>required,features" ("-" when none). Called deferred at
+# the end of the top-level configure so objects from every directory count.
+function(sluice_write_bpf_manifest prop file)
+  get_property(names GLOBAL PROPERTY ${prop})
+  set(text "# sluice BPF objects: name, object file, kernel features it requires\n")
+  foreach(n IN LISTS names)
+    set(req "${SLUICE_BPF_REQ_${n}}")
+    if(req STREQUAL "")
+      set(req "-")
+    endif()
+    string(REPLACE ";" "," req "${req}")
+    string(APPEND text "${n}\t${SLUICE_BPF_OBJ_${n}}\t${req}\n")
+  endforeach()
+  file(GENERATE OUTPUT "${file}" CONTENT "${text}")
 endfunction()

@@ -16,7 +16,7 @@ PKGS=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # lab and runtime tools
-  iproute2 iperf3 ethtool procps psmisc curl python3 python3-matplotlib
+  iproute2 iperf3 ethtool procps psmisc curl python3 python3-matplotlib jq
   # vm-tests
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
 )

@@ -1,0 +1,83 @@
+# Helpers for vm-tests suite steps. A step starts with
+#   . "$SLUICE_VM_STEPLIB"
+# and runs as root inside the guest (bash, the host's tools over read-only
+# 9p, writable /tmp, /run and build directory). The guest is thrown away
+# after the run, but steps share it: remove what you create (vm_cleanup runs
+# at exit).
+#
+#   BUILD, SRC        the build and source directories (same paths as on the host)
+#   MANIFEST          BUILD/vm-tests/bpf-objects.tsv: name, object, REQUIRES
+#   vm_fail MSG       fail the step with a reason (exit 1)
+#   vm_skip MSG       skip the step with a reason (exit 77); only for what
+#                     this kernel or build truly lacks, never to hide a failure
+#   vm_kernel_at_least MAJOR MINOR
+#   vm_netns NAME     create a network namespace (removed at exit)
+#   vm_bg NAME CMD..  start CMD in the background, log to /tmp/NAME.log,
+#                     killed at exit; its PID is in $VM_BG_PID
+#   vm_wait_for SEC CMD..   retry CMD every 0.2 s until it succeeds
+#   vm_object NAME    path of a built BPF object from the manifest (or "")
+set -u
+set -o pipefail
+
+BUILD=$SLUICE_BUILD_DIR
+SRC=$SLUICE_SRC
+MANIFEST=$BUILD/vm-tests/bpf-objects.tsv
+_vm_netns=()
+_vm_pids=()
+
+vm_log() { echo "[$SLUICE_VM_STEP] $*"; }
+vm_fail() {
+  echo "[$SLUICE_VM_STEP] FAIL: $*"
+  echo "$*" > "$SLUICE_VM_NOTE"
+  exit 1
+}
+vm_skip() {
+  echo "[$SLUICE_VM_STEP] SKIP: $*"
+  echo "$*" > "$SLUICE_VM_NOTE"
+  exit 77
+}
+
+vm_kernel_at_least() {
+  local r maj min
+  r=$(uname -r)
+  maj=${r%%.*}
+  min=${r#*.}
+  min=${min%%[!0-9]*}
+  [ "$maj" -gt "$1" ] || { [ "$maj" -eq "$1" ] && [ "$min" -ge "$2" ]; }
+}
+
+vm_netns() {
+  ip netns add "$1" || vm_fail "ip netns add $1"
+  _vm_netns+=("$1")
+  ip -n "$1" link set lo up
+}
+
+vm_bg() {
+  local name=$1
+  shift
+  "$@" > "/tmp/$name.log" 2>&1 &
+  VM_BG_PID=$!
+  _vm_pids+=("$VM_BG_PID")
+}
+
+vm_wait_for() {
+  local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+    sleep 0.2
+  done
+}
+
+vm_object() {
+  awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$MANIFEST"
+}
+
+vm_cleanup() {
+  local p n
+  for p in "${_vm_pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${_vm_pids[@]}"; do wait "$p" 2>/dev/null; done
+  for n in "${_vm_netns[@]}"; do ip netns del "$n" 2>/dev/null; done
+  return 0
+}
+trap vm_cleanup EXIT

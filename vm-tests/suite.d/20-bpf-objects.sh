@@ -1,0 +1,13 @@
+#!/bin/bash
+# Load and attach every BPF object the build produced (the manifest written
+# by bpf_object()): CO-RE relocations must resolve against this kernel's BTF.
+# Objects that REQUIRE a feature this kernel lacks are reported as
+# unsupported with the probe's reason; any other failure fails the step and
+# names the object and why. struct_ops maps are registered and unregistered.
+# vm-timeout: 120
+. "$SLUICE_VM_STEPLIB"
+
+[ -s "$MANIFEST" ] || vm_fail "no manifest $MANIFEST"
+"$BUILD/vm-tests/sluice-objcheck" --register-struct-ops --manifest "$MANIFEST"
+rc=$?
+[ $rc -eq 0 ] || vm_fail "sluice-objcheck: a BPF object failed on $(uname -r) (see the FAIL lines above)"
