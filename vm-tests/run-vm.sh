@@ -27,6 +27,7 @@ usage: vm-tests/run-vm.sh [options]
   --smp N            virtual CPUs (default 2)
   --mem MB           guest memory (default 1536)
   --append ARGS      extra kernel command line
+  --env NAME=VALUE   environment for the suite steps (repeatable; no spaces)
   --log FILE         guest console log (default BUILD/vm-tests/console.log)
   --init-test MODE   failure-path self test instead of the suite:
                      panic (guest kernel panics), hang (guest never finishes)
@@ -36,7 +37,7 @@ EOF
 
 build=${SLUICE_BUILD_DIR:-$vm_top/build}
 kernel="" modules="" steps="" steps_dir="" timeout=240 step_timeout=150
-smp=2 mem=1536 append="" log="" mode=suite quiet=0
+smp=2 mem=1536 append="" log="" mode=suite quiet=0 guest_env=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -49,6 +50,9 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --append) append=$2; shift 2 ;;
+    --env)
+      [[ $2 =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]\'\"]*$ ]] || vm_die "--env $2: want NAME=VALUE without spaces or quotes"
+      guest_env="$guest_env $2"; shift 2 ;;
     --log) log=$2; shift 2 ;;
     --init-test) mode=$2; shift 2 ;;
     -q|--quiet) quiet=1; shift ;;
@@ -189,6 +193,7 @@ STEP_TIMEOUT='$step_timeout'
 SHARES='$shares'
 LINKS='$links'
 MISSING_MODULES='$missing_suite'
+GUEST_ENV='$guest_env'
 EOF
 
 (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initramfs.gz"

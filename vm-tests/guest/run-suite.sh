@@ -5,7 +5,7 @@
 #
 # A step is a bash script. Exit 0 = PASS, 77 = SKIP (it must say why through
 # vm_skip, see steplib.sh), anything else = FAIL. A "# vm-timeout: SEC" line
-# in its first lines overrides the default bound.
+# in its first 40 lines overrides the default bound.
 set -u
 : "${SLUICE_SRC:?}" "${SLUICE_BUILD_DIR:?}"
 export SLUICE_VM_STEPLIB=$SLUICE_SRC/vm-tests/guest/steplib.sh
@@ -36,7 +36,7 @@ pass=0 fail=0 skip=0
 table=()
 for f in "${steps[@]}"; do
   name=$(basename "$f" .sh)
-  t=$(sed -n '1,15s/^# vm-timeout: *\([0-9][0-9]*\).*/\1/p' "$f" | head -1)
+  t=$(sed -n '1,40s/^# vm-timeout: *\([0-9][0-9]*\).*/\1/p' "$f" | head -1)
   t=${t:-$default_timeout}
   note=/tmp/sluice-vm-note.$name
   rm -f "$note"
