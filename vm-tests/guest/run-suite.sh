@@ -34,6 +34,7 @@ fi
 
 pass=0 fail=0 skip=0
 table=()
+failures=()
 for f in "${steps[@]}"; do
   name=$(basename "$f" .sh)
   t=$(sed -n '1,40s/^# vm-timeout: *\([0-9][0-9]*\).*/\1/p' "$f" | head -1)
@@ -46,7 +47,7 @@ for f in "${steps[@]}"; do
   (cd /tmp && SLUICE_VM_STEP=$name SLUICE_VM_NOTE=$note timeout -k 5 "$t" bash "$f")
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
-  why=$(cat "$note" 2>/dev/null | head -3 | tr '\n' ' ')
+  why=$(head -3 "$note" 2>/dev/null | paste -sd' ')
   case $rc in
     0) status=PASS; pass=$((pass + 1)) ;;
     77)
@@ -56,6 +57,7 @@ for f in "${steps[@]}"; do
     *) status="FAIL (exit $rc${why:+: $why})"; fail=$((fail + 1)) ;;
   esac
   echo "--- step $name: $status [${secs}s]"
+  case $status in FAIL*) failures+=("$name ${status#FAIL }") ;; esac
   table+=("$(printf '  %-28s %6ss  %s' "$name" "$secs" "$status")")
 done
 
@@ -63,5 +65,8 @@ echo
 echo "vm-suite summary on $(uname -r):"
 printf '%s\n' "${table[@]}"
 echo "$pass passed, $fail failed, $skip skipped"
-echo "$fail of $((pass + fail + skip)) steps failed" > /tmp/sluice-vm-summary
+# One line for the host's verdict: which steps failed and why.
+summary="$fail of $((pass + fail + skip)) steps failed"
+[ "$fail" -eq 0 ] || summary="$summary: $(IFS=';'; echo "${failures[*]}")"
+echo "${summary:0:600}" > /tmp/sluice-vm-summary
 [ "$fail" -eq 0 ]

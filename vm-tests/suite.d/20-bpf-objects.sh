@@ -8,6 +8,9 @@
 . "$SLUICE_VM_STEPLIB"
 
 [ -s "$MANIFEST" ] || vm_fail "no manifest $MANIFEST"
-"$BUILD/vm-tests/sluice-objcheck" --register-struct-ops --manifest "$MANIFEST"
+"$BUILD/vm-tests/sluice-objcheck" --register-struct-ops --manifest "$MANIFEST" | tee /tmp/objcheck.out
 rc=$?
-[ $rc -eq 0 ] || vm_fail "sluice-objcheck: a BPF object failed on $(uname -r) (see the FAIL lines above)"
+if [ $rc -ne 0 ]; then
+  failed=$(sed -n 's/^FAIL  *\([^:]*\): \(.*\)/\1: \2/p' /tmp/objcheck.out | cut -c1-200 | paste -sd';')
+  vm_fail "BPF object(s) failed on $(uname -r): ${failed:-sluice-objcheck exited $rc}"
+fi

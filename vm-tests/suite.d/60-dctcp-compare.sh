@@ -1,24 +1,26 @@
 #!/bin/bash
 # sluice_dctcp (our BPF struct_ops DCTCP) against this kernel's own dctcp
-# module, on the same small test: one long TCP flow through a
-# HTB bottleneck (50 by default: what TCG sustains) whose queue is a RED qdisc doing DCTCP-style step ECN
-# marking at K = 30 KB. For each congestion control: goodput, mean and
-# maximum bottleneck queue, CE marks. A difference above 20% in goodput or
-# in mean queue is flagged (printed as FLAG; set SLUICE_VM_DCTCP_STRICT=1 to
-# make it fail the step: TCG timing is noisy).
+# module, on the same small test: one long TCP flow through an HTB
+# bottleneck (50 Mbit/s by default: what TCG sustains) whose queue is a RED
+# qdisc doing DCTCP-style step ECN marking at K = 30 KB. For each congestion
+# control: goodput, mean and maximum bottleneck queue, CE marks. A
+# difference above 20% in goodput or in mean queue (two interleaved rounds
+# of each, averaged) is flagged: printed as FLAG, a failure only with
+# SLUICE_VM_DCTCP_STRICT=1, because TCG timing is noisy.
 #
-# The kernel dctcp must behave like DCTCP here (marks happen, the queue
-# stays near K, the link stays busy), else the step fails: the comparison
-# would mean nothing. sluice_dctcp is found in the build's manifest: the
-# object whose struct_ops is named sluice_dctcp (or the object named by
+# The test must produce CE marks with the kernel dctcp, else the step fails
+# (the comparison would mean nothing); whether dctcp kept the queue near K
+# is noted, not asserted: it depends on the CPU the emulated guest gets.
+# sluice_dctcp is found in the build's manifest: the object whose
+# struct_ops is named sluice_dctcp (or the object named by
 # SLUICE_VM_DCTCP_OBJECT). It is registered with bpftool for the
 # measurement and unregistered after. Until that object exists, the step
 # measures the kernel dctcp and SKIPs with that reason.
-# vm-timeout: 120
+# vm-timeout: 150
 . "$SLUICE_VM_STEPLIB"
 
 candidate=${SLUICE_VM_DCTCP_CANDIDATE:-sluice_dctcp}
-secs=${SLUICE_VM_DCTCP_SECONDS:-4}
+secs=${SLUICE_VM_DCTCP_SECONDS:-3}
 rate_mbit=${SLUICE_VM_DCTCP_MBIT:-50}
 k_bytes=30000
 
@@ -77,12 +79,12 @@ measure() {
 
 read -r k_gp k_mean k_max k_marks < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
 vm_log "kernel dctcp:  goodput ${k_gp} Mbit/s  queue mean ${k_mean} B max ${k_max} B  CE marks ${k_marks}"
-# Sanity: this test must show DCTCP behaviour, or comparing means nothing.
-awk -v gp="$k_gp" -v r=$rate_mbit 'BEGIN { exit !(gp >= 0.7 * r) }' ||
-  vm_fail "kernel dctcp used only ${k_gp} of ${rate_mbit} Mbit/s"
+# The test must at least mark and negotiate ECN, or comparing means nothing.
 [ "$k_marks" -gt 0 ] || vm_fail "no CE marks: the bottleneck does not mark or ECN was not negotiated"
-awk -v q="$k_mean" -v k=$k_bytes 'BEGIN { exit !(q < 3 * k) }' ||
-  vm_fail "kernel dctcp mean queue ${k_mean} B is not held near K = ${k_bytes} B"
+# How well DCTCP holds the queue depends on how much CPU the emulated guest
+# gets (a starved vCPU stretches the RTT): reported, not asserted.
+awk -v gp="$k_gp" -v r=$rate_mbit -v q="$k_mean" -v k=$k_bytes 'BEGIN { exit !(gp >= 0.7 * r && q < 3 * k) }' ||
+  vm_log "note: kernel dctcp did not keep the link busy with the queue near K in this run (guest starved of CPU?): the comparison is weak"
 
 # Find and register the candidate.
 registered=""
@@ -108,7 +110,16 @@ trap 'unregister; vm_cleanup' EXIT
 
 read -r c_gp c_mean c_max c_marks < <(measure "$candidate") || vm_fail "$candidate measurement failed"
 vm_log "$candidate: goodput ${c_gp} Mbit/s  queue mean ${c_mean} B max ${c_max} B  CE marks ${c_marks}"
+# A second interleaved round of both; the averages are compared (TCG noise).
+avg() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a + b) / 2 }'; }
+read -r gp mean max marks < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
+vm_log "kernel dctcp:  goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}"
+k_gp=$(avg "$k_gp" "$gp") k_mean=$(avg "$k_mean" "$mean") k_max=$((max > k_max ? max : k_max)) k_marks=$((k_marks + marks))
+read -r gp mean max marks < <(measure "$candidate") || vm_fail "$candidate measurement failed"
+vm_log "$candidate: goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}"
+c_gp=$(avg "$c_gp" "$gp") c_mean=$(avg "$c_mean" "$mean") c_max=$((max > c_max ? max : c_max)) c_marks=$((c_marks + marks))
 
+vm_log "two interleaved rounds each (goodput and mean queue averaged, max of max, marks summed):"
 printf '  %-14s %12s %16s %15s %9s\n' cc "goodput Mb/s" "queue mean (B)" "queue max (B)" "CE marks"
 printf '  %-14s %12s %16s %15s %9s\n' dctcp "$k_gp" "$k_mean" "$k_max" "$k_marks"
 printf '  %-14s %12s %16s %15s %9s\n' "$candidate" "$c_gp" "$c_mean" "$c_max" "$c_marks"
@@ -120,7 +131,7 @@ differs "$c_mean" "$k_mean" && flags+=("mean queue ${c_mean} vs ${k_mean} B")
 if [ ${#flags[@]} -gt 0 ]; then
   msg="$candidate differs from kernel dctcp by more than 20%: $(IFS=';'; echo "${flags[*]}")"
   echo "[$SLUICE_VM_STEP] FLAG: $msg"
-  [ "${SLUICE_VM_DCTCP_STRICT:-0}" = 1 ] && vm_fail "$msg"
+  if [ "${SLUICE_VM_DCTCP_STRICT:-0}" = 1 ]; then vm_fail "$msg"; fi
 else
   vm_log "$candidate is within 20% of kernel dctcp in goodput and mean queue"
 fi
