@@ -90,8 +90,22 @@ vm_log "downloading $pkg $ver (apt-get download; unpacked into $cache, not insta
 t0=$(date +%s)
 rm -rf "$dest"
 mkdir -p "$dest/dl"
-(cd "$dest/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) ||
+if ! (cd "$dest/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2); then
+  rm -rf "$dest"
+  # Stale package lists name a file the archive no longer has: refresh once.
+  if [ -z "${SLUICE_VM_FETCH_RETRY:-}" ] && [ "$(id -u)" -eq 0 ]; then
+    vm_log "apt-get download failed; running apt-get update and trying again"
+    apt-get update -qq >&2 || true
+    flock -u 9
+    SLUICE_VM_FETCH_RETRY=1 exec "$0" "$@"
+  fi
+  if d=$(newest_cached); then
+    vm_log "apt-get download $pkg=$ver failed; using the cached kernel"
+    emit "$d"
+    exit 0
+  fi
   vm_die "apt-get download $pkg=$ver failed"
+fi
 deb=$(ls "$dest"/dl/*.deb)
 dpkg-deb -x "$deb" "$dest/root"
 rm -rf "$dest/dl"
