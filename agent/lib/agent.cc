@@ -1,5 +1,6 @@
 #include "agent.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,26 @@ namespace sluice {
 #ifndef SLUICE_VERSION
 #define SLUICE_VERSION "0.0.0"
 #endif
+
+static nlohmann::json pac_to_json(const PacConfig& p) {
+  auto ranges = [](const std::vector<PacPortRange>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& r : v) a.push_back(r.lo == r.hi ? std::to_string(r.lo) : std::to_string(r.lo) + "-" + std::to_string(r.hi));
+    return a;
+  };
+  nlohmann::json pfx = nlohmann::json::array();
+  for (const auto& x : p.remote_prefixes) {
+    char buf[INET6_ADDRSTRLEN] = "";
+    inet_ntop(x.family == 4 ? AF_INET : AF_INET6, x.addr, buf, sizeof(buf));
+    pfx.push_back(std::string(buf) + "/" + std::to_string(x.len));
+  }
+  return {{"buffer_bytes", p.buffer_bytes}, {"mlfq_level_bytes", p.mlfq_level_bytes}, {"lambda", p.lambda},
+          {"ecn", p.ecn}, {"max_held", p.max_held}, {"max_hold_ms", p.max_hold_ms},
+          {"fail_open_ms", p.fail_open_ms}, {"reinject_mark", p.reinject_mark},
+          {"idle_timeout_s", p.idle_timeout_s}, {"control_interval_min_us", p.control_interval_min_us},
+          {"local_ports", ranges(p.local_ports)}, {"remote_ports", ranges(p.remote_ports)},
+          {"remote_prefixes", pfx}};
+}
 
 nlohmann::json to_json(const Config& c) {
   nlohmann::json ifs = nlohmann::json::array();
@@ -40,6 +61,7 @@ nlohmann::json to_json(const Config& c) {
         {"port", c.metrics.port},
         {"per_flow", c.metrics.per_flow}}},
       {"flowstat", {{"track_flows", c.flowstat.track_flows}, {"idle_timeout_s", c.flowstat.idle_timeout_s}}},
+      {"pac", pac_to_json(c.pac)},
       {"interface", ifs},
   };
 }

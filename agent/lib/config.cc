@@ -2,7 +2,10 @@
 
 #include <toml++/toml.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <net/if.h>
@@ -143,6 +146,107 @@ class Section {
   std::vector<std::string> seen_;
 };
 
+// [pac]: arrays and floats need more than Section's scalar readers.
+void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& out) {
+  Section s(t, "pac", out);
+  s.get_int("buffer_bytes", pc.buffer_bytes, 3000, int64_t(1) << 32);
+  s.get("ecn", pc.ecn);
+  s.get_int("max_held", pc.max_held, 1, 1 << 20);
+  s.get_int("max_hold_ms", pc.max_hold_ms, 1, 10000);
+  s.get_int("fail_open_ms", pc.fail_open_ms, 10, 100);
+  s.get_int("reinject_mark", pc.reinject_mark, 1, 0xffffffffll);
+  s.get_int("idle_timeout_s", pc.idle_timeout_s, 1, 86400);
+  s.get_int("control_interval_min_us", pc.control_interval_min_us, 100, 1000000);
+  if (auto n = s.node("lambda")) {
+    auto v = n->value<double>();
+    if (!v) s.problem("lambda", n, "expected a number");
+    else if (*v <= 0 || *v >= 1) s.problem("lambda", n, "must be in (0, 1)");
+    else pc.lambda = *v;
+  }
+  if (auto n = s.node("mlfq_level_bytes")) {
+    auto arr = n->as_array();
+    std::vector<uint64_t> v;
+    bool ok = arr != nullptr;
+    if (arr)
+      for (size_t i = 0; i < arr->size(); ++i) {
+        auto x = arr->get(i)->value<int64_t>();
+        if (!x || *x <= 0 || (!v.empty() && uint64_t(*x) <= v.back())) ok = false;
+        else v.push_back(uint64_t(*x));
+      }
+    if (!ok || v.size() > 7)
+      s.problem("mlfq_level_bytes", n, "expected up to 7 increasing positive byte counts (levels = count + 1)");
+    else pc.mlfq_level_bytes = v;
+  }
+  auto ports = [&](const char* k, std::vector<PacPortRange>& dst) {
+    auto n = s.node(k);
+    if (!n) return;
+    auto arr = n->as_array();
+    if (!arr) return s.problem(k, n, "expected an array of ports or \"lo-hi\" ranges");
+    std::vector<PacPortRange> v;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& e = *arr->get(i);
+      std::string key = std::string(k) + "[" + std::to_string(i) + "]";
+      long lo = -1, hi = -1;
+      if (auto x = e.value<int64_t>()) {
+        lo = hi = long(*x);
+      } else if (auto str = e.as_string()) {
+        const std::string& q = str->get();
+        char* end = nullptr;
+        lo = std::strtol(q.c_str(), &end, 10);
+        if (end && *end == '-') hi = std::strtol(end + 1, &end, 10);
+        else hi = lo;
+        if (!end || *end) lo = -1;
+      }
+      if (lo < 1 || hi < lo || hi > 65535) {
+        out.push_back({"pac." + key, render(e), "expected a port 1-65535 or a range \"lo-hi\""});
+        continue;
+      }
+      v.push_back({uint16_t(lo), uint16_t(hi)});
+    }
+    if (v.size() > 8) return s.problem(k, n, "at most 8 entries");
+    dst = v;
+  };
+  ports("local_ports", pc.local_ports);
+  ports("remote_ports", pc.remote_ports);
+  if (auto n = s.node("remote_prefixes")) {
+    auto arr = n->as_array();
+    if (!arr) {
+      s.problem("remote_prefixes", n, "expected an array of CIDR strings");
+    } else {
+      std::vector<PacPrefix> v;
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& e = *arr->get(i);
+        std::string key = "pac.remote_prefixes[" + std::to_string(i) + "]";
+        auto str = e.as_string();
+        PacPrefix p;
+        bool ok = false;
+        if (str) {
+          std::string q = str->get();
+          auto slash = q.find('/');
+          std::string a = q.substr(0, slash);
+          p.family = a.find(':') == std::string::npos ? 4 : 6;
+          int maxlen = p.family == 4 ? 32 : 128;
+          long len = maxlen;
+          if (slash != std::string::npos) {
+            char* end = nullptr;
+            len = std::strtol(q.c_str() + slash + 1, &end, 10);
+            if (!end || *end || slash + 1 == q.size()) len = -1;
+          }
+          ok = len >= 0 && len <= maxlen && inet_pton(p.family == 4 ? AF_INET : AF_INET6, a.c_str(), p.addr) == 1;
+          p.len = uint8_t(len);
+        }
+        if (!ok) out.push_back({key, render(e), "expected an IPv4/IPv6 CIDR such as \"10.0.0.0/8\""});
+        else v.push_back(p);
+      }
+      if (v.size() > 8) s.problem("remote_prefixes", n, "at most 8 entries");
+      else pc.remote_prefixes = v;
+    }
+  }
+  if (pc.max_hold_ms * 1000 < pc.control_interval_min_us)
+    s.problem("max_hold_ms", t.get("max_hold_ms"), "shorter than control_interval_min_us");
+  s.finish();
+}
+
 void parse_interface(const toml::table& t, const std::string& path, InterfaceConfig& ic,
                      std::vector<ConfigProblem>& out) {
   Section s(t, path, out);
@@ -238,6 +342,7 @@ Config parse_table(const toml::table& root) {
     s.get_int("idle_timeout_s", c.flowstat.idle_timeout_s, 1, 86400 * 7);
     s.finish();
   }
+  if (auto t = sub("pac")) parse_pac(*t, c.pac, out);
   if (auto n = top.node("interface")) {
     auto arr = n->as_array();
     if (!arr || !arr->is_array_of_tables()) {

@@ -42,6 +42,32 @@ struct FlowstatConfig {
   uint32_t idle_timeout_s = 300;
 };
 
+// PAC (pac-icnp14 §III) on a receiver's interface. Defaults follow the
+// paper's testbed (Table I) where it has one.
+struct PacPortRange {
+  uint16_t lo = 0, hi = 0;
+};
+struct PacPrefix {
+  int family = 4;          // 4 or 6
+  uint8_t addr[16] = {};   // network order
+  uint8_t len = 0;
+};
+struct PacConfig {
+  uint64_t buffer_bytes = 131072;             // initial (and largest) threshold: the switch buffer
+  std::vector<uint64_t> mlfq_level_bytes{20480};  // MLFQ boundaries by bytes received
+  double lambda = 0.8;                        // eq. (6) and slow-start inference
+  bool ecn = true;                            // adapt the threshold to α (eq. 2)
+  uint32_t max_held = 8192;                   // hold queue size (full: release, never drop)
+  uint32_t max_hold_ms = 50;                  // no ACK is held longer
+  uint32_t fail_open_ms = 60;                 // BPF stops diverting when the heartbeat is older
+  uint32_t reinject_mark = 0x50ac;            // skb->mark of re-injected ACKs
+  uint32_t idle_timeout_s = 300;              // flow state dropped after this idle time
+  uint32_t control_interval_min_us = 1000;    // floor of the control interval (average RTT)
+  std::vector<PacPortRange> local_ports;      // empty = any
+  std::vector<PacPortRange> remote_ports;     // empty = any
+  std::vector<PacPrefix> remote_prefixes;     // empty = any
+};
+
 struct InterfaceConfig {
   std::string name;
   Role role = Role::Host;
@@ -53,6 +79,7 @@ struct Config {
   AgentConfig agent;
   MetricsConfig metrics;
   FlowstatConfig flowstat;
+  PacConfig pac;
   std::vector<InterfaceConfig> interfaces;
 
   const InterfaceConfig* find_interface(const std::string& name) const;

@@ -24,6 +24,8 @@ constexpr uint32_t kTcHandle = 0x51;
 // a restart replaces its own earlier filter instead of stacking a new one.
 enum TcPrio : uint32_t {
   kPrioFlowstat = 0xA510,
+  // Before flowstat: a diverted ACK is counted once, when it is re-injected.
+  kPrioPac = 0xA420,
 };
 
 class TcAttachment {

@@ -15,7 +15,19 @@
 	X(PASS_OTHER_L4,        "pass", "L4 protocol other than TCP/UDP")         \
 	X(PASS_COUNTED,         "pass", "flow counted")                           \
 	X(PASS_FLOW_TABLE_FULL, "pass", "flow table update failed")               \
-	X(PASS_IP_FRAGMENT,     "pass", "non-first IP fragment, no L4 header")
+	X(PASS_IP_FRAGMENT,     "pass", "non-first IP fragment, no L4 header") \
+	X(PAC_UNMANAGED,        "pass", "PAC: flow not managed")                  \
+	X(PAC_NOT_PURE_ACK,     "pass", "PAC: SYN/FIN/RST or data, never held")   \
+	X(PAC_DATA,             "pass", "PAC: data segment accounted (eq. 5)")    \
+	X(PAC_ADMIT,            "pass", "PAC: ACK admitted in the kernel")        \
+	X(PAC_DIVERT,           "drop", "PAC: ACK copied to the agent to hold")   \
+	X(PAC_REINJECTED,       "pass", "PAC: held ACK released by the agent")    \
+	X(PAC_FAIL_OPEN,        "pass", "PAC: agent heartbeat stale, ACK passed") \
+	X(PAC_RING_FULL,        "pass", "PAC: ring buffer full, ACK passed")      \
+	X(PAC_UNKNOWN_FLOW,     "pass", "PAC: ACK of a flow with no data seen")   \
+	X(PAC_FRAME_TOO_BIG,    "pass", "PAC: ACK frame larger than the copy")    \
+	X(PAC_WINDOW_REOPEN,    "pass", "PAC: window update after zero window")   \
+	X(PAC_FLOW_TABLE_FULL,  "pass", "PAC: flow table update failed")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -1,0 +1,199 @@
+// PAC agent logic without the kernel: the MLFQ of held ACKs (§III-D), the
+// release rule of Algorithm 1, threshold adaptation (eq. 2), deviation
+// correction (eq. 6), per-flow phase inference (§III-C) and stale ACK
+// handling (§III-D). PacModule wires it to the BPF maps and the re-injection
+// socket through the Datapath interface; unit tests drive it directly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/pac.h"
+
+namespace sluice::pac {
+
+struct FlowKeyHash {
+  size_t operator()(const sluice_pac_flow_key& k) const noexcept;
+};
+struct FlowKeyEq {
+  bool operator()(const sluice_pac_flow_key& a, const sluice_pac_flow_key& b) const noexcept;
+};
+std::string format_key(const sluice_pac_flow_key& k);
+
+struct Params {
+  uint64_t buffer_bytes = 131072;             // initial and maximum threshold
+  std::vector<uint64_t> level_bytes{20480};   // MLFQ level boundaries (bytes received)
+  double lambda = 0.8;                        // eq. (6) and phase inference
+  double ewma_gain = 0.125;                   // BW_S and in_flight_S filters
+  size_t max_held = 8192;                     // hold queue size; full -> release head
+  uint64_t max_hold_ns = 50'000'000;          // never hold an ACK longer
+  uint64_t min_threshold = 2 * SLUICE_PAC_DEFAULT_MSS;
+  bool ecn = true;                            // adapt the threshold to α (eq. 2)
+};
+
+// PAC §III-B eq. (2): threshold ← threshold·(1−α/2) if α > 0, else
+// min(2·threshold, buffer_size). Never below `floor`.
+uint64_t adapt_threshold(uint64_t threshold, double alpha, uint64_t buffer_size, uint64_t floor);
+
+// PAC §III-C eq. (6): deviation correction once per control interval.
+class DeviationCorrector {
+ public:
+  DeviationCorrector(double lambda, double gain) : lambda_(lambda), gain_(gain) {}
+  // bw: BW_T of this interval (bytes/s); in_flight: current estimate;
+  // alpha: ECN fraction. Returns the corrected in_flight when eq. (6)
+  // lowers it, nullopt otherwise. Then updates BW_S and in_flight_S.
+  std::optional<int64_t> on_interval(double bw, int64_t in_flight, double alpha);
+  double bw_s() const { return bw_s_; }
+  double in_flight_s() const { return inflight_s_; }
+
+ private:
+  double lambda_, gain_;
+  double bw_s_ = 0, inflight_s_ = 0;
+  bool primed_ = false;
+};
+
+// PAC §III-C: a flow whose per-interval throughput satisfies
+// BW_N <= λ·BW_{N-1} for two consecutive intervals has left slow start.
+class PhaseTracker {
+ public:
+  // Returns true when this sample moved the flow into congestion avoidance.
+  bool on_interval(double bw, double lambda);
+  bool ca() const { return ca_; }
+  void reset_slow_start() { ca_ = false; drops_ = 0; prev_ = 0; have_prev_ = false; }
+  void set_ca() { ca_ = true; }
+
+ private:
+  double prev_ = 0;
+  bool have_prev_ = false;
+  int drops_ = 0;
+  bool ca_ = false;
+};
+
+struct HeldAck {
+  uint64_t enq_ns = 0;
+  uint32_t ack = 0;
+  uint16_t window = 0;
+  uint8_t flags = 0;  // SLUICE_PAC_EVF_*
+  uint16_t frame_len = 0;
+  std::array<uint8_t, SLUICE_PAC_FRAME_MAX> frame{};
+};
+
+// What the engine needs from the kernel side.
+class Datapath {
+ public:
+  virtual ~Datapath() = default;
+  virtual int64_t in_flight() = 0;
+  virtual uint64_t threshold() = 0;
+  // Re-injects one ACK; returns false if it could not be sent.
+  virtual bool send(const sluice_pac_flow_key& key, const HeldAck& a) = 0;
+  // Tells BPF the agent dropped `total` held ACKs of this flow so far and
+  // its inferred phase/window (pac_flow_ctl).
+  virtual void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) = 0;
+  // Held count and the head ACK's trigger, for the ingress wake-up.
+  virtual void set_wake(uint64_t held, uint64_t room) = 0;
+};
+
+enum class ReleaseWhy { Threshold, QueueFull, MaxHold, Flush };
+
+struct EngineStats {
+  uint64_t held_events = 0;
+  uint64_t released = 0;            // re-injected because they fit (Algorithm 1)
+  uint64_t released_queue_full = 0; // released early: hold queue full
+  uint64_t released_max_hold = 0;   // released early: held max_hold
+  uint64_t released_flush = 0;      // released on shutdown / after a stall
+  uint64_t send_failures = 0;       // re-injection failed (counted, ACK dropped)
+  uint64_t dropped_stale = 0;       // §III-D out-of-order ACKs dropped
+  uint64_t dropped_superseded = 0;  // overtaken by a non-held segment's ACK
+  uint64_t dropped_teardown = 0;    // flow reset while ACKs were held
+  uint64_t stale_events = 0;        // §III-D stale arrivals (retransmissions seen)
+  uint64_t level_moves = 0;
+  // Hold time histogram: upper bounds in µs, last bucket = +Inf.
+  static constexpr std::array<uint64_t, 12> kHoldBucketsUs{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000};
+  std::array<uint64_t, 13> hold_hist{};
+  uint64_t hold_sum_us = 0;
+  uint64_t hold_count = 0;
+};
+
+class Engine {
+ public:
+  Engine(Params p, Datapath& dp) : p_(std::move(p)), dp_(dp) {}
+
+  // Ring buffer events.
+  void on_event(const sluice_pac_event& ev, uint64_t now_ns);
+  // Algorithm 1 lines 9-14: release head ACKs while they fit; then the
+  // early-release rules (queue full, max hold). Returns ACKs sent.
+  size_t release(uint64_t now_ns);
+  // Releases everything (shutdown, or the datapath failed open meanwhile).
+  size_t flush(uint64_t now_ns);
+
+  // Per-flow phase inference results from a map scan (bytes received by the
+  // flow during the last interval, its CE flag). Writes ctl when it changes.
+  void on_flow_sample(const sluice_pac_flow_key& key, double bw, uint64_t window_bytes, bool ce_seen);
+  // Flow gone from the BPF table (expired/closed): drop agent state.
+  void forget(const sluice_pac_flow_key& key);
+
+  size_t held() const { return held_; }
+  size_t held_at_level(size_t level) const;
+  size_t levels() const { return p_.level_bytes.size() + 1; }
+  size_t flows() const { return flows_.size(); }
+  size_t level_of_bytes(uint64_t bytes) const;
+  const EngineStats& stats() const { return st_; }
+  const Params& params() const { return p_; }
+  // Trigger of the ACK Algorithm 1 would release next (0 if none).
+  uint64_t head_trigger() const;
+  // Order in which ACK numbers would leave if everything fit (for tests).
+  std::vector<std::pair<sluice_pac_flow_key, uint32_t>> order() const;
+  std::vector<uint32_t> queued_acks(const sluice_pac_flow_key& key) const;
+  std::vector<sluice_pac_flow_key> holding_flows() const;
+  bool flow_ca(const sluice_pac_flow_key& key) const;
+
+ private:
+  struct Flow {
+    sluice_pac_flow_key key{};
+    std::deque<HeldAck> q;
+    uint32_t last_ack = 0;  // ACK_prev as the agent released it
+    bool ack_valid = false;
+    uint32_t mss = SLUICE_PAC_DEFAULT_MSS;
+    uint64_t bytes_rcvd = 0;
+    uint32_t retrans_seen = 0;
+    bool ce_ca = false;     // CE seen (from BPF)
+    PhaseTracker phase;
+    uint32_t window = 0;
+    uint64_t dropped = 0;   // total dropped, mirrored into pac_flow_ctl
+    size_t level = 0;
+    bool boosted = false;   // §III-D: stale flow moved to the top level
+    bool queued = false;    // present in a level's RR list
+  };
+  using FlowMap = std::unordered_map<sluice_pac_flow_key, Flow, FlowKeyHash, FlowKeyEq>;
+
+  Flow& flow(const sluice_pac_flow_key& k);
+  uint32_t trigger(const Flow& f, const HeldAck& a) const;
+  void enqueue_flow(Flow& f);
+  void unlink_flow(Flow& f);
+  void set_level(Flow& f, size_t level);
+  // Drops queued ACKs of f strictly before `ack`; returns how many.
+  size_t drop_before(Flow& f, uint32_t ack);
+  void drop_all(Flow& f);
+  void push_ctl(Flow& f);
+  // Sends the head ACK of f; returns false on failure (ACK dropped).
+  void send_head(Flow& f, uint64_t now_ns, ReleaseWhy why);
+  Flow* head_flow();
+  void update_wake();
+
+  Params p_;
+  Datapath& dp_;
+  FlowMap flows_;
+  std::vector<std::list<sluice_pac_flow_key>> rr_;  // per level: flows with ACKs, RR order
+  std::vector<size_t> held_per_level_;
+  size_t held_ = 0;
+  EngineStats st_;
+};
+
+}  // namespace sluice::pac

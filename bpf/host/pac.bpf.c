@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* PAC (pac-icnp14 §III) datapath on the receiver's interface.
+ *
+ * pac_ingress: data segments of managed flows lower the in-flight estimate
+ *   (eq. 5) and feed per-flow bytes (MLFQ), CE counts (α), RTT samples.
+ * pac_egress:  pure ACKs of managed flows are admitted when the flow has no
+ *   ACK held and in_flight + trigger <= threshold (Algorithm 1 lines 11-14,
+ *   eq. 3/4); otherwise a copy goes to the agent (ring buffer) and the skb is
+ *   dropped. The agent re-injects released ACKs with skb->mark ==
+ *   reinject_mark; those are admitted here and their trigger accounted.
+ *
+ * The agent is only involved while something is held. If its heartbeat is
+ * older than fail_open_ns, nothing is diverted (fail open). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sluice/pac.h"
+#include "lib/parse.h"
+#include "lib/counters.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the agent before load. */
+const volatile __u32 reinject_mark = 0x50ac;
+const volatile __u64 fail_open_ns = 60000000ULL;
+const volatile __u32 n_local_ports = 0;
+const volatile struct sluice_pac_port_range local_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
+const volatile __u32 n_remote_ports = 0;
+const volatile struct sluice_pac_port_range remote_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
+const volatile __u32 n_prefixes = 0;
+const volatile struct sluice_pac_prefix prefixes[SLUICE_PAC_MAX_PREFIXES] = {};
+
+/* Shared with the agent through the mmapped .bss. */
+struct sluice_pac_state pac = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SLUICE_PAC_FLOW_TABLE_SIZE);
+	__type(key, struct sluice_pac_flow_key);
+	__type(value, struct sluice_pac_flow);
+} pac_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SLUICE_PAC_FLOW_TABLE_SIZE);
+	__type(key, struct sluice_pac_flow_key);
+	__type(value, struct sluice_pac_flow_ctl);
+} pac_flow_ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22); /* ~14k held ACK records */
+} pac_events SEC(".maps");
+
+static __always_inline int port_in(const volatile struct sluice_pac_port_range *r, __u32 n, __u16 port)
+{
+	__u16 p = bpf_ntohs(port);
+	for (int i = 0; i < SLUICE_PAC_MAX_PORT_RANGES; i++) {
+		if ((__u32)i >= n)
+			break;
+		if (p >= r[i].lo && p <= r[i].hi)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int prefix_match(const struct sluice_pac_flow_key *k)
+{
+	for (int i = 0; i < SLUICE_PAC_MAX_PREFIXES; i++) {
+		if ((__u32)i >= n_prefixes)
+			break;
+		if (prefixes[i].family != k->family)
+			continue;
+		__u32 len = prefixes[i].len;
+		int ok = 1;
+		for (int w = 0; w < 4; w++) {
+			if (len == 0)
+				break;
+			__u32 bits = len >= 32 ? 32 : len;
+			__u32 mask = bits == 32 ? 0xffffffffu : ~(0xffffffffu >> bits);
+			if ((bpf_ntohl(k->raddr[w]) & mask) != (bpf_ntohl(prefixes[i].addr[w]) & mask)) {
+				ok = 0;
+				break;
+			}
+			len -= bits;
+		}
+		if (ok)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int managed(const struct sluice_pac_flow_key *k)
+{
+	if (n_local_ports && !port_in(local_ports, n_local_ports, k->lport))
+		return 0;
+	if (n_remote_ports && !port_in(remote_ports, n_remote_ports, k->rport))
+		return 0;
+	if (n_prefixes && !prefix_match(k))
+		return 0;
+	return 1;
+}
+
+static __always_inline void make_key(struct sluice_pac_flow_key *k, const struct sl_pkt *p, int egress)
+{
+	if (egress) {
+		__builtin_memcpy(k->laddr, p->saddr, sizeof(k->laddr));
+		__builtin_memcpy(k->raddr, p->daddr, sizeof(k->raddr));
+		k->lport = p->sport;
+		k->rport = p->dport;
+	} else {
+		__builtin_memcpy(k->raddr, p->saddr, sizeof(k->raddr));
+		__builtin_memcpy(k->laddr, p->daddr, sizeof(k->laddr));
+		k->rport = p->sport;
+		k->lport = p->dport;
+	}
+	k->family = p->family;
+}
+
+static __always_inline int agent_alive(__u64 now)
+{
+	__u64 hb = pac.heartbeat_ns;
+	return hb && now - hb <= fail_open_ns;
+}
+
+/* TCP options as Linux lays them out on established segments:
+ * NOP NOP TS(8,10) [NOP NOP SACK(5,n)]. Other layouts yield no TS. */
+struct tcp_opts {
+	__u32 tsval;
+	__u32 tsecr;
+	__u8 has_ts;
+	__u8 has_sack;
+};
+
+static __always_inline void parse_opts(struct __sk_buff *skb, const struct sl_pkt *p, struct tcp_opts *o)
+{
+	__u8 b[16];
+	if (p->tcp_doff < 32)
+		return;
+	if (bpf_skb_load_bytes(skb, p->l4_off + 20, b, 12))
+		return;
+	if (b[0] == 1 && b[1] == 1 && b[2] == 8 && b[3] == 10) {
+		o->has_ts = 1;
+		o->tsval = ((__u32)b[4] << 24) | ((__u32)b[5] << 16) | ((__u32)b[6] << 8) | b[7];
+		o->tsecr = ((__u32)b[8] << 24) | ((__u32)b[9] << 16) | ((__u32)b[10] << 8) | b[11];
+		if (p->tcp_doff >= 44 && !bpf_skb_load_bytes(skb, p->l4_off + 32, b, 4) && b[0] == 1 &&
+		    b[1] == 1 && b[2] == 5)
+			o->has_sack = 1;
+	} else if (b[0] == 1 && b[1] == 1 && b[2] == 5) {
+		o->has_sack = 1;
+	}
+}
+
+static __always_inline __u64 held_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c)
+{
+	__u64 out = f->reinjected + (c ? c->dropped : 0);
+	return f->diverted > out ? f->diverted - out : 0;
+}
+
+static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
+					const struct sl_pkt *p)
+{
+	__u8 ca = f->ce_seen || (c && c->ca);
+	return sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
+				  (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
+}
+
+/* A data segment from the receiver (a request) is what sets the sender's
+ * next response going, ACK-clocked by nothing: count it as the bytes the flow
+ * sent between our two previous data segments (the last response), or one
+ * initial window for a flow's first request. */
+static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
+{
+	__u64 b = f->cur_burst;
+	f->cur_burst = 0;
+	if (!b && !f->burst_bytes)
+		b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+	else if (!b)
+		b = f->burst_bytes;
+	f->burst_bytes = b;
+	return b > (1u << 30) ? (1u << 30) : (__u32)b;
+}
+
+/* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
+static __always_inline void released(struct sluice_pac_flow *f, const struct sl_pkt *p, __u32 trig,
+				     const struct tcp_opts *o, __u64 now)
+{
+	if (trig)
+		__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
+	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
+		f->last_ack = p->ack_seq;
+	f->ack_valid = 1;
+	f->last_win = p->window;
+	f->last_ns = now;
+	if (o->has_ts) {
+		f->ts_val_sent = o->tsval;
+		f->ts_sent_ns = now;
+	}
+}
+
+static __always_inline void emit_segment(const struct sluice_pac_flow_key *k, const struct sluice_pac_flow *f,
+					 const struct sl_pkt *p, __u8 flags, __u64 now)
+{
+	struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
+	if (!ev)
+		return;
+	ev->ts_ns = now;
+	ev->bytes_rcvd = f->bytes_rcvd;
+	ev->key = *k;
+	ev->ack = p->ack_seq;
+	ev->last_ack = f->last_ack;
+	ev->mss = f->mss;
+	ev->retrans_segs = f->retrans_segs;
+	ev->window = p->window;
+	ev->frame_len = 0;
+	ev->type = SLUICE_PAC_EV_SEGMENT;
+	ev->tcp_flags = p->tcp_flags;
+	ev->flags = flags;
+	ev->ack_valid = f->ack_valid;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline int parse_tcp(struct __sk_buff *skb, struct sl_pkt *p)
+{
+	struct sl_cursor c;
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, p);
+	switch (r) {
+	case SL_PARSE_OK:
+		break;
+	case SL_PARSE_NOT_IP:
+		sl_count(SLUICE_R_PASS_NOT_IP, skb->len);
+		return -1;
+	case SL_PARSE_OTHER_L4:
+		sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
+		return -1;
+	case SL_PARSE_FRAGMENT:
+		sl_count(SLUICE_R_PASS_IP_FRAGMENT, skb->len);
+		return -1;
+	default:
+		sl_count(SLUICE_R_PASS_MALFORMED, skb->len);
+		return -1;
+	}
+	if (p->proto != IPPROTO_TCP_NUM) {
+		sl_count(SLUICE_R_PAC_UNMANAGED, skb->len);
+		return -1;
+	}
+	return 0;
+}
+
+SEC("tc")
+int pac_ingress(struct __sk_buff *skb)
+{
+	struct sl_pkt p = {};
+	if (parse_tcp(skb, &p))
+		return SL_TC_NEXT;
+	struct sluice_pac_flow_key k = {};
+	make_key(&k, &p, 0);
+	if (!managed(&k)) {
+		sl_count(SLUICE_R_PAC_UNMANAGED, skb->len);
+		return SL_TC_NEXT;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	struct sluice_pac_flow *f = bpf_map_lookup_elem(&pac_flows, &k);
+	if (!f) {
+		if (!p.payload_len) {
+			/* Flows start with their first data segment. */
+			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
+			return SL_TC_NEXT;
+		}
+		struct sluice_pac_flow init = { .first_ns = now };
+		bpf_map_update_elem(&pac_flows, &k, &init, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&pac_flows, &k);
+		if (!f) {
+			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
+			return SL_TC_NEXT;
+		}
+	}
+	f->last_ns = now;
+	if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST)) {
+		f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
+		struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&pac_flow_ctl, &k);
+		if (held_of(f, c))
+			emit_segment(&k, f, &p, SLUICE_PAC_EVF_INGRESS, now);
+	}
+	if (!p.payload_len) {
+		sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
+		return SL_TC_NEXT;
+	}
+
+	/* PAC §III-C eq. (5): in_flight -= L. */
+	__u32 len = p.payload_len;
+	__s64 after = __sync_fetch_and_add(&pac.in_flight, -(__s64)len) - (__s64)len;
+	/* In-flight data cannot be negative: more arrived than was estimated
+	 * (an unaccounted burst). Clamp so it does not become credit. */
+	if (after < 0)
+		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+	__sync_fetch_and_add(&f->cur_burst, len);
+	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+	__u32 seg = segs > 1 && skb->gso_size ? skb->gso_size : len;
+	__sync_fetch_and_add(&f->bytes_rcvd, len);
+	__sync_fetch_and_add(&f->data_pkts, segs);
+	__sync_fetch_and_add(&pac.data_pkts, segs);
+	__sync_fetch_and_add(&pac.data_bytes, len);
+	if (seg > f->mss && seg <= 65535)
+		f->mss = seg;
+	if (p.ecn == SL_ECN_CE) {
+		__sync_fetch_and_add(&f->ce_pkts, 1);
+		__sync_fetch_and_add(&pac.ce_pkts, 1);
+		/* §III-C: a CE mark means the flow is in congestion avoidance. */
+		f->ce_seen = 1;
+	}
+	__u32 end = p.seq + len;
+	if (f->rcv_high && !sl_seq_before(f->rcv_high, end))
+		__sync_fetch_and_add(&f->retrans_segs, 1);
+	else
+		f->rcv_high = end;
+
+	struct tcp_opts o = {};
+	parse_opts(skb, &p, &o);
+	if (o.has_ts && f->ts_sent_ns && o.tsecr == f->ts_val_sent && now > f->ts_sent_ns) {
+		__u64 us = (now - f->ts_sent_ns) / 1000;
+		if (us > 1000000)
+			us = 1000000;
+		__u32 s = f->srtt_us;
+		f->srtt_us = s ? (__u32)((7 * (__u64)s + us) / 8) : (__u32)us;
+		f->ts_sent_ns = 0; /* one sample per TSval */
+	}
+
+	/* Wake the agent once in_flight has room for its head ACK. */
+	if (pac.held && !pac.wake_pending && pac.in_flight + (__s64)pac.wake_room <= (__s64)pac.threshold &&
+	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
+		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
+		if (ev) {
+			__builtin_memset(ev, 0, sizeof(*ev));
+			ev->ts_ns = now;
+			ev->type = SLUICE_PAC_EV_WAKE;
+			bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+		} else {
+			pac.wake_pending = 0;
+		}
+	}
+	sl_count(SLUICE_R_PAC_DATA, skb->len);
+	return SL_TC_NEXT;
+}
+
+SEC("tc")
+int pac_egress(struct __sk_buff *skb)
+{
+	struct sl_pkt p = {};
+	if (parse_tcp(skb, &p))
+		return SL_TC_NEXT;
+	struct sluice_pac_flow_key k = {};
+	make_key(&k, &p, 1);
+	if (!managed(&k)) {
+		sl_count(SLUICE_R_PAC_UNMANAGED, skb->len);
+		return SL_TC_NEXT;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	struct sluice_pac_flow *f = bpf_map_lookup_elem(&pac_flows, &k);
+	if (!f) {
+		/* Our SYN-ACK or first request lets the sender send an initial
+		 * window unprompted by any ACK: the flow starts here. A bare ACK
+		 * of a flow without data (handshake) passes untouched. */
+		int synack = (p.tcp_flags & (SL_TCP_SYN | SL_TCP_ACK)) == (SL_TCP_SYN | SL_TCP_ACK);
+		if (!synack && !p.payload_len) {
+			sl_count(SLUICE_R_PAC_UNKNOWN_FLOW, skb->len);
+			return SL_TC_NEXT;
+		}
+		struct sluice_pac_flow init = { .first_ns = now, .last_ns = now };
+		bpf_map_update_elem(&pac_flows, &k, &init, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&pac_flows, &k);
+		if (!f) {
+			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
+			return SL_TC_NEXT;
+		}
+		if (synack) {
+			__sync_fetch_and_add(&pac.in_flight, (__s64)SLUICE_PAC_IW_SEGS * SLUICE_PAC_DEFAULT_MSS);
+			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
+			return SL_TC_NEXT;
+		}
+	}
+	struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&pac_flow_ctl, &k);
+	struct tcp_opts o = {};
+	__u32 trig;
+
+	if (skb->mark == reinject_mark) {
+		/* Released by the agent: account it (eq. 4) and let it go. */
+		parse_opts(skb, &p, &o);
+		trig = trigger_of(f, c, &p);
+		__sync_fetch_and_add(&f->reinjected, 1);
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_REINJECTED, skb->len);
+		return SL_TC_NEXT;
+	}
+
+	__u64 held = held_of(f, c);
+	int pure = !p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
+		   !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
+	if (!pure) {
+		/* Never held. Its ACK field still releases data: account it. */
+		if ((p.tcp_flags & SL_TCP_ACK) && !(p.tcp_flags & SL_TCP_SYN)) {
+			parse_opts(skb, &p, &o);
+			trig = trigger_of(f, c, &p);
+			if (p.payload_len)
+				trig += request_burst(f);
+			released(f, &p, trig, &o, now);
+		}
+		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST))
+			f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
+		if (held)
+			emit_segment(&k, f, &p, 0, now);
+		sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
+		return SL_TC_NEXT;
+	}
+
+	parse_opts(skb, &p, &o);
+	trig = trigger_of(f, c, &p);
+	if (!agent_alive(now)) {
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_FAIL_OPEN, skb->len);
+		return SL_TC_NEXT;
+	}
+	/* A window update after a zero window is never held: holding it could
+	 * leave the sender in persist mode. Held ACKs it overtakes are stale. */
+	if (f->ack_valid && f->last_win == 0 && p.window != 0) {
+		released(f, &p, trig, &o, now);
+		if (held)
+			emit_segment(&k, f, &p, 0, now);
+		sl_count(SLUICE_R_PAC_WINDOW_REOPEN, skb->len);
+		return SL_TC_NEXT;
+	}
+	/* Algorithm 1 line 11, in the kernel: admit when nothing of this flow
+	 * waits ahead of it and the trigger fits. */
+	if (!held && pac.in_flight + (__s64)trig <= (__s64)pac.threshold) {
+		__sync_fetch_and_add(&f->admitted, 1);
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_ADMIT, skb->len);
+		return SL_TC_NEXT;
+	}
+
+	__u32 len = skb->len;
+	if (len > SLUICE_PAC_FRAME_MAX || len < 14) {
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_FRAME_TOO_BIG, skb->len);
+		return SL_TC_NEXT;
+	}
+	struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
+	if (!ev) {
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_RING_FULL, skb->len);
+		return SL_TC_NEXT;
+	}
+	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_FRAME_TOO_BIG, skb->len);
+		return SL_TC_NEXT;
+	}
+	ev->ts_ns = now;
+	ev->bytes_rcvd = f->bytes_rcvd;
+	ev->key = k;
+	ev->ack = p.ack_seq;
+	ev->last_ack = f->last_ack;
+	ev->mss = f->mss;
+	ev->retrans_segs = f->retrans_segs;
+	ev->window = p.window;
+	ev->frame_len = (__u16)len;
+	ev->type = SLUICE_PAC_EV_HELD;
+	ev->tcp_flags = p.tcp_flags;
+	ev->flags = ((p.tcp_flags & SL_TCP_ECE) ? SLUICE_PAC_EVF_ECE : 0) |
+		    ((f->ce_seen || (c && c->ca)) ? SLUICE_PAC_EVF_CA : 0) |
+		    (o.has_sack ? SLUICE_PAC_EVF_SACK : 0);
+	ev->ack_valid = f->ack_valid;
+	__sync_fetch_and_add(&f->diverted, 1);
+	bpf_ringbuf_submit(ev, 0);
+	sl_count(SLUICE_R_PAC_DIVERT, skb->len);
+	return SL_TC_SHOT;
+}

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* PAC (proactive ACK control, pac-icnp14 §III): ABI shared by
+ * bpf/host/pac.bpf.c and the agent (agent/lib/pac/).
+ *
+ * Division of labour (README "PAC"):
+ *  - tc ingress: every data segment of a managed flow lowers the in-flight
+ *    estimate by its payload (eq. 5) and feeds per-flow bytes (MLFQ level),
+ *    ECN CE counts (α) and an RTT sample.
+ *  - tc egress: a pure ACK whose flow has nothing held and whose trigger
+ *    (eq. 3) fits under the threshold is admitted in the kernel (eq. 4);
+ *    otherwise a copy goes to the agent through a ring buffer and the skb is
+ *    dropped. The agent holds it in the MLFQ and re-injects it through an
+ *    AF_PACKET socket whose SO_MARK makes the egress program admit it and
+ *    account its trigger.
+ *  - Per-flow state is split by writer: `pac_flows` is written by BPF only,
+ *    `pac_flow_ctl` by the agent only; the global `struct sluice_pac_state`
+ *    lives in the program's .bss, which the agent maps and updates with
+ *    atomic instructions.
+ *
+ * The trigger arithmetic is a static inline function here so the BPF
+ * program, the agent and the unit tests run the very same code. */
+#ifndef SLUICE_PAC_H
+#define SLUICE_PAC_H
+
+#include "sluice/types.h"
+
+/* Largest ACK frame the egress program copies for the agent: Ethernet (+VLAN)
+ * + IPv4 with options or IPv6 + TCP with 40 bytes of options. */
+#define SLUICE_PAC_FRAME_MAX 192
+#define SLUICE_PAC_FLOW_TABLE_SIZE 65536
+#define SLUICE_PAC_MAX_PORT_RANGES 8
+#define SLUICE_PAC_MAX_PREFIXES 8
+#define SLUICE_PAC_DEFAULT_MSS 1448
+/* Linux initial window (RFC 6928): what a new flow's first request or our
+ * SYN-ACK lets the sender put in flight before any ACK. */
+#define SLUICE_PAC_IW_SEGS 10
+
+/* Canonical flow key, from the receiver's point of view: `r` = remote (the
+ * data sender), `l` = local (the PAC receiver). Network byte order. */
+struct sluice_pac_flow_key {
+	__u32 raddr[4];
+	__u32 laddr[4];
+	__u16 rport;
+	__u16 lport;
+	__u8 family; /* 4 or 6 */
+	__u8 pad[3];
+};
+
+/* Per-flow state written only by the BPF programs. */
+struct sluice_pac_flow {
+	__u64 first_ns;
+	__u64 last_ns;       /* last packet either way */
+	__u64 bytes_rcvd;    /* payload received: MLFQ level (§III-D) */
+	__u64 data_pkts;     /* wire segments received */
+	__u64 ce_pkts;       /* of which CE-marked */
+	__u64 diverted;      /* ACKs handed to the agent */
+	__u64 reinjected;    /* of which came back (marked) and were sent */
+	__u64 admitted;      /* ACKs admitted in the kernel */
+	__u64 ts_sent_ns;    /* when an ACK carrying ts_val_sent last left */
+	__u64 cur_burst;     /* payload received since our last data segment */
+	__u64 burst_bytes;   /* ...and between the two data segments before */
+	__u32 last_ack;      /* ACK_prev of eq. (3): last ACK number released */
+	__u32 last_win;      /* raw window of that ACK */
+	__u32 rcv_high;      /* highest seq+len received (host order) */
+	__u32 mss;           /* largest segment seen (GSO: gso_size) */
+	__u32 ts_val_sent;   /* our TSval on the last ACK released */
+	__u32 srtt_us;       /* RTT from TCP timestamps, EWMA 1/8; 0 = none */
+	__u32 retrans_segs;  /* data segments wholly below rcv_high */
+	__u8 ack_valid;      /* last_ack holds a released ACK */
+	__u8 ce_seen;        /* a CE mark puts the flow in CA (§III-C) */
+	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */
+	__u8 pad;
+};
+
+/* Per-flow control written only by the agent (the BPF side reads it). */
+struct sluice_pac_flow_ctl {
+	__u64 dropped;       /* held ACKs the agent dropped (stale/teardown) */
+	__u32 window;        /* estimated sender window in bytes (CA increment) */
+	__u8 ca;             /* inferred congestion avoidance (§III-C) */
+	__u8 pad[3];
+};
+
+/* Global state in the program's .bss, shared with the agent through the
+ * mmapped map. Fields both sides modify are changed with atomic adds /
+ * compare-and-swap only. */
+struct sluice_pac_state {
+	__s64 in_flight;        /* eq. (4)/(5) estimate, bytes (may dip below 0) */
+	__u64 threshold;        /* eq. (2), set by the agent */
+	__u64 heartbeat_ns;     /* agent alive at this bpf_ktime_get_ns() */
+	__u64 data_pkts;        /* ingress data segments of managed flows */
+	__u64 data_bytes;
+	__u64 ce_pkts;
+	__u64 held;             /* ACKs queued in the agent (agent writes) */
+	__u64 wake_room;        /* trigger of the agent's head ACK (agent writes) */
+	__u32 wake_pending;     /* 1 while a wake event is unconsumed */
+	__u32 pad;
+};
+
+enum sluice_pac_event_type {
+	SLUICE_PAC_EV_HELD = 1,    /* an ACK to hold; frame attached */
+	SLUICE_PAC_EV_SEGMENT = 2, /* a non-holdable segment of a flow with held ACKs */
+	SLUICE_PAC_EV_WAKE = 3,    /* in_flight dropped enough for the head ACK */
+};
+
+#define SLUICE_PAC_EVF_ECE 0x01     /* ACK carries ECE */
+#define SLUICE_PAC_EVF_CA 0x02      /* flow saw CE (in CA) */
+#define SLUICE_PAC_EVF_SACK 0x04    /* ACK carries a SACK option */
+#define SLUICE_PAC_EVF_INGRESS 0x08 /* EV_SEGMENT seen at ingress (from the sender) */
+
+/* Ring buffer record. For EV_SEGMENT `frame_len` is 0. */
+struct sluice_pac_event {
+	__u64 ts_ns;
+	__u64 bytes_rcvd;
+	struct sluice_pac_flow_key key;
+	__u32 ack;
+	__u32 last_ack;        /* flow's ACK_prev when diverted */
+	__u32 mss;
+	__u32 retrans_segs;
+	__u16 window;
+	__u16 frame_len;
+	__u8 type;
+	__u8 tcp_flags;
+	__u8 flags;            /* SLUICE_PAC_EVF_* */
+	__u8 ack_valid;
+	__u8 frame[SLUICE_PAC_FRAME_MAX];
+};
+
+/* One port range [lo, hi] in host order; lo = hi = 0 is an unused slot. */
+struct sluice_pac_port_range {
+	__u16 lo;
+	__u16 hi;
+};
+
+/* One remote prefix (IPv4 in addr[0]). */
+struct sluice_pac_prefix {
+	__u32 addr[4];
+	__u8 family;
+	__u8 len;
+	__u8 pad[2];
+};
+
+/* Sequence-space delta b - a (RFC 1982), signed. */
+static inline __s32 sluice_pac_seq_delta(__u32 a, __u32 b)
+{
+	return (__s32)(b - a);
+}
+
+/* PAC §III-C eq. (3): bytes of new data an ACK is expected to trigger.
+ *   delta = ACK_q - ACK_prev (sequence space, wraps)
+ *   SS: delta + Increment_SS; CA: delta + MSS*MSS/Window; ECE: delta only.
+ * The paper's Reno adds one MSS per ACK in slow start (its testbed disables
+ * delayed ACKs). Linux slow start grows cwnd by the number of segments acked
+ * (RFC 3465), so with delayed ACKs an ACK covering k segments lets k more
+ * out: Increment_SS = max(delta, MSS).
+ * A duplicate ACK (delta == 0: SACK dupack, window update, probe answer)
+ * signals one segment left the network and may clock one out: MSS.
+ * An ACK behind ACK_prev (reordered/stale) triggers nothing: 0.
+ * Without an earlier ACK (ack_valid == 0) delta is taken as one MSS. */
+static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack, __u32 mss,
+				       __u32 window, __u8 ca, __u8 ece)
+{
+	__s32 d;
+	__u32 delta, inc;
+
+	if (!mss)
+		mss = SLUICE_PAC_DEFAULT_MSS;
+	if (!ack_valid) {
+		delta = mss;
+	} else {
+		d = sluice_pac_seq_delta(ack_prev, ack);
+		if (d < 0)
+			return 0;
+		if (d == 0)
+			return mss;
+		delta = (__u32)d;
+	}
+	if (ece)
+		return delta;
+	if (ca) {
+		if (window < mss)
+			window = mss;
+		inc = (__u32)(((__u64)mss * mss) / window);
+		if (!inc)
+			inc = 1;
+	} else {
+		inc = delta > mss ? delta : mss;
+	}
+	return delta + inc;
+}
+
+#ifdef __cplusplus
+#include <cstddef>
+static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
+static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
+static_assert(sizeof(sluice_pac_flow) == 120, "sluice_pac_flow ABI");
+static_assert(offsetof(sluice_pac_flow, last_ack) == 88, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
+static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");
+static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
+static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");
+static_assert(offsetof(sluice_pac_event, frame) == 80, "sluice_pac_event ABI");
+static_assert(sizeof(sluice_pac_port_range) == 4, "sluice_pac_port_range ABI");
+static_assert(sizeof(sluice_pac_prefix) == 20, "sluice_pac_prefix ABI");
+#endif
+
+#endif
