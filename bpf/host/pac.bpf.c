@@ -186,8 +186,10 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 static __always_inline void released(struct sluice_pac_flow *f, const struct sl_pkt *p, __u32 trig,
 				     const struct tcp_opts *o, __u64 now)
 {
-	if (trig)
+	if (trig) {
 		__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
+		__sync_fetch_and_add(&f->trig_sum, trig);
+	}
 	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
 		f->last_ack = p->ack_seq;
 	f->ack_valid = 1;
@@ -311,11 +313,12 @@ int pac_ingress(struct __sk_buff *skb)
 		/* §III-C: a CE mark means the flow is in congestion avoidance. */
 		f->ce_seen = 1;
 	}
+	/* Data our stack already acknowledged (even if that ACK is still held)
+	 * is a duplicate: its sender retransmitted after a timeout. A segment
+	 * filling a hole starts at or above ack_high and does not count. */
 	__u32 end = p.seq + len;
-	if (f->rcv_high && !sl_seq_before(f->rcv_high, end))
+	if (f->ack_high && !sl_seq_before(f->ack_high, end))
 		__sync_fetch_and_add(&f->retrans_segs, 1);
-	else
-		f->rcv_high = end;
 
 	struct tcp_opts o = {};
 	parse_opts(skb, &p, &o);
@@ -329,7 +332,8 @@ int pac_ingress(struct __sk_buff *skb)
 	}
 
 	/* Wake the agent once in_flight has room for its head ACK. */
-	if (pac.held && !pac.wake_pending && pac.in_flight + (__s64)pac.wake_room <= (__s64)pac.threshold &&
+	__s64 infl = pac.in_flight;
+	if (pac.held && !pac.wake_pending && (infl <= 0 || infl + (__s64)pac.wake_room <= (__s64)pac.threshold) &&
 	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
 		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
 		if (ev) {
@@ -395,6 +399,8 @@ int pac_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 
+	if ((p.tcp_flags & SL_TCP_ACK) && (!f->ack_high || sl_seq_before(f->ack_high, p.ack_seq)))
+		f->ack_high = p.ack_seq;
 	__u64 held = held_of(f, c);
 	int pure = !p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
 		   !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
@@ -433,7 +439,10 @@ int pac_egress(struct __sk_buff *skb)
 	}
 	/* Algorithm 1 line 11, in the kernel: admit when nothing of this flow
 	 * waits ahead of it and the trigger fits. */
-	if (!held && pac.in_flight + (__s64)trig <= (__s64)pac.threshold) {
+	/* An empty pipe admits any single ACK: a trigger larger than the whole
+	 * threshold (a GSO-sized delta) must not wait forever. */
+	__s64 infl = pac.in_flight;
+	if (!held && (infl <= 0 || infl + (__s64)trig <= (__s64)pac.threshold)) {
 		__sync_fetch_and_add(&f->admitted, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_ADMIT, skb->len);

@@ -59,13 +59,14 @@ struct sluice_pac_flow {
 	__u64 ts_sent_ns;    /* when an ACK carrying ts_val_sent last left */
 	__u64 cur_burst;     /* payload received since our last data segment */
 	__u64 burst_bytes;   /* ...and between the two data segments before */
+	__u64 trig_sum;      /* triggers accounted for this flow (eq. 3 summed) */
 	__u32 last_ack;      /* ACK_prev of eq. (3): last ACK number released */
 	__u32 last_win;      /* raw window of that ACK */
-	__u32 rcv_high;      /* highest seq+len received (host order) */
+	__u32 ack_high;      /* highest ACK number our stack generated (held or not) */
 	__u32 mss;           /* largest segment seen (GSO: gso_size) */
 	__u32 ts_val_sent;   /* our TSval on the last ACK released */
 	__u32 srtt_us;       /* RTT from TCP timestamps, EWMA 1/8; 0 = none */
-	__u32 retrans_segs;  /* data segments wholly below rcv_high */
+	__u32 retrans_segs;  /* duplicates: data wholly below ack_high (a sender timed out) */
 	__u8 ack_valid;      /* last_ack holds a released ACK */
 	__u8 ce_seen;        /* a CE mark puts the flow in CA (§III-C) */
 	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */
@@ -192,8 +193,8 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 120, "sluice_pac_flow ABI");
-static_assert(offsetof(sluice_pac_flow, last_ack) == 88, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 128, "sluice_pac_flow ABI");
+static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
 static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");

@@ -62,14 +62,14 @@ std::optional<int64_t> DeviationCorrector::on_interval(double bw, int64_t in_fli
   return out;
 }
 
-bool PhaseTracker::on_interval(double bw, double lambda) {
+bool PhaseTracker::on_interval(double received, double expected, double lambda) {
+  double prev = prev_expected_;
+  prev_expected_ = expected;
   if (ca_) return false;
-  if (have_prev_ && bw <= prev_ * lambda)
+  if (prev > 0 && received <= prev * lambda)
     ++drops_;
-  else
+  else if (prev > 0)
     drops_ = 0;
-  prev_ = bw;
-  have_prev_ = true;
   if (drops_ >= 2) {
     ca_ = true;
     return true;
@@ -317,7 +317,9 @@ size_t Engine::release(uint64_t now_ns) {
     uint32_t trig = trigger(*f, f->q.front());
     int64_t inflight = dp_.in_flight();
     uint64_t thr = dp_.threshold();
-    if (inflight + static_cast<int64_t>(trig) > static_cast<int64_t>(thr)) break;
+    // An empty pipe releases any single ACK (its trigger may exceed the
+    // whole threshold: GSO-sized deltas).
+    if (inflight > 0 && inflight + static_cast<int64_t>(trig) > static_cast<int64_t>(thr)) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
   }
@@ -337,10 +339,9 @@ size_t Engine::flush(uint64_t now_ns) {
 
 void Engine::update_wake() { dp_.set_wake(held_, held_ ? head_trigger() : 0); }
 
-void Engine::on_flow_sample(const sluice_pac_flow_key& key, double bw, uint64_t window_bytes, bool ce_seen) {
+void Engine::on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen) {
   auto it = flows_.find(key);
   if (it == flows_.end()) {
-    // Only flows the agent tracks get phase inference; start tracking.
     it = flows_.try_emplace(key).first;
     it->second.key = key;
     if (rr_.empty()) {
@@ -351,11 +352,12 @@ void Engine::on_flow_sample(const sluice_pac_flow_key& key, double bw, uint64_t 
   Flow& f = it->second;
   bool changed = false;
   if (ce_seen && !f.ce_ca) f.ce_ca = true;
-  if (f.phase.on_interval(bw, p_.lambda)) changed = true;
-  uint32_t w = static_cast<uint32_t>(std::min<uint64_t>(window_bytes, UINT32_MAX));
-  // Rewrite the window when it moved by more than a quarter (map writes
-  // cost a syscall each).
-  if (f.phase.ca() && (f.window == 0 || w > f.window + f.window / 4 || w + w / 4 < f.window)) {
+  if (f.phase.on_interval(double(received), double(triggered), p_.lambda)) changed = true;
+  // The CA increment MSS²/Window needs the window: bytes per interval (one
+  // average RTT). Rewritten when it moves by more than a quarter (each map
+  // write is a syscall).
+  uint32_t w = static_cast<uint32_t>(std::min<uint64_t>(received, UINT32_MAX));
+  if (w && (f.phase.ca() || f.ce_ca) && (f.window == 0 || w > f.window + f.window / 4 || w + w / 4 < f.window)) {
     f.window = w;
     changed = true;
   }

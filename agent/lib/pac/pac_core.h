@@ -59,19 +59,29 @@ class DeviationCorrector {
   bool primed_ = false;
 };
 
-// PAC §III-C: a flow whose per-interval throughput satisfies
-// BW_N <= λ·BW_{N-1} for two consecutive intervals has left slow start.
+// PAC §III-C: slow start vs congestion avoidance per flow, from the
+// flow's incoming throughput over two consecutive intervals with λ.
+// The paper compares BW_N with BW_{N-1}. Under PAC a flow's throughput is set
+// by the ACKs PAC releases, not by its window, so a flat BW says nothing
+// about the sender's phase; what does is whether the data arriving keeps up
+// with what the released ACKs should trigger if the sender were in slow
+// start (eq. 3). We therefore compare BW_N with the trigger rate of the
+// ACKs released in the interval before (the data they trigger arrives one
+// RTT = one control interval later): BW_N <= λ·TRIG_{N-1} for two
+// consecutive intervals means the window grows slower than slow start:
+// congestion avoidance. README "PAC" discusses the choice.
 class PhaseTracker {
  public:
+  // received/expected: bytes that arrived in this interval / bytes the
+  // ACKs released in the previous interval were expected to trigger.
   // Returns true when this sample moved the flow into congestion avoidance.
-  bool on_interval(double bw, double lambda);
+  bool on_interval(double received, double expected, double lambda);
   bool ca() const { return ca_; }
-  void reset_slow_start() { ca_ = false; drops_ = 0; prev_ = 0; have_prev_ = false; }
+  void reset_slow_start() { ca_ = false; drops_ = 0; prev_expected_ = 0; }
   void set_ca() { ca_ = true; }
 
  private:
-  double prev_ = 0;
-  bool have_prev_ = false;
+  double prev_expected_ = 0;
   int drops_ = 0;
   bool ca_ = false;
 };
@@ -135,7 +145,9 @@ class Engine {
 
   // Per-flow phase inference results from a map scan (bytes received by the
   // flow during the last interval, its CE flag). Writes ctl when it changes.
-  void on_flow_sample(const sluice_pac_flow_key& key, double bw, uint64_t window_bytes, bool ce_seen);
+  // received/triggered: bytes that arrived / trigger bytes accounted for the
+  // flow during the interval (eq. 3 summed).
+  void on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen);
   // Flow gone from the BPF table (expired/closed): drop agent state.
   void forget(const sluice_pac_flow_key& key);
 

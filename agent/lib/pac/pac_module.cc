@@ -70,7 +70,7 @@ struct PacModule::Impl : Datapath {
   uint64_t corrections = 0, threshold_changes = 0, stalls = 0, expired = 0, ctl_write_failures = 0;
   uint64_t last_expiry_ns = 0;
   std::unique_ptr<DeviationCorrector> corrector;
-  std::unordered_map<sluice_pac_flow_key, uint64_t, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
+  std::unordered_map<sluice_pac_flow_key, std::pair<uint64_t, uint64_t>, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
   size_t bpf_flows = 0;
   double avg_srtt_us = 0;
 
@@ -137,7 +137,7 @@ struct PacModule::Impl : Datapath {
     last_hb_ns = now;
   }
 
-  void scan_flows(uint64_t now, double dt_s) {
+  void scan_flows(uint64_t now) {
     std::vector<sluice_pac_flow_key> keys(256);
     std::vector<sluice_pac_flow> vals(256);
     uint64_t batch = 0;
@@ -157,11 +157,12 @@ struct PacModule::Impl : Datapath {
         const auto& k = keys[i];
         const auto& f = vals[i];
         ++n_flows;
-        uint64_t& prev = prev_flow_bytes[k];
-        uint64_t d = f.bytes_rcvd >= prev ? f.bytes_rcvd - prev : f.bytes_rcvd;
-        prev = f.bytes_rcvd;
-        if (d) {
-          engine->on_flow_sample(k, dt_s > 0 ? d / dt_s : 0, d, f.ce_seen);
+        auto& prev = prev_flow_bytes[k];
+        uint64_t d = f.bytes_rcvd >= prev.first ? f.bytes_rcvd - prev.first : f.bytes_rcvd;
+        uint64_t dt_trig = f.trig_sum >= prev.second ? f.trig_sum - prev.second : f.trig_sum;
+        prev = {f.bytes_rcvd, f.trig_sum};
+        if (d || dt_trig) {
+          engine->on_flow_sample(k, d, dt_trig, f.ce_seen);
           if (f.srtt_us) {
             srtt_sum += f.srtt_us;
             ++srtt_n;
@@ -222,8 +223,7 @@ struct PacModule::Impl : Datapath {
              !__atomic_compare_exchange_n(&st->in_flight, &cur, __s64(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       }
     }
-    if (dp || engine->held()) scan_flows(now, dt_s);
-    else if (now - last_expiry_ns > 1'000'000'000ull) scan_flows(now, dt_s);
+    if (dp || engine->held() || now - last_expiry_ns > 1'000'000'000ull) scan_flows(now);
     engine->release(now);
     // Control interval = average RTT of the flows (§III-C), floored; slow
     // ticks while idle.
