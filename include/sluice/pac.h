@@ -70,7 +70,10 @@ struct sluice_pac_flow {
 	__u8 ack_valid;      /* last_ack holds a released ACK */
 	__u8 ce_seen;        /* a CE mark puts the flow in CA (§III-C) */
 	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */
-	__u8 pad;
+	__u8 rcv_valid;      /* rcv_high holds a value */
+	__u32 rcv_high;      /* highest seq + len received (host order) */
+	__u32 pad;
+	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -193,7 +196,7 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 128, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 144, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
 static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");
