@@ -313,6 +313,26 @@ int pac_ingress(struct __sk_buff *skb)
 		/* §III-C: a CE mark means the flow is in congestion avoidance. */
 		f->ce_seen = 1;
 	}
+	/* Loss-aware eq. (5): data that arrives beyond a hole means the bytes in
+	 * the hole left the network (dropped; no reordering in one fabric path).
+	 * They were counted when their trigger was released and will never
+	 * arrive as such (a retransmission is triggered, and counted, anew), so
+	 * the estimate drops by the hole at once instead of waiting for eq. (6). */
+	if (!f->rcv_valid) {
+		f->rcv_high = p.seq + len;
+		f->rcv_valid = 1;
+	} else if (sl_seq_before(f->rcv_high, p.seq)) {
+		__u32 gap = p.seq - f->rcv_high;
+		if (gap < (16u << 20)) {
+			__s64 a2 = __sync_fetch_and_add(&pac.in_flight, -(__s64)gap) - (__s64)gap;
+			if (a2 < 0)
+				__sync_val_compare_and_swap(&pac.in_flight, a2, 0);
+			__sync_fetch_and_add(&f->gap_bytes, gap);
+		}
+		f->rcv_high = p.seq + len;
+	} else if (sl_seq_before(f->rcv_high, p.seq + len)) {
+		f->rcv_high = p.seq + len;
+	}
 	/* Data our stack already acknowledged (even if that ACK is still held)
 	 * is a duplicate: its sender retransmitted after a timeout. A segment
 	 * filling a hole starts at or above ack_high and does not count. */
