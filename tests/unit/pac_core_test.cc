@@ -1,0 +1,471 @@
+// PAC agent logic against hand-computed cases from the paper's equations
+// (pac-icnp14 §III): eq. (2), (3), (6), MLFQ order, Algorithm 1's release
+// rule, stale ACK handling and the bad-input rules.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "lib/config.h"
+#include "lib/pac/pac_core.h"
+#include "lib/pac/reinject.h"
+#include "lib/packet.h"
+#include "sluice/pac.h"
+
+using namespace sluice;
+using namespace sluice::pac;
+
+namespace {
+
+constexpr uint32_t kMss = 1448;
+
+// ---- eq. (3) -------------------------------------------------------------
+
+TEST(PacTrigger, SlowStartAddsTheAckedSegments) {
+  // One MSS acked in slow start: delta + MSS (the paper's Reno case).
+  EXPECT_EQ(sluice_pac_trigger(1000, 1, 1000 + kMss, kMss, 0, 0, 0), 2 * kMss);
+  // Delayed ACK covering two segments: Linux slow start grows cwnd by two
+  // segments, so the ACK lets 2 + 2 segments out.
+  EXPECT_EQ(sluice_pac_trigger(1000, 1, 1000 + 2 * kMss, kMss, 0, 0, 0), 4 * kMss);
+  // A partial ACK smaller than an MSS still grows cwnd by one segment.
+  EXPECT_EQ(sluice_pac_trigger(1000, 1, 1100, kMss, 0, 0, 0), 100 + kMss);
+}
+
+TEST(PacTrigger, CongestionAvoidanceAddsMssSquaredOverWindow) {
+  // delta 2896 + 1448*1448/14480 = 2896 + 144 (integer division).
+  EXPECT_EQ(sluice_pac_trigger(0, 1, 2 * kMss, kMss, 10 * kMss, 1, 0), 2 * kMss + 144);
+  // Unknown window (0) counts as one MSS: increment = MSS.
+  EXPECT_EQ(sluice_pac_trigger(0, 1, kMss, kMss, 0, 1, 0), 2 * kMss);
+  // Huge window: the increment never rounds to nothing.
+  EXPECT_EQ(sluice_pac_trigger(0, 1, kMss, kMss, 0xffffffffu, 1, 0), kMss + 1);
+}
+
+TEST(PacTrigger, EceCountsOnlyTheAckedBytes) {
+  EXPECT_EQ(sluice_pac_trigger(5000, 1, 5000 + 3 * kMss, kMss, 0, 0, 1), 3 * kMss);
+  EXPECT_EQ(sluice_pac_trigger(5000, 1, 5000 + 3 * kMss, kMss, 20000, 1, 1), 3 * kMss);
+}
+
+TEST(PacTrigger, DuplicateStaleAndFirstAcks) {
+  EXPECT_EQ(sluice_pac_trigger(7000, 1, 7000, kMss, 0, 0, 0), kMss) << "dupack clocks one segment";
+  EXPECT_EQ(sluice_pac_trigger(7000, 1, 6000, kMss, 0, 0, 0), 0u) << "an ACK behind ACK_prev triggers nothing";
+  EXPECT_EQ(sluice_pac_trigger(0, 0, 123456, kMss, 0, 0, 0), 2 * kMss) << "no ACK_prev: delta = one MSS";
+  EXPECT_EQ(sluice_pac_trigger(0, 1, 1000, 0, 0, 0, 0), 1000u + SLUICE_PAC_DEFAULT_MSS)
+      << "mss 0 falls back to the default";
+}
+
+TEST(PacTrigger, SequenceNumbersWrap) {
+  // 0xffffff00 -> 0x100 is 512 bytes forward, not 4 GB backward.
+  EXPECT_EQ(sluice_pac_trigger(0xffffff00u, 1, 0x100u, kMss, 0, 0, 0), 512 + kMss);
+  EXPECT_EQ(sluice_pac_trigger(0x100u, 1, 0xffffff00u, kMss, 0, 0, 0), 0u);
+  EXPECT_EQ(sluice_pac_seq_delta(0xfffffff0u, 0x10u), 0x20);
+}
+
+// ---- eq. (2) -------------------------------------------------------------
+
+TEST(PacThreshold, Equation2) {
+  EXPECT_EQ(adapt_threshold(100000, 0.5, 131072, 2896), 75000u);   // ×(1 − 0.25)
+  EXPECT_EQ(adapt_threshold(100000, 1.0, 131072, 2896), 50000u);   // ×(1 − 0.5)
+  EXPECT_EQ(adapt_threshold(100000, 0.0, 131072, 2896), 131072u);  // min(200000, buffer)
+  EXPECT_EQ(adapt_threshold(40000, 0.0, 131072, 2896), 80000u);    // doubles
+  EXPECT_EQ(adapt_threshold(3000, 1.0, 131072, 2896), 2896u);      // floor
+}
+
+// ---- eq. (6) -------------------------------------------------------------
+
+TEST(PacCorrection, Equation6) {
+  DeviationCorrector c(0.8, 0.125);
+  EXPECT_FALSE(c.on_interval(1e8, 100000, 0));  // primes BW_S = 1e8, in_flight_S = 1e5
+  EXPECT_DOUBLE_EQ(c.bw_s(), 1e8);
+  EXPECT_DOUBLE_EQ(c.in_flight_s(), 1e5);
+  // BW_T = 0.5·BW_S <= λ·BW_S: in_flight = min(200000, 1e5·5e7/1e8) = 50000.
+  auto r = c.on_interval(5e7, 200000, 0);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, 50000);
+  // Filters moved by the gain: BW_S = 1e8 + (5e7−1e8)/8, in_flight_S from the corrected value.
+  EXPECT_DOUBLE_EQ(c.bw_s(), 1e8 - 5e7 / 8);
+  EXPECT_DOUBLE_EQ(c.in_flight_s(), 1e5 + (50000 - 1e5) / 8);
+}
+
+TEST(PacCorrection, AlphaWidensTheBoundAndHighAlphaKeepsTheEstimate) {
+  DeviationCorrector a(0.8, 0.125);
+  a.on_interval(1e8, 100000, 0);
+  // α = 0.5: 1e5·5e7 / (1e8·0.75) = 66666.
+  auto r = a.on_interval(5e7, 200000, 0.5);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, 66666);
+  DeviationCorrector b(0.8, 0.125);
+  b.on_interval(1e8, 100000, 0);
+  // α = 1: BW_T/(BW_S·0.5) = 1.4 > 1: cannot tell congestion from
+  // over-estimation, keep in_flight.
+  EXPECT_FALSE(b.on_interval(7e7, 100000, 1.0));
+  // No reduction of throughput (BW_T > λ·BW_S): no correction.
+  DeviationCorrector d(0.8, 0.125);
+  d.on_interval(1e8, 100000, 0);
+  EXPECT_FALSE(d.on_interval(0.81e8, 500000, 0));
+}
+
+// ---- §III-C phase inference -----------------------------------------------
+
+TEST(PacPhase, TwoConsecutiveShortfallsMeanCongestionAvoidance) {
+  PhaseTracker t;
+  EXPECT_FALSE(t.on_interval(0, 10000, 0.8));     // nothing released before
+  EXPECT_FALSE(t.on_interval(10000, 10000, 0.8)); // arrived as slow start predicts
+  EXPECT_FALSE(t.on_interval(7000, 10000, 0.8));  // one shortfall (7000 <= 8000)
+  EXPECT_FALSE(t.on_interval(9000, 10000, 0.8));  // recovered: the count restarts
+  EXPECT_FALSE(t.on_interval(5000, 10000, 0.8));
+  EXPECT_TRUE(t.on_interval(5000, 10000, 0.8));   // second in a row
+  EXPECT_TRUE(t.ca());
+  t.reset_slow_start();
+  EXPECT_FALSE(t.ca());
+}
+
+// ---- engine --------------------------------------------------------------
+
+// A datapath that accounts like the BPF egress program does for a
+// re-injected ACK: in_flight += eq. (3) trigger of the flow.
+struct FakeDatapath : Datapath {
+  int64_t inflight = 0;
+  uint64_t thr = 10 * kMss;
+  bool fail = false;
+  std::vector<std::pair<sluice_pac_flow_key, uint32_t>> sent;
+  std::map<uint16_t, sluice_pac_flow_ctl> ctl;
+  uint64_t wake_held = 0, wake_room = 0;
+  std::map<uint16_t, std::pair<uint32_t, bool>> last;  // per flow (rport): ACK_prev
+
+  int64_t in_flight() override { return inflight; }
+  uint64_t threshold() override { return thr; }
+  bool send(const sluice_pac_flow_key& k, const HeldAck& a) override {
+    if (fail) return false;
+    auto& l = last[k.rport];
+    inflight += sluice_pac_trigger(l.first, l.second, a.ack, kMss, 0, 0, (a.flags & SLUICE_PAC_EVF_ECE) ? 1 : 0);
+    if (!l.second || sluice_pac_seq_delta(l.first, a.ack) > 0) l.first = a.ack;
+    l.second = true;
+    sent.push_back({k, a.ack});
+    return true;
+  }
+  void write_ctl(const sluice_pac_flow_key& k, const sluice_pac_flow_ctl& c) override { ctl[k.rport] = c; }
+  void set_wake(uint64_t held, uint64_t room) override {
+    wake_held = held;
+    wake_room = room;
+  }
+};
+
+sluice_pac_flow_key key(uint16_t rport) {
+  sluice_pac_flow_key k{};
+  k.family = 4;
+  k.raddr[0] = htonl(0x0a000001);
+  k.laddr[0] = htonl(0x0a000002);
+  k.rport = rport;
+  k.lport = 5201;
+  return k;
+}
+
+sluice_pac_event held(uint16_t rport, uint32_t ack, uint64_t bytes, uint32_t last_ack = 0, uint8_t flags = 0,
+                      uint32_t retrans = 0) {
+  sluice_pac_event ev{};
+  ev.type = SLUICE_PAC_EV_HELD;
+  ev.key = key(rport);
+  ev.ack = ack;
+  ev.bytes_rcvd = bytes;
+  ev.last_ack = last_ack;
+  ev.ack_valid = 1;
+  ev.mss = kMss;
+  ev.flags = flags;
+  ev.retrans_segs = retrans;
+  ev.frame_len = 66;
+  return ev;
+}
+
+std::vector<uint32_t> acks_of(const std::vector<std::pair<sluice_pac_flow_key, uint32_t>>& v) {
+  std::vector<uint32_t> out;
+  for (const auto& [k, a] : v) out.push_back(a);
+  return out;
+}
+
+TEST(PacEngine, MlfqStrictPriorityAcrossLevelsRoundRobinWithin) {
+  FakeDatapath dp;
+  Params p;  // 2 levels at 20 KB
+  Engine e(p, dp);
+  // Flows 1 and 3 have received little (level 0), flow 2 is large (level 1).
+  e.on_event(held(1, 1000 + kMss, 1000, 1000), 0);
+  e.on_event(held(1, 1000 + 2 * kMss, 1000 + kMss, 1000), 0);
+  e.on_event(held(2, 500000, 500000, 400000), 0);
+  e.on_event(held(3, 9000 + kMss, 9000, 9000), 0);
+  e.on_event(held(3, 9000 + 2 * kMss, 9000 + kMss, 9000), 0);
+  EXPECT_EQ(e.held(), 5u);
+  EXPECT_EQ(e.held_at_level(0), 4u);
+  EXPECT_EQ(e.held_at_level(1), 1u);
+  std::vector<uint32_t> want = {1000 + kMss, 9000 + kMss, 1000 + 2 * kMss, 9000 + 2 * kMss, 500000};
+  EXPECT_EQ(acks_of(e.order()), want);
+  // Everything fits: release follows the same order.
+  dp.thr = 1 << 30;
+  EXPECT_EQ(e.release(1000), 5u);
+  EXPECT_EQ(acks_of(dp.sent), want);
+  EXPECT_EQ(e.held(), 0u);
+  EXPECT_EQ(dp.wake_held, 0u);
+}
+
+TEST(PacEngine, FlowSinksALevelAsItsBytesGrow) {
+  FakeDatapath dp;
+  Engine e(Params{}, dp);
+  e.on_event(held(1, 2000, 1000, 1000), 0);
+  EXPECT_EQ(e.held_at_level(0), 1u);
+  e.on_event(held(1, 3000, 30000, 1000), 0);  // crossed 20 KB: the flow (with its queue) moves
+  EXPECT_EQ(e.held_at_level(0), 0u);
+  EXPECT_EQ(e.held_at_level(1), 2u);
+  EXPECT_EQ(e.queued_acks(key(1)), (std::vector<uint32_t>{2000, 3000}));
+}
+
+TEST(PacEngine, Algorithm1ReleasesOnlyWhatFits) {
+  FakeDatapath dp;
+  dp.thr = 10 * kMss;
+  dp.inflight = 7 * kMss;
+  Engine e(Params{}, dp);
+  // Each ACK acks one MSS in slow start: trigger 2 MSS.
+  for (uint32_t i = 1; i <= 3; ++i) e.on_event(held(1, i * kMss, i * kMss, 0), 0);
+  EXPECT_EQ(e.head_trigger(), 2 * kMss);
+  // 7 + 2 <= 10: one goes; 9 + 2 > 10: the rest waits.
+  EXPECT_EQ(e.release(10), 1u);
+  EXPECT_EQ(dp.inflight, int64_t(9 * kMss));
+  EXPECT_EQ(dp.wake_held, 2u);
+  EXPECT_EQ(dp.wake_room, uint64_t(2 * kMss)) << "the ingress wake-up needs the head's trigger";
+  // Data arrives (eq. 5): room for exactly one more.
+  dp.inflight -= kMss;
+  EXPECT_EQ(e.release(20), 1u);
+  // An empty pipe releases even an ACK bigger than the threshold.
+  dp.thr = kMss;
+  dp.inflight = 0;
+  EXPECT_EQ(e.release(30), 1u);
+  EXPECT_EQ(e.held(), 0u);
+  EXPECT_EQ(e.stats().released, 3u);
+}
+
+TEST(PacEngine, DuplicateAcksAreNeverCoalesced) {
+  FakeDatapath dp;
+  dp.thr = 1 << 30;
+  dp.inflight = 1 << 30;  // nothing fits: all held
+  Engine e(Params{}, dp);
+  e.on_event(held(1, 5000, 5000, 4000), 0);
+  for (int i = 0; i < 3; ++i) e.on_event(held(1, 5000, 5000 + i, 4000, SLUICE_PAC_EVF_SACK), 0);
+  EXPECT_EQ(e.queued_acks(key(1)), (std::vector<uint32_t>{5000, 5000, 5000, 5000}));
+  dp.inflight = 0;
+  EXPECT_EQ(e.release(1), 4u);
+  EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{5000, 5000, 5000, 5000}));
+}
+
+TEST(PacEngine, StaleAckDropsOutOfOrderAcksBoostsAndResetsSlowStart) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Engine e(Params{}, dp);
+  e.on_event(held(1, 100000, 100000, 90000), 0);  // level 1 (> 20 KB)
+  e.on_event(held(1, 110000, 110000, 90000), 0);
+  e.on_event(held(2, 3000, 3000, 2000), 0);       // level 0
+  // Mark the flow CA first, so the reset is visible.
+  e.on_flow_sample(key(1), 10, 10000, false);
+  e.on_flow_sample(key(1), 10, 10000, false);
+  e.on_flow_sample(key(1), 10, 10000, false);
+  ASSERT_TRUE(e.flow_ca(key(1)));
+  // A duplicate arrived (retrans_segs 1): the new ACK 120000 makes the held
+  // 100000 and 110000 out of order: dropped; the flow goes to the top level.
+  e.on_event(held(1, 120000, 120000, 90000, 0, 1), 0);
+  EXPECT_EQ(e.queued_acks(key(1)), (std::vector<uint32_t>{120000}));
+  EXPECT_EQ(e.stats().dropped_stale, 2u);
+  EXPECT_EQ(e.stats().stale_events, 1u);
+  EXPECT_EQ(e.held_at_level(0), 2u);
+  EXPECT_FALSE(e.flow_ca(key(1)));
+  ASSERT_TRUE(dp.ctl.count(1));
+  EXPECT_EQ(dp.ctl[1].dropped, 2u) << "BPF learns the drops, so its held count returns to 0";
+  EXPECT_EQ(dp.ctl[1].ca, 0);
+}
+
+TEST(PacEngine, NonHeldSegmentSupersedesOlderAcksButKeepsEqualOnes) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Engine e(Params{}, dp);
+  for (uint32_t a : {1000u, 2000u, 2000u, 3000u}) e.on_event(held(1, a, a, 500), 0);
+  sluice_pac_event seg{};
+  seg.type = SLUICE_PAC_EV_SEGMENT;
+  seg.key = key(1);
+  seg.ack = 2000;
+  seg.tcp_flags = 0x18;  // PSH|ACK: a request with data
+  e.on_event(seg, 0);
+  EXPECT_EQ(e.queued_acks(key(1)), (std::vector<uint32_t>{2000, 2000, 3000}));
+  EXPECT_EQ(e.stats().dropped_superseded, 1u);
+}
+
+TEST(PacEngine, TeardownWhileHeldIsCountedNotSilent) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Engine e(Params{}, dp);
+  e.on_event(held(1, 1000, 1000, 500), 0);
+  e.on_event(held(1, 2000, 2000, 500), 0);
+  sluice_pac_event rst{};
+  rst.type = SLUICE_PAC_EV_SEGMENT;
+  rst.key = key(1);
+  rst.tcp_flags = 0x04;
+  rst.flags = SLUICE_PAC_EVF_INGRESS;
+  e.on_event(rst, 0);
+  EXPECT_EQ(e.held(), 0u);
+  EXPECT_EQ(e.stats().dropped_teardown, 2u);
+  EXPECT_EQ(dp.ctl[1].dropped, 2u);
+  // FIN does not drop: the ACKs still acknowledge data the sender waits for.
+  e.on_event(held(2, 1000, 1000, 500), 0);
+  sluice_pac_event fin = rst;
+  fin.key = key(2);
+  fin.tcp_flags = 0x11;
+  e.on_event(fin, 0);
+  EXPECT_EQ(e.held(), 1u);
+}
+
+TEST(PacEngine, FullQueueReleasesRatherThanDrops) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Params p;
+  p.max_held = 2;
+  Engine e(p, dp);
+  for (uint32_t a : {1000u, 2000u, 3000u}) e.on_event(held(1, a, a, 500), 0);
+  EXPECT_EQ(e.release(1), 1u);
+  EXPECT_EQ(e.stats().released_queue_full, 1u);
+  EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{1000}));
+  EXPECT_EQ(e.held(), 2u);
+}
+
+TEST(PacEngine, NothingIsHeldLongerThanMaxHold) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Params p;
+  p.max_hold_ns = 1'000'000;
+  Engine e(p, dp);
+  e.on_event(held(1, 1000, 1000, 500), 0);
+  e.on_event(held(1, 2000, 2000, 500), 900'000);
+  EXPECT_EQ(e.release(999'999), 0u);
+  EXPECT_EQ(e.release(1'000'001), 1u);
+  EXPECT_EQ(e.release(1'900'001), 1u);
+  EXPECT_EQ(e.stats().released_max_hold, 2u);
+  EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{1000, 2000}));
+}
+
+TEST(PacEngine, SendFailureIsCountedAndTheKernelToldOfTheLoss) {
+  FakeDatapath dp;
+  dp.fail = true;
+  Engine e(Params{}, dp);
+  e.on_event(held(1, 1000, 1000, 500), 0);
+  EXPECT_EQ(e.flush(1), 1u);
+  EXPECT_EQ(e.stats().send_failures, 1u);
+  EXPECT_EQ(dp.ctl[1].dropped, 1u);
+}
+
+TEST(PacEngine, AckOfAFlowTheAgentNeverSawUsesTheKernelsAckPrev) {
+  FakeDatapath dp;
+  dp.inflight = 0;
+  dp.thr = 100 * kMss;
+  Engine e(Params{}, dp);
+  // First event for this flow: ACK_prev comes from the event (kernel state).
+  e.on_event(held(9, 50000 + kMss, 50000, 50000), 0);
+  EXPECT_EQ(e.head_trigger(), 2 * kMss);
+  dp.last[9] = {50000, true};
+  EXPECT_EQ(e.release(1), 1u);
+  EXPECT_EQ(dp.inflight, int64_t(2 * kMss));
+}
+
+// ---- re-injection checksum -------------------------------------------------
+
+TEST(PacReinject, CompletesPartialChecksums) {
+  for (bool v6 : {false, true}) {
+    for (int vlan : {-1, 5}) {
+      test::PacketSpec s;
+      s.ipv6 = v6;
+      if (v6) {
+        s.src = "fd00::1";
+        s.dst = "fd00::2";
+      }
+      s.vlan = vlan;
+      s.ack = 123456;
+      s.tcp_options = test::tcp_opt_timestamps(1, 2);
+      test::Bytes f = test::build(s);
+      ASSERT_TRUE(test::checksums_ok(f));
+      // What tc egress sees for CHECKSUM_PARTIAL: some other value in the
+      // TCP checksum field (here: garbage).
+      size_t l4 = 14 + (vlan >= 0 ? 4 : 0) + (v6 ? 40 : 20);
+      f[l4 + 16] = 0x12;
+      f[l4 + 17] = 0x34;
+      std::string why;
+      EXPECT_FALSE(test::checksums_ok(f, &why));
+      ASSERT_TRUE(complete_tcp_checksum(f.data(), f.size()));
+      EXPECT_TRUE(test::checksums_ok(f, &why)) << why << " v6=" << v6 << " vlan=" << vlan;
+    }
+  }
+}
+
+TEST(PacReinject, RefusesWhatIsNotTcp) {
+  test::PacketSpec udp;
+  udp.proto = 17;
+  test::Bytes f = test::build(udp);
+  test::Bytes orig = f;
+  EXPECT_FALSE(complete_tcp_checksum(f.data(), f.size()));
+  EXPECT_EQ(f, orig);
+  test::Bytes shortf = test::truncate(test::build(test::PacketSpec{}), 30);
+  EXPECT_FALSE(complete_tcp_checksum(shortf.data(), shortf.size()));
+}
+
+// ---- [pac] configuration ----------------------------------------------------
+
+TEST(PacConfig, ParsesEveryKey) {
+  Config c = parse_config_string(R"(
+[pac]
+buffer_bytes = 65536
+mlfq_level_bytes = [10000, 100000]
+lambda = 0.7
+ecn = false
+max_held = 100
+max_hold_ms = 20
+fail_open_ms = 50
+reinject_mark = 0x1234
+idle_timeout_s = 60
+control_interval_min_us = 500
+local_ports = [5201, "9000-9100"]
+remote_ports = ["7000"]
+remote_prefixes = ["10.0.0.0/8", "fd00::/16"]
+[[interface]]
+name = "eth0"
+mechanisms = ["pac"]
+)");
+  EXPECT_EQ(c.pac.buffer_bytes, 65536u);
+  EXPECT_EQ(c.pac.mlfq_level_bytes, (std::vector<uint64_t>{10000, 100000}));
+  EXPECT_DOUBLE_EQ(c.pac.lambda, 0.7);
+  EXPECT_FALSE(c.pac.ecn);
+  EXPECT_EQ(c.pac.reinject_mark, 0x1234u);
+  ASSERT_EQ(c.pac.local_ports.size(), 2u);
+  EXPECT_EQ(c.pac.local_ports[1].lo, 9000);
+  EXPECT_EQ(c.pac.local_ports[1].hi, 9100);
+  ASSERT_EQ(c.pac.remote_prefixes.size(), 2u);
+  EXPECT_EQ(c.pac.remote_prefixes[1].family, 6);
+  EXPECT_EQ(c.pac.remote_prefixes[1].len, 16);
+}
+
+TEST(PacConfig, BadValuesNameTheKey) {
+  auto bad = [](const std::string& line, const std::string& key) {
+    try {
+      parse_config_string("[pac]\n" + line + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n");
+      ADD_FAILURE() << line << " was accepted";
+    } catch (const ConfigError& e) {
+      ASSERT_FALSE(e.problems().empty());
+      EXPECT_EQ(e.problems()[0].key, key) << line;
+    }
+  };
+  bad("lambda = 1.5", "pac.lambda");
+  bad("mlfq_level_bytes = [20000, 10000]", "pac.mlfq_level_bytes");
+  bad("local_ports = [\"9100-9000\"]", "pac.local_ports[0]");
+  bad("remote_prefixes = [\"10.0.0.0/33\"]", "pac.remote_prefixes[0]");
+  bad("fail_open_ms = 500", "pac.fail_open_ms");
+  bad("buffer = 1", "pac.buffer");
+  // PAC runs on hosts only.
+  try {
+    parse_config_string("[[interface]]\nname = \"eth0\"\nrole = \"switch-port\"\nmechanisms = [\"pac\"]\n");
+    ADD_FAILURE() << "pac on a switch port was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.problems()[0].key, "interface[0].mechanisms[0]");
+  }
+}
+
+}  // namespace
