@@ -26,6 +26,8 @@ enum TcPrio : uint32_t {
   kPrioFlowstat = 0xA510,
   // Before flowstat: a diverted ACK is counted once, when it is re-injected.
   kPrioPac = 0xA420,
+  // Lab fault injection runs last: mechanisms under test see the packet first.
+  kPrioLabFault = 0xA5F0,
 };
 
 class TcAttachment {

@@ -26,7 +26,7 @@ import sluicelab
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # Tools every experiment needs; experiments may set build_targets to add theirs.
-DEFAULT_TARGETS = ["sluice-tg"]
+DEFAULT_TARGETS = ["sluice-tg", "sluice-qmon"]
 
 _EXPERIMENTS: dict = {}
 _VARIANTS: dict = {}
@@ -134,7 +134,7 @@ def build_dir() -> str:
 def tool(name: str) -> str:
     """Path of a built sluice binary (sluice-tg, sluice-qmon, sluiced, ...)."""
     bd = build_dir()
-    for rel in (f"agent/tg/{name}", f"agent/qmon/{name}", f"agent/lab/{name}", f"agent/{name}", name):
+    for rel in (f"agent/tg/{name}", f"agent/qmon/{name}", f"agent/fault/{name}", f"agent/{name}", name):
         p = os.path.join(bd, rel)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p

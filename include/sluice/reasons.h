@@ -27,7 +27,13 @@
 	X(PAC_UNKNOWN_FLOW,     "pass", "PAC: ACK of a flow with no data seen")   \
 	X(PAC_FRAME_TOO_BIG,    "pass", "PAC: ACK frame larger than the copy")    \
 	X(PAC_WINDOW_REOPEN,    "pass", "PAC: window update after zero window")   \
-	X(PAC_FLOW_TABLE_FULL,  "pass", "PAC: flow table update failed")
+	X(PAC_FLOW_TABLE_FULL,  "pass", "PAC: flow table update failed") \
+	X(PASS_FAULT_NO_MATCH,  "pass", "fault injection: not a selected packet") \
+	X(PASS_FAULT_SPARED,    "pass", "fault injection: selected, left alone")  \
+	X(DROP_FAULT,           "drop", "fault injection: dropped")               \
+	X(PASS_FAULT_CORRUPTED, "pass", "fault injection: IPv4 checksum broken")  \
+	X(PASS_FAULT_DELAYED,   "pass", "fault injection: steered to delay class") \
+	X(PASS_FAULT_NO_CORRUPT,"pass", "fault injection: corruption needs IPv4")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* fault: lab fault injection on one link (tc ingress or egress), because this
+ * kernel has no netem. A chosen fraction of the candidate packets is
+ *   dropped    (TC_ACT_SHOT),
+ *   corrupted  (IPv4 header checksum broken: the next IP hop discards the
+ *               packet and counts it in Ip.InCsumErrors, as a receiver drops
+ *               a frame with a bad FCS),
+ *   delayed    (skb->priority set to a class id, so an HTB on this link puts
+ *               it in a slow class: delay by marking).
+ * Fates are drawn from a seeded generator indexed by the candidate's number,
+ * so a run with the same seed and packet order repeats exactly. A GSO skb is
+ * one candidate: in GSO mode a fate hits all its segments (use MTU mode for
+ * per-frame faults). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sluice/fault.h"
+#include "lib/parse.h"
+#include "lib/counters.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by sluice-fault before load. */
+const volatile __u64 seed = 1;
+const volatile __u32 drop_ppm = 0;
+const volatile __u32 corrupt_ppm = 0;
+const volatile __u32 delay_ppm = 0;
+const volatile __u32 delay_priority = 0; /* HTB class id (major << 16 | minor) */
+const volatile __u8 match_proto = 0;      /* 0 = any TCP/UDP, else 6 or 17 */
+const volatile __u16 match_port = 0;      /* host order; source or destination; 0 = any */
+const volatile __u8 match_tcp_payload = 0; /* 1 = only TCP segments that carry data */
+
+/* Candidates seen so far (the index of the generator). */
+__u64 candidates = 0;
+
+SEC("tc")
+int fault_inject(struct __sk_buff *skb)
+{
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r != SL_PARSE_OK ||
+	    (match_proto && p.proto != match_proto) ||
+	    (match_port && p.sport != bpf_htons(match_port) && p.dport != bpf_htons(match_port)) ||
+	    (match_tcp_payload && (p.proto != IPPROTO_TCP_NUM || !p.payload_len))) {
+		sl_count_skb(SLUICE_R_PASS_FAULT_NO_MATCH, skb);
+		return SL_TC_NEXT;
+	}
+	__u64 n = __sync_fetch_and_add(&candidates, 1) + 1;
+	switch (sluice_fault_draw(seed, n, drop_ppm, corrupt_ppm, delay_ppm)) {
+	case SLUICE_FAULT_DROP:
+		sl_count_skb(SLUICE_R_DROP_FAULT, skb);
+		return SL_TC_SHOT;
+	case SLUICE_FAULT_CORRUPT: {
+		if (p.family != 4) {
+			sl_count_skb(SLUICE_R_PASS_FAULT_NO_CORRUPT, skb);
+			return SL_TC_NEXT;
+		}
+		__u16 check;
+		__u32 off = p.l3_off + offsetof(struct iphdr, check);
+		if (bpf_skb_load_bytes(skb, off, &check, sizeof(check)))
+			return SL_TC_NEXT;
+		check ^= bpf_htons(0x5a5a);
+		if (bpf_skb_store_bytes(skb, off, &check, sizeof(check), 0))
+			return SL_TC_NEXT;
+		sl_count_skb(SLUICE_R_PASS_FAULT_CORRUPTED, skb);
+		return SL_TC_NEXT;
+	}
+	case SLUICE_FAULT_DELAY:
+		skb->priority = delay_priority;
+		sl_count_skb(SLUICE_R_PASS_FAULT_DELAYED, skb);
+		return SL_TC_NEXT;
+	default:
+		sl_count_skb(SLUICE_R_PASS_FAULT_SPARED, skb);
+		return SL_TC_NEXT;
+	}
+}
