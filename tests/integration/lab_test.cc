@@ -1,0 +1,436 @@
+// The lab's instruments against the kernel's own counters, on real veth
+// links with real qdiscs:
+//  - sluice-tg's flow completion time and retransmission counts agree with
+//    the shaping qdisc's `tc -s` bytes/drops;
+//  - sluice-qmon's maximum backlog equals the backlog `tc -s` reports for a
+//    queue that only grows, and its drop/byte counters equal tc's;
+//  - sluice-fault drops/corrupts exactly what it counts, repeatably per seed,
+//    and steers delayed packets into the HTB class it names;
+//  - bench/run writes the incast JSON, and leaves nothing behind after Ctrl-C;
+//    a dead run's namespaces are reaped.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "lib/netns.h"
+#include "lib/netns_fixture.h"
+
+using namespace sluice;
+using namespace sluice::test;
+using nlohmann::json;
+
+namespace {
+
+std::string tg() { return build_path("agent/tg/sluice-tg"); }
+std::string qmon() { return build_path("agent/qmon/sluice-qmon"); }
+std::string fault() { return build_path("agent/fault/sluice-fault"); }
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "missing " << path;
+  json j;
+  if (f) f >> j;
+  return j;
+}
+
+class LabInstruments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(geteuid(), 0u) << "integration tests need root";
+    lab_ = std::make_unique<Lab>("l");
+    a_ = lab_->add_ns("a");
+    b_ = lab_->add_ns("b");
+    // No IPv6 chatter (router solicitations, MLD) in the queues we count.
+    for (const auto& ns : {a_, b_})
+      ASSERT_EQ(lab_->nsh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"), 0);
+    lab_->add_veth(a_, "a0", "10.203.0.1/24", b_, "b0", "10.203.0.2/24");
+    a0_ = lab_->name("a0");
+    b0_ = lab_->name("b0");
+  }
+  void TearDown() override { lab_.reset(); }
+
+  // Root qdisc counters of `dev` in `ns` from `tc -s -j qdisc`.
+  json tc_root(const std::string& ns, const std::string& dev) {
+    int st = 0;
+    std::string out = lab_->out("tc -n " + ns + " -s -j qdisc show dev " + dev, &st);
+    EXPECT_EQ(st, 0);
+    for (auto& q : json::parse(out))
+      if (q.value("root", false)) return q;
+    ADD_FAILURE() << "no root qdisc on " << dev << ": " << out;
+    return json::object();
+  }
+
+  // Sends `n` UDP datagrams of `payload` bytes from namespace `ns` to
+  // dst:port, each carrying its index; `gap_us` between them.
+  void send_udp(const std::string& ns, const std::string& dst, int port, int n, int payload, int gap_us) {
+    run_in_netns(ns, [&] {
+      int fd = socket(AF_INET, SOCK_DGRAM, 0);
+      ASSERT_GE(fd, 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(uint16_t(port));
+      inet_pton(AF_INET, dst.c_str(), &to.sin_addr);
+      std::vector<char> buf(size_t(payload), 'x');
+      for (int i = 0; i < n; ++i) {
+        std::memcpy(buf.data(), &i, sizeof(i));
+        ASSERT_EQ(sendto(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+                  ssize_t(buf.size()));
+        if (gap_us) usleep(useconds_t(gap_us));
+      }
+      close(fd);
+    });
+  }
+
+  std::unique_ptr<Lab> lab_;
+  std::string a_, b_, a0_, b0_;
+};
+
+// A 1 MB response through a 50 Mbit/s TBF: the FCT sluice-tg reports is the
+// time the TBF needs for the bytes tc says it sent, and no retransmission
+// is reported where tc dropped nothing.
+TEST_F(LabInstruments, TgFctMatchesShaperCounters) {
+  constexpr double kRate = 50e6;
+  constexpr uint64_t kBytes = 1000000, kBurst = 3028;
+  ASSERT_EQ(lab_->nsh(a_, "ethtool -K " + a0_ + " tso off gso off"), 0);
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root tbf rate 50mbit burst " + std::to_string(kBurst) +
+                              " limit 2000000"), 0);
+  Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
+  ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
+  json before = tc_root(a_, a0_);
+  std::string out = lab_->tmpdir() + "/fct.json";
+  Process cli = lab_->spawn(b_, {tg(), "incast", "--to", "10.203.0.1", "--conns", "1", "--bytes",
+                                 std::to_string(kBytes), "--rounds", "1", "--warmup", "0", "--cc", "cubic",
+                                 "--link-mbps", "50", "--json", out}, "cli");
+  int st = cli.wait(std::chrono::seconds(30));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
+  json after = tc_root(a_, a0_);
+  json r = read_json(out);
+  uint64_t sent = after["bytes"].get<uint64_t>() - before["bytes"].get<uint64_t>();
+  uint64_t drops = after["drops"].get<uint64_t>() - before["drops"].get<uint64_t>();
+  double fct_s = r["per_round"][0]["duration_us"].get<double>() / 1e6;
+  uint64_t segs = (kBytes + 1447) / 1448;
+  // tc counted every payload byte, plus at most a full header per segment
+  // and a few KB of control segments (SYN-ACK, trailer, request ACKs).
+  EXPECT_GE(sent, kBytes);
+  EXPECT_LE(sent, segs * 1514 + 4000);
+  EXPECT_EQ(drops, 0u);
+  EXPECT_EQ(r["summary"]["retrans_segs"].get<uint64_t>(), 0u);
+  // The TBF cannot have sent faster than its rate (beyond one burst) ...
+  double t_tbf = double(sent) * 8 / kRate;
+  EXPECT_GE(fct_s, (double(sent - kBurst)) * 8 / kRate) << "sent " << sent;
+  // ... and a lossless TCP flow keeps it busy: the FCT is the TBF's time.
+  EXPECT_LE(fct_s, t_tbf * 1.15 + 0.02) << "sent " << sent << " B, tbf time " << t_tbf;
+  // Goodput the tool reports is payload over that same FCT.
+  EXPECT_NEAR(r["summary"]["goodput_mbps"].get<double>(), double(kBytes) * 8 / fct_s / 1e6, 0.5);
+}
+
+// The same kind of transfer into a 20 KB TBF buffer on a bridge between
+// sender and receiver (a drop in the network, not on the sender's own
+// interface, which TCP would see as a local failure and resend as new data):
+// the sender's retransmissions the tool reports cover every drop.
+TEST_F(LabInstruments, TgRetransmissionsCoverShaperDrops) {
+  std::string s = lab_->add_ns("s");
+  ASSERT_EQ(lab_->nsh(s, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"), 0);
+  std::string c = lab_->add_ns("c");
+  ASSERT_EQ(lab_->nsh(c, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"), 0);
+  lab_->add_veth(a_, "a1", "10.204.0.1/24", s, "s0", "");
+  lab_->add_veth(s, "s1", "", c, "c0", "10.204.0.2/24");
+  std::string br = lab_->name("br"), s1 = lab_->name("s1");
+  ASSERT_EQ(lab_->nsh(s, "ip link add " + br + " type bridge && ip link set " + br + " up && ip link set " +
+                             lab_->name("s0") + " master " + br + " && ip link set " + s1 + " master " + br), 0);
+  ASSERT_EQ(lab_->nsh(s, "tc qdisc replace dev " + s1 + " root tbf rate 50mbit burst 3028 limit 20000"), 0);
+  Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
+  ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
+  json before = tc_root(s, s1);
+  std::string out = lab_->tmpdir() + "/loss.json";
+  Process cli = lab_->spawn(c, {tg(), "incast", "--to", "10.204.0.1", "--conns", "4", "--bytes", "500000",
+                                "--rounds", "1", "--warmup", "0", "--cc", "cubic", "--json", out}, "cli");
+  int st = cli.wait(std::chrono::seconds(60));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
+  json after = tc_root(s, s1);
+  json r = read_json(out);
+  uint64_t drops = after["drops"].get<uint64_t>() - before["drops"].get<uint64_t>();
+  uint64_t retrans = r["summary"]["retrans_segs"].get<uint64_t>();
+  EXPECT_GT(drops, 0u) << "4 cubic flows into a 20 KB buffer should overflow it";
+  EXPECT_GE(retrans, drops) << "every dropped data segment is retransmitted";
+}
+
+// A queue that only grows: HTB at 8 kbit/s sends one or two datagrams, the
+// rest wait in a 30000-byte bfifo (and the excess is dropped). Its maximum
+// backlog is then exactly the backlog tc reports, and sluice-qmon's tc
+// counters are tc's.
+class QmonTest : public LabInstruments, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(QmonTest, MaxBacklogEqualsTcBacklog) {
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root handle 1: htb default 10 && "
+                              "tc class add dev " + a0_ + " parent 1: classid 1:10 htb rate 8kbit ceil 8kbit "
+                              "burst 1600 cburst 1600 && tc qdisc add dev " + a0_ +
+                              " parent 1:10 handle 10: bfifo limit 30000"), 0);
+  // Permanent neighbour entries: no ARP request or reply joins the datagrams
+  // in the queue.
+  std::string mac_b = json::parse(lab_->out("ip -n " + b_ + " -j link show " + b0_))[0]["address"];
+  std::string mac_a = json::parse(lab_->out("ip -n " + a_ + " -j link show " + a0_))[0]["address"];
+  ASSERT_EQ(lab_->nsh(a_, "ip neigh replace 10.203.0.2 lladdr " + mac_b + " dev " + a0_ + " nud permanent"), 0);
+  ASSERT_EQ(lab_->nsh(b_, "ip neigh replace 10.203.0.1 lladdr " + mac_a + " dev " + b0_ + " nud permanent"), 0);
+  json before = tc_root(a_, a0_);
+  std::string out = lab_->tmpdir() + "/qmon.json";
+  std::string series = lab_->tmpdir() + "/qmon.csv";
+  Process q = lab_->spawn("", {qmon(), "--method", GetParam(), "--port", "edge=" + a_ + ":" + a0_,
+                               "--interval-us", "1000", "--json", out, "--series", series}, "qmon");
+  ASSERT_TRUE(eventually([&] { return q.log().find("monitoring") != std::string::npos; }, std::chrono::seconds(10)))
+      << q.log();
+  send_udp(a_, "10.203.0.2", 9, 40, 1000, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  json now = tc_root(a_, a0_);
+  q.stop(SIGINT);
+  json r = read_json(out);
+  ASSERT_EQ(r["ports"].size(), 1u) << r.dump();
+  const json& p = r["ports"][0];
+  uint64_t backlog = now["backlog"].get<uint64_t>(), qlen = now["qlen"].get<uint64_t>();
+  uint64_t drops = now["drops"].get<uint64_t>() - before["drops"].get<uint64_t>();
+  uint64_t sent = now["packets"].get<uint64_t>() - before["packets"].get<uint64_t>();
+  ASSERT_GT(backlog, 20000u) << "the burst should be waiting in the bfifo";
+  EXPECT_LE(backlog, 30000u);
+  EXPECT_GT(drops, 0u);
+  EXPECT_EQ(sent + qlen + drops, 40u) << "sent " << sent << " qlen " << qlen << " drops " << drops << " before " << before.dump() << " now " << now.dump();
+  EXPECT_EQ(p["max_backlog_bytes"].get<uint64_t>(), backlog);
+  EXPECT_EQ(p["max_backlog_pkts"].get<uint64_t>(), qlen);
+  EXPECT_EQ(p["tc"]["drops"].get<uint64_t>(), drops);
+  EXPECT_EQ(p["tc"]["packets"].get<uint64_t>(), sent);
+  EXPECT_EQ(p["tc"]["backlog"].get<uint64_t>(), backlog);
+  EXPECT_EQ(r["classes"]["edge"]["max_backlog_bytes"].get<uint64_t>(), backlog);
+  // The time series saw the queue standing at that level.
+  std::ifstream f(series);
+  std::string line;
+  bool seen = false;
+  while (std::getline(f, line))
+    if (line.find("," + std::to_string(backlog) + ",") != std::string::npos) seen = true;
+  EXPECT_TRUE(seen) << "no sample with backlog " << backlog << " in " << series;
+  if (GetParam() == "bpf") {
+    // Exact time-weighted mean: zero before the burst, `backlog` after it.
+    EXPECT_GT(p["mean_backlog_bytes"].get<double>(), 0.0);
+    EXPECT_LE(p["mean_backlog_bytes"].get<double>(), double(backlog));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, QmonTest, ::testing::Values("bpf", "netlink"));
+
+// Fault injection at b's ingress on 500 UDP datagrams: what is dropped or
+// corrupted is what the program counts (a corrupted datagram is discarded by
+// b's IP layer as a checksum error), the drop fraction is right, and the same
+// seed picks the same datagrams again while another seed does not.
+TEST_F(LabInstruments, FaultInjectionIsCountedAndSeeded) {
+  auto run = [&](uint64_t seed, std::set<int>* missing, json* counters, uint64_t* csum_errors) {
+    std::string out = lab_->tmpdir() + "/fault-" + std::to_string(seed) + ".json";
+    auto ip_errs = [&] {
+      std::string s = lab_->out("ip netns exec " + b_ + " nstat -az IpExtInCsumErrors | awk '/InCsum/ {print $2}'");
+      return std::stoull(s.empty() ? "0" : s);
+    };
+    uint64_t e0 = ip_errs();
+    Process f = lab_->spawn(b_, {fault(), "--dev", b0_, "--hook", "ingress", "--drop", "0.2", "--corrupt", "0.1",
+                                 "--proto", "udp", "--seed", std::to_string(seed), "--json", out}, "fault");
+    ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, std::chrono::seconds(10)))
+        << f.log();
+    std::set<int> got;
+    std::thread rx([&] {
+      run_in_netns(b_, [&] {
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in me{};
+        me.sin_family = AF_INET;
+        me.sin_port = htons(9999);
+        inet_pton(AF_INET, "10.203.0.2", &me.sin_addr);
+        ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
+        timeval tv{1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        char buf[2048];
+        for (;;) {
+          ssize_t n = recv(fd, buf, sizeof(buf), 0);
+          if (n < 4) break;
+          int i;
+          std::memcpy(&i, buf, sizeof(i));
+          got.insert(i);
+        }
+        close(fd);
+      });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    send_udp(a_, "10.203.0.2", 9999, 500, 200, 200);
+    rx.join();
+    f.stop(SIGTERM);
+    json j = read_json(out);
+    *counters = j["counters"];
+    EXPECT_EQ(j["candidates"].get<uint64_t>(), 500u);
+    for (int i = 0; i < 500; ++i)
+      if (!got.count(i)) missing->insert(i);
+    *csum_errors = ip_errs() - e0;
+  };
+  std::set<int> m1, m2, m3;
+  json c1, c2, c3;
+  uint64_t e1 = 0, e2 = 0, e3 = 0;
+  run(7, &m1, &c1, &e1);
+  run(7, &m2, &c2, &e2);
+  run(8, &m3, &c3, &e3);
+  uint64_t dropped = c1["DROP_FAULT"]["packets"].get<uint64_t>();
+  uint64_t corrupted = c1["PASS_FAULT_CORRUPTED"]["packets"].get<uint64_t>();
+  EXPECT_EQ(m1.size(), dropped + corrupted);
+  EXPECT_EQ(e1, corrupted) << "corrupted datagrams are dropped by IP as checksum errors";
+  // 20% of 500: 100 +- 5 sigma (sigma ~ 9).
+  EXPECT_GT(dropped, 55u);
+  EXPECT_LT(dropped, 145u);
+  EXPECT_EQ(m1, m2) << "same seed, same packet order: same victims";
+  for (auto k : {"DROP_FAULT", "PASS_FAULT_CORRUPTED", "PASS_FAULT_SPARED"}) EXPECT_EQ(c1[k], c2[k]) << k;
+  EXPECT_NE(m1, m3) << "another seed picks other victims";
+}
+
+// Delay by marking: delayed packets land in the HTB class the program names.
+TEST_F(LabInstruments, FaultDelayMarksIntoHtbClass) {
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root handle 1: htb default 10 && "
+                              "tc class add dev " + a0_ + " parent 1: classid 1:10 htb rate 1gbit && "
+                              "tc class add dev " + a0_ + " parent 1: classid 1:20 htb rate 10mbit"), 0);
+  std::string out = lab_->tmpdir() + "/delay.json";
+  Process f = lab_->spawn(a_, {fault(), "--dev", a0_, "--hook", "egress", "--delay", "0.5", "--delay-class", "1:20",
+                               "--proto", "udp", "--seed", "3", "--json", out}, "fault");
+  ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, std::chrono::seconds(10)))
+      << f.log();
+  send_udp(a_, "10.203.0.2", 9, 200, 100, 100);
+  f.stop(SIGTERM);
+  json j = read_json(out);
+  uint64_t delayed = j["counters"]["PASS_FAULT_DELAYED"]["packets"].get<uint64_t>();
+  EXPECT_GT(delayed, 60u);
+  EXPECT_LT(delayed, 140u);
+  // iproute2 6.1 has no JSON for classes: "class htb 1:20 ...\n Sent B bytes P pkt".
+  std::string cls = lab_->out("tc -n " + a_ + " -s class show dev " + a0_);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(cls, m, std::regex("class htb 1:20 [^\\n]*\\n Sent \\d+ bytes (\\d+) pkt"))) << cls;
+  EXPECT_EQ(std::stoull(m[1]), delayed);
+}
+
+// ---------------------------------------------------------------------------
+// bench/run as a user runs it.
+
+std::string bench_run() { return std::string(SLUICE_SOURCE_DIR) + "/bench/run"; }
+
+std::vector<std::string> lab_namespaces(const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir("/run/netns")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+std::string base36(unsigned long v) {
+  std::string s;
+  do {
+    s.insert(s.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36]);
+    v /= 36;
+  } while (v);
+  return s;
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      pid_t pid = pid_t(std::atoi(e->d_name));
+      if (pid <= 0) continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+      std::string s;
+      std::getline(f, s);
+      auto rp = s.rfind(')');
+      if (rp == std::string::npos) continue;
+      char state;
+      int ppid;
+      if (std::sscanf(s.c_str() + rp + 2, "%c %d", &state, &ppid) == 2 && ppid == parent) out.push_back(pid);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+TEST(BenchRun, IncastWritesJsonRowsAndPlot) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("l");  // for its temp dir
+  std::string out = lab.tmpdir() + "/incast.json";
+  setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
+  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "1,4", "--rounds", "3", "--rate", "100",
+                             "--mode", "mtu", "--buffer", "32K", "--no-build", "--json", out}, "bench");
+  int st = p.wait(std::chrono::seconds(120));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << p.log();
+  json r = read_json(out);
+  EXPECT_EQ(r["experiment"], "incast");
+  EXPECT_EQ(r["params"]["buffer"], 32768);
+  ASSERT_EQ(r["variants"]["baseline"].size(), 2u);
+  int i = 0;
+  for (int n : {1, 4}) {
+    const json& row = r["variants"]["baseline"][i++];
+    for (auto k : {"senders", "goodput_mbps", "link_mbps", "rto_rounds", "rounds", "drops", "retrans_segs",
+                   "max_queue_bytes"})
+      EXPECT_TRUE(row.contains(k)) << k << " missing in " << row.dump();
+    EXPECT_EQ(row["senders"], n);
+    EXPECT_EQ(row["rounds"], 3);
+    EXPECT_GT(row["goodput_mbps"].get<double>(), 0);
+    EXPECT_LE(row["goodput_mbps"].get<double>(), 100.0);
+    EXPECT_LE(row["max_queue_bytes"].get<uint64_t>(), 32768u);
+    EXPECT_GT(row["max_queue_bytes"].get<uint64_t>(), 0u);
+  }
+  EXPECT_EQ(access((lab.tmpdir() + "/incast.png").c_str(), F_OK), 0) << "no plot";
+  EXPECT_NE(p.log().find("senders variant"), std::string::npos) << "no table printed";
+}
+
+TEST(BenchRun, CtrlCLeavesNothingBehind) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("l");
+  setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
+  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100",
+                             "--no-build", "--no-plot", "--json", lab.tmpdir() + "/never.json"}, "bench");
+  const std::string prefix = "sll" + base36(static_cast<unsigned long>(p.pid())) + "-";
+  // Wait until the traffic runs: the receiver namespace exists and the
+  // runner has started its sluice-tg client there.
+  ASSERT_TRUE(eventually([&] { return p.log().find("tg-incast") != std::string::npos ||
+                                      children_of(p.pid()).size() >= 6; },
+                         std::chrono::seconds(60)))
+      << p.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(lab_namespaces(prefix).empty()) << "the run did not build its lab";
+  std::vector<pid_t> kids = children_of(p.pid());
+  EXPECT_GE(kids.size(), 5u) << "4 servers and a client should be running";
+  ::kill(p.pid(), SIGINT);
+  int st = p.wait(std::chrono::seconds(30));
+  ASSERT_TRUE(WIFEXITED(st)) << p.log();
+  EXPECT_EQ(WEXITSTATUS(st), 130) << p.log();
+  EXPECT_TRUE(lab_namespaces(prefix).empty()) << "namespaces left behind";
+  for (pid_t k : kids) EXPECT_NE(::kill(k, 0), 0) << "process " << k << " survived";
+  EXPECT_NE(access((lab.tmpdir() + "/never.json").c_str(), F_OK), 0);
+}
+
+TEST(BenchRun, DeadRunsAreReaped) {
+  ASSERT_EQ(geteuid(), 0u);
+  // A pid that is certainly dead: a child we started and waited for.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = "sll" + base36(static_cast<unsigned long>(dead)) + "-x";
+  const std::string live = "sll" + base36(static_cast<unsigned long>(getpid())) + "-keep";
+  ASSERT_EQ(std::system(("ip netns add " + stale + " && ip netns add " + live).c_str()), 0);
+  int rc = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo reap").c_str());
+  bool stale_gone = lab_namespaces(stale).empty(), live_kept = !lab_namespaces(live).empty();
+  std::system(("ip netns del " + live + " 2>/dev/null; ip netns del " + stale + " 2>/dev/null").c_str());
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(stale_gone) << "namespace of a dead run left";
+  EXPECT_TRUE(live_kept) << "namespace of a live process removed";
+}
+
+}  // namespace
