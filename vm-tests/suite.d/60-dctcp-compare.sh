@@ -3,7 +3,7 @@
 # module, on the same small test: one long TCP flow through an HTB
 # bottleneck (50 Mbit/s by default: what TCG sustains) whose queue is a RED
 # qdisc doing DCTCP-style step ECN marking at K = 30 KB. For each congestion
-# control: goodput, mean and maximum bottleneck queue, CE marks. A
+# control: goodput, mean and maximum bottleneck queue (sampled every ~50 ms), CE marks. A
 # difference above 20% in goodput or in mean queue (two interleaved rounds
 # of each, averaged) is flagged: printed as FLAG, a failure only with
 # SLUICE_VM_DCTCP_STRICT=1, because TCG timing is noisy.
@@ -52,9 +52,27 @@ vm_bg iperf3s ip netns exec $r iperf3 -s -B 10.78.0.2
 listening() { ip netns exec $r ss -ltnH 'sport = :5201' | grep -q .; }
 vm_wait_for 20 listening || vm_fail "iperf3 server did not listen"
 
-red_stat() { ip netns exec $s tc -s -j qdisc show dev $ifs | jq ".[] | select(.kind == \"red\") | .$1"; }
+red_stat() { tc -n $s -s -j qdisc show dev $ifs | jq ".[] | select(.kind == \"red\") | .$1"; }
 
-# measure CC: prints "goodput_mbps mean_queue_bytes max_queue_bytes marks"
+# Backlog samples every ~50 ms from one `tc -batch` process (an exec per
+# sample would cost the emulated guest more than the interval), while PID $1
+# lives. Prints one byte count per line.
+sample_backlog() {
+  local pid=$1 fd
+  exec {fd}<> <(:)
+  while kill -0 "$pid" 2>/dev/null; do
+    echo "qdisc show dev $ifs"
+    read -r -t 0.05 -u $fd
+  done | tc -n $s -s -batch - 2>/dev/null | awk '
+    /^qdisc / { red = ($2 == "red") }
+    red && $1 == "backlog" {
+      v = $2; m = 1
+      if (v ~ /Mb$/) m = 1048576; else if (v ~ /Kb$/) m = 1024
+      sub(/[KM]?b$/, "", v); print v * m; fflush()
+    }'
+}
+
+# measure CC: prints "goodput_mbps mean_queue_bytes max_queue_bytes marks samples"
 measure() {
   local cc=$1 m0 samples=/tmp/dctcp-queue.$1
   m0=$(red_stat marked)
@@ -62,23 +80,23 @@ measure() {
   ip netns exec $s iperf3 -c 10.78.0.2 -C "$cc" -t "$secs" -O 1 -J > "/tmp/iperf-$cc.json" &
   local ipid=$!
   sleep 1.2   # past slow start (-O 1 omits the first second from the goodput)
-  while kill -0 $ipid 2>/dev/null; do
-    red_stat backlog >> "$samples"
-    sleep 0.2
-  done
+  sample_backlog $ipid > "$samples"
   wait $ipid || return 1
   local bps rcc
   bps=$(jq '.end.sum_received.bits_per_second' "/tmp/iperf-$cc.json")
   # iperf3 sets -C on both ends; DCTCP's receiver echoes CE precisely.
   rcc=$(jq -r '.end.receiver_tcp_congestion // "?"' "/tmp/iperf-$cc.json")
   [ "$rcc" = "$cc" ] || { echo "receiver used $rcc, not $cc" >&2; return 1; }
+  local n
+  n=$(grep -c '^[0-9][0-9]*$' "$samples")
+  [ "$n" -ge 5 ] || { echo "$cc: only $n queue samples: the guest was too slow to sample" >&2; return 1; }
   awk -v bps="$bps" -v marks=$(( $(red_stat marked) - m0 )) '
-    { n++; sum += $1; if ($1 > max) max = $1 }
-    END { printf "%.1f %.0f %.0f %d\n", bps / 1e6, n ? sum / n : 0, max, marks }' "$samples"
+    /^[0-9]+$/ { n++; sum += $1; if ($1 > max) max = $1 }
+    END { printf "%.1f %.0f %.0f %d %d\n", bps / 1e6, sum / n, max, marks, n }' "$samples"
 }
 
-read -r k_gp k_mean k_max k_marks < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
-vm_log "kernel dctcp:  goodput ${k_gp} Mbit/s  queue mean ${k_mean} B max ${k_max} B  CE marks ${k_marks}"
+read -r k_gp k_mean k_max k_marks k_n < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
+vm_log "kernel dctcp:  goodput ${k_gp} Mbit/s  queue mean ${k_mean} B max ${k_max} B  CE marks ${k_marks}  (${k_n} queue samples)"
 # The test must at least mark and negotiate ECN, or comparing means nothing.
 [ "$k_marks" -gt 0 ] || vm_fail "no CE marks: the bottleneck does not mark or ECN was not negotiated"
 # How well DCTCP holds the queue depends on how much CPU the emulated guest
@@ -108,15 +126,15 @@ fi
 unregister() { [ -z "$registered" ] || bpftool struct_ops unregister name "$registered" >/dev/null 2>&1; }
 trap 'unregister; vm_cleanup' EXIT
 
-read -r c_gp c_mean c_max c_marks < <(measure "$candidate") || vm_fail "$candidate measurement failed"
-vm_log "$candidate: goodput ${c_gp} Mbit/s  queue mean ${c_mean} B max ${c_max} B  CE marks ${c_marks}"
+read -r c_gp c_mean c_max c_marks c_n < <(measure "$candidate") || vm_fail "$candidate measurement failed"
+vm_log "$candidate: goodput ${c_gp} Mbit/s  queue mean ${c_mean} B max ${c_max} B  CE marks ${c_marks}  (${c_n} queue samples)"
 # A second interleaved round of both; the averages are compared (TCG noise).
 avg() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a + b) / 2 }'; }
-read -r gp mean max marks < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
-vm_log "kernel dctcp:  goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}"
+read -r gp mean max marks n < <(measure dctcp) || vm_fail "kernel dctcp measurement failed"
+vm_log "kernel dctcp:  goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}  (${n} queue samples)"
 k_gp=$(avg "$k_gp" "$gp") k_mean=$(avg "$k_mean" "$mean") k_max=$((max > k_max ? max : k_max)) k_marks=$((k_marks + marks))
-read -r gp mean max marks < <(measure "$candidate") || vm_fail "$candidate measurement failed"
-vm_log "$candidate: goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}"
+read -r gp mean max marks n < <(measure "$candidate") || vm_fail "$candidate measurement failed"
+vm_log "$candidate: goodput ${gp} Mbit/s  queue mean ${mean} B max ${max} B  CE marks ${marks}  (${n} queue samples)"
 c_gp=$(avg "$c_gp" "$gp") c_mean=$(avg "$c_mean" "$mean") c_max=$((max > c_max ? max : c_max)) c_marks=$((c_marks + marks))
 
 vm_log "two interleaved rounds each (goodput and mean queue averaged, max of max, marks summed):"
