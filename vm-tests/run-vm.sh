@@ -24,7 +24,7 @@ usage: vm-tests/run-vm.sh [options]
   --steps-dir DIR    also run the steps in DIR (*.sh), after filtering
   --timeout SEC      bound on the whole guest run (default 240)
   --step-timeout SEC default bound on one suite step (default 150)
-  --smp N            virtual CPUs (default 2)
+  --smp N            virtual CPUs (default 1: fastest under TCG on a busy 2-core host)
   --mem MB           guest memory (default 1536)
   --append ARGS      extra kernel command line
   --env NAME=VALUE   environment for the suite steps (repeatable; no spaces)
@@ -37,7 +37,7 @@ EOF
 
 build=${SLUICE_BUILD_DIR:-$vm_top/build}
 kernel="" modules="" steps="" steps_dir="" timeout=240 step_timeout=150
-smp=2 mem=1536 append="" log="" mode=suite quiet=0 guest_env=""
+smp=1 mem=1536 append="" log="" mode=suite quiet=0 guest_env=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
