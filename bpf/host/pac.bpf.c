@@ -481,6 +481,16 @@ int pac_egress(struct __sk_buff *skb)
 		sl_count(SLUICE_R_PAC_RING_FULL, skb->len);
 		return SL_TC_NEXT;
 	}
+	/* Bound the length again at the call: clang may spill `len`, and the
+	 * 6.1 verifier forgets a spilled u32's range ("R4 min value is outside
+	 * of the allowed memory range"); newer kernels keep it. */
+	barrier_var(len);
+	if (len > SLUICE_PAC_FRAME_MAX || len < 14) {
+		bpf_ringbuf_discard(ev, 0);
+		released(f, &p, trig, &o, now);
+		sl_count(SLUICE_R_PAC_FRAME_TOO_BIG, skb->len);
+		return SL_TC_NEXT;
+	}
 	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
 		bpf_ringbuf_discard(ev, 0);
 		released(f, &p, trig, &o, now);
