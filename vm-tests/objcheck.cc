@@ -76,10 +76,17 @@ std::string g_log;
 bool g_verbose = false;
 
 int capture(enum libbpf_print_level level, const char* fmt, va_list args) {
-  char buf[4096];
-  int n = vsnprintf(buf, sizeof(buf), fmt, args);
+  // Verifier logs come as one message and can be long: size it first.
+  va_list copy;
+  va_copy(copy, args);
+  int n = vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  if (n < 0) return n;
+  std::string buf(static_cast<size_t>(n) + 1, '\0');
+  vsnprintf(buf.data(), buf.size(), fmt, args);
+  buf.resize(static_cast<size_t>(n));
   if (level == LIBBPF_DEBUG) {
-    if (g_verbose) std::fputs(buf, stdout);
+    if (g_verbose) std::fputs(buf.c_str(), stdout);
     return n;
   }
   g_log += buf;
@@ -107,16 +114,28 @@ std::string key_reason(const std::vector<std::string>& log) {
       "failed to find kernel BTF type ID",   // tp_btf / fentry / struct_ops target missing
       "struct_ops init_kern",                // struct_ops member the kernel lacks
       "failed to find valid kernel BTF",
-      "unrecognized",
-      "unknown func",
-      "invalid",
   };
   for (const char* p : kPatterns)
     for (const auto& l : log)
       if (contains(l, p)) return l;
+  // A verifier rejection: its verdict is the last line of the log before
+  // the statistics.
+  bool in_vlog = false;
+  std::string last;
+  for (const auto& l : log) {
+    if (contains(l, "BEGIN PROG LOAD LOG")) {
+      in_vlog = true;
+      continue;
+    }
+    if (contains(l, "END PROG LOAD LOG")) break;
+    if (in_vlog && !contains(l, "processed ") && !contains(l, "verification time") &&
+        !contains(l, "stack depth"))
+      last = l;
+  }
+  if (!last.empty()) return "verifier: " + last;
   for (auto it = log.rbegin(); it != log.rend(); ++it)
-    if (!contains(*it, "END PROG LOAD LOG") && !contains(*it, "processed ")) return *it;
-  return "";
+    if (!contains(*it, "failed to load object")) return *it;
+  return log.empty() ? "" : log.back();
 }
 
 void veth_pair(const char* a, const char* b) {
@@ -290,8 +309,8 @@ Result check(const Entry& e, const FeatureReport& rep, Attacher& at) {
     }
     if (contains(l, "END PROG LOAD LOG")) {
       in_vlog = false;
-      size_t from = vlog.size() > 12 ? vlog.size() - 12 : 0;
-      if (from) r.detail.push_back("  ... (" + std::to_string(from) + " verifier lines omitted)");
+      size_t from = !g_verbose && vlog.size() > 12 ? vlog.size() - 12 : 0;
+      if (from) r.detail.push_back("  ... (" + std::to_string(from) + " verifier lines omitted; -v for all)");
       for (size_t i = from; i < vlog.size(); ++i) r.detail.push_back(vlog[i]);
       r.detail.push_back(l);
       continue;
