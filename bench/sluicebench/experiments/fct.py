@@ -1,0 +1,206 @@
+"""fct: Poisson flow arrivals with sizes from a workload CDF, at a target
+load of the receiver's link; flow completion times by size bucket.
+
+Topology: star, --hosts sender hosts -> switch -> receiver. Every flow is a
+request from the receiver to a uniformly chosen sender, answered with the
+drawn number of bytes over a pooled persistent connection (sluice-tg flows);
+all flows converge on the switch port toward the receiver. FCT runs from the
+request to the last byte; slowdown = FCT / (base RTT + size at link rate).
+One row per size bucket (and one for all flows) per variant.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import sluicelab
+
+from ..core import TOP, BenchError, Experiment, experiment
+from .. import util
+
+
+@experiment
+class Fct(Experiment):
+    name = "fct"
+    help = "flow completion times of a Poisson workload (web search, ...) on the star"
+    default_variants = "baseline"
+
+    @classmethod
+    def add_args(cls, p):
+        p.add_argument("--workload", default="websearch",
+                       help="CDF name in bench/cdf/ (websearch, datamining, hadoop, webserver, memcached, "
+                            "google) or a path to a CDF file")
+        p.add_argument("--load", type=float, default=0.6, help="offered load, fraction of --rate")
+        p.add_argument("--flows", type=int, default=1000, help="flows per variant")
+        p.add_argument("--seed", type=int, default=1, help="arrivals, sizes and servers (same for every variant)")
+        p.add_argument("--size-scale", type=float, default=1.0, help="multiply every flow size")
+        p.add_argument("--buckets", default="10K,100K,1M",
+                       help="size bucket upper bounds (the last bucket is open)")
+        p.add_argument("--hosts", type=int, default=16, help="sender hosts")
+        p.add_argument("--rate", type=util.rate, default=1000, help="link rate in Mbit/s")
+        p.add_argument("--buffer", type=util.size, default=131072, help="switch port buffer in bytes")
+        p.add_argument("--mode", choices=("gso", "mtu"), default="gso")
+        p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
+        p.add_argument("--shaper", choices=("tbf", "htb"), default="tbf")
+        p.add_argument("--burst", type=util.size, default=0)
+        p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
+        p.add_argument("--timeout", type=float, default=900, help="seconds per variant")
+
+    def cdf_path(self) -> str:
+        w = self.args.workload
+        p = w if os.path.sep in w or w.endswith(".cdf") else os.path.join(TOP, "bench", "cdf", w + ".cdf")
+        if not os.path.isfile(p):
+            raise BenchError(f"--workload {w}: no CDF file {p}")
+        return p
+
+    def params(self) -> dict:
+        a = self.args
+        return {"workload": a.workload, "cdf": os.path.relpath(self.cdf_path(), TOP), "load": a.load,
+                "flows": a.flows, "seed": a.seed, "size_scale": a.size_scale, "buckets": self.bounds,
+                "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer, "mode": a.mode,
+                "switch": a.switch, "shaper": a.shaper,
+                "burst": a.burst or sluicelab.Shape(a.rate).default_burst()}
+
+    def run(self, ctx, variants):
+        a = self.args
+        self.bounds = [util.size(b) for b in a.buckets.split(",") if b.strip()]
+        cdf = self.cdf_path()
+        ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
+        topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
+                              switch=a.switch, shaper=a.shaper, burst=a.burst or None)
+        rows = {}
+        for v in variants:
+            rows[v.name] = self.point(ctx, topo, v, cdf)
+            allrow = rows[v.name][-1]
+            ctx.log(f"{v.name:10s} {allrow['count']} flows  FCT p50 {allrow['fct_p50_us']:.0f} us "
+                    f"p99 {allrow['fct_p99_us']:.0f} us  slowdown p99 {allrow['slowdown_p99']:.1f}")
+        return {"experiment": "fct", "params": self.params(), "topology": topo.describe(), "variants": rows}
+
+    def point(self, ctx, topo, v, cdf) -> list:
+        a = self.args
+        senders, recv = topo.senders, topo.receivers[0]
+        ctx.point = {"senders": len(senders), "sender_hosts": senders, "receiver": recv}
+        topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
+        servers, qm = [], None
+        out = os.path.join(ctx.tmp, f"fct-{v.name}.json")
+        rec = os.path.join(ctx.tmp, f"fct-{v.name}.csv")
+        try:
+            v.setup(ctx, topo)
+            servers = ctx.start_servers(senders, v.cc)
+            q0 = topo.qdisc_stats(topo.bottleneck)
+            qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-fct-{v.name}")
+            argv = [ctx.tool("sluice-tg"), "flows", "--to", ",".join(h.ip for h in senders),
+                    "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed),
+                    "--link-mbps", str(a.rate), "--pool", str(a.pool), "--scale", str(a.size_scale),
+                    "--buckets", ",".join(str(b) for b in self.bounds), "--records", rec, "--json", out,
+                    "--timeout", str(a.timeout)]
+            if v.cc:
+                argv += ["--cc", v.cc]
+            ctx.run_tool(recv.ns, argv, f"tg-flows-{v.name}", timeout=a.timeout + 60)
+            qmon = ctx.stop_qmon(qm)
+            qm = None
+            q1 = topo.qdisc_stats(topo.bottleneck)
+            extra = v.metrics(ctx, topo) or {}
+        finally:
+            if qm:
+                try:
+                    ctx.stop_qmon(qm)
+                except Exception:
+                    pass
+            ctx.stop_all(servers)
+            v.teardown(ctx, topo)
+        with open(out) as f:
+            tg = json.load(f)
+        common = {"drops": q1.get("drops", 0) - q0.get("drops", 0),
+                  "retrans_segs": tg["summary"]["retrans_segs"],
+                  "rto_flows": tg["summary"]["rto_flows"],
+                  "achieved_load": round(tg["summary"]["achieved_load"], 4),
+                  "base_rtt_us": round(tg["base_rtt_us"], 1),
+                  "max_queue_bytes": None, "mean_queue_bytes": None}
+        if qmon and qmon["ports"]:
+            common["max_queue_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
+            common["mean_queue_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
+        common.update(extra)
+        rows = []
+        for b in tg["buckets"]:
+            rows.append(self.row(b, b["min_bytes"], b["max_bytes"], common))
+        rows.append(self.row(tg["summary"]["all"], 1, None, common))
+        # Copy the per-flow records next to the result when the user wants them.
+        return rows
+
+    @staticmethod
+    def _label(lo, hi) -> str:
+        def h(x):
+            for unit, d in (("M", 1 << 20), ("K", 1 << 10)):
+                if x >= d and x % d == 0:
+                    return f"{x // d}{unit}"
+            for unit, d in (("MB", 1e6), ("KB", 1e3)):
+                if x >= d:
+                    return f"{x / d:g}{unit}"
+            return f"{x}B"
+        if hi is None:
+            return "all" if lo <= 1 else f">{h(lo - 1)}"
+        return f"<={h(hi)}" if lo <= 1 else f"{h(lo - 1)}-{h(hi)}"
+
+    def row(self, s, lo, hi, common) -> dict:
+        r = {"bucket": self._label(lo, hi), "min_bytes": lo, "max_bytes": hi, "count": s["count"],
+             "fct_p50_us": round(s["fct_us_p50"], 1), "fct_p99_us": round(s["fct_us_p99"], 1),
+             "fct_mean_us": round(s["fct_us_mean"], 1),
+             "slowdown_p50": round(s["slowdown_p50"], 3), "slowdown_p99": round(s["slowdown_p99"], 3)}
+        r.update(common)
+        return r
+
+    # -- presentation ----------------------------------------------------------
+    def table(self, result) -> str:
+        p = result["params"]
+        lines = [f"fct: {p['workload']} at {p['load']:.0%} of {p['rate_mbit']:g} Mbit/s, {p['flows']} flows, "
+                 f"{p['hosts']} senders, buffer {p['buffer']} B, {p['mode']} mode",
+                 f"{'bucket':>12} {'variant':12} {'flows':>6} {'p50_us':>10} {'p99_us':>11} "
+                 f"{'slow_p50':>8} {'slow_p99':>8}"]
+        names = list(result["variants"])
+        nb = len(result["variants"][names[0]])
+        for i in range(nb):
+            for v in names:
+                r = result["variants"][v][i]
+                lines.append(f"{r['bucket']:>12} {v:12} {r['count']:>6} {r['fct_p50_us']:>10.0f} "
+                             f"{r['fct_p99_us']:>11.0f} {r['slowdown_p50']:>8.2f} {r['slowdown_p99']:>8.2f}")
+        for v in names:
+            r = result["variants"][v][-1]
+            lines.append(f"{v}: drops {r['drops']}, retrans {r['retrans_segs']}, flows with RTO {r['rto_flows']}, "
+                         f"achieved load {r['achieved_load']:.2f}, queue max {r['max_queue_bytes']} B "
+                         f"mean {r['mean_queue_bytes']} B")
+        return "\n".join(lines)
+
+    def plot(self, result, path):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        p = result["params"]
+        names = list(result["variants"])
+        buckets = [r["bucket"] for r in result["variants"][names[0]]]
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        width = 0.8 / (2 * len(names))
+        for k, (metric, ax, ylabel) in enumerate((("fct", axes[0], "FCT (ms)"),
+                                                    ("slowdown", axes[1], "FCT slowdown"))):
+            for j, v in enumerate(names):
+                rows = result["variants"][v]
+                key50 = "fct_p50_us" if metric == "fct" else "slowdown_p50"
+                key99 = "fct_p99_us" if metric == "fct" else "slowdown_p99"
+                scale = 1e3 if metric == "fct" else 1
+                xs = [i + (2 * j) * width - 0.4 + width / 2 for i in range(len(buckets))]
+                ax.bar(xs, [r[key50] / scale for r in rows], width, label=f"{v} p50")
+                ax.bar([x + width for x in xs], [r[key99] / scale for r in rows], width, label=f"{v} p99")
+            ax.set_xticks(range(len(buckets)))
+            ax.set_xticklabels(buckets)
+            ax.set_yscale("log")
+            ax.set_ylabel(ylabel)
+            ax.set_xlabel("flow size")
+            ax.grid(True, axis="y", alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0].set_title(f"{p['workload']} at {p['load']:.0%} of {p['rate_mbit']:g} Mbit/s, {p['flows']} flows")
+        axes[1].set_title(f"{p['hosts']} senders, buffer {p['buffer'] // 1024} KB, {p['mode']}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
