@@ -307,6 +307,17 @@ int run_incast(const IncastOptions& o) {
   uint64_t id = 0;
   for (int r = 0; r < o.warmup + o.rounds; ++r) {
     if (o.gap_ms > 0 && r) usleep(useconds_t(o.gap_ms * 1000));
+    if (o.fresh && r) {
+      // New connections for every round, set up outside the timed part:
+      // every round starts from the same TCP state (initial window, no
+      // ssthresh), like a new query.
+      for (size_t i = 0; i < conns.size(); ++i) {
+        size_t s = conns[i]->server;
+        rx.close_conn(conns[i]);
+        conns[i] = rx.add_connected(connect_tcp(o.servers[s], o.cc), s);
+      }
+      usleep(5000);  // the servers' threads pick the new sockets up
+    }
     data_left = trailers_left = conns.size();
     uint64_t t0 = now_ns();
     for (Conn* c : conns) rx.request(c, ReqType::Data, o.bytes_per_conn, ++id);

@@ -29,6 +29,7 @@ struct IncastOptions : ClientOptions {
   int warmup = 1;          // rounds run first and not counted
   double gap_ms = 0;       // idle time between rounds
   bool per_flow = false;   // include every flow of every round in the JSON
+  bool fresh = false;      // new connections before every round
 };
 int run_incast(const IncastOptions& o);
 

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   inc->add_option("--warmup", io.warmup, "rounds run first and not counted")->default_val(1);
   inc->add_option("--gap-ms", io.gap_ms, "idle time between rounds")->default_val(0);
   inc->add_flag("--per-flow", io.per_flow, "include every flow of every round");
+  inc->add_flag("--fresh", io.fresh, "new connections before every round (set up outside the timing)");
 
   FlowsOptions fo;
   std::string fo_to, buckets;

@@ -218,11 +218,18 @@ class Context:
             time.sleep(0.02)
         raise BenchError(f"{p.name} did not report '{text}':\n{self.lab.log_of(p)[-2000:]}")
 
-    # -- traffic generator servers -------------------------------------------
+    # -- traffic generator ----------------------------------------------------
+    def tg(self) -> list:
+        """argv prefix that runs sluice-tg: with --sched fifo under SCHED_FIFO
+        (see bench/README.md "Scheduling")."""
+        prio = getattr(self.args, "sched", "normal")
+        pre = ["chrt", "-f", "10"] if prio == "fifo" else []
+        return pre + [self.tool("sluice-tg")]
+
     def start_servers(self, hosts: list, cc: str, port: int = 5001, extra: Optional[list] = None) -> list:
         procs = []
         for h in hosts:
-            argv = [self.tool("sluice-tg"), "server", "--port", str(port)]
+            argv = self.tg() + ["server", "--port", str(port)]
             if cc:
                 argv += ["--cc", cc]
             procs.append(self.spawn(h.ns, argv + (extra or []), f"tg-server-{h.name}-{port}"))

@@ -91,7 +91,7 @@ class Fct(Experiment):
             servers = ctx.start_servers(senders, v.cc)
             q0 = topo.qdisc_stats(topo.bottleneck)
             qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-fct-{v.name}")
-            argv = [ctx.tool("sluice-tg"), "flows", "--to", ",".join(h.ip for h in senders),
+            argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
                     "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed),
                     "--link-mbps", str(a.rate), "--pool", str(a.pool), "--scale", str(a.size_scale),
                     "--buckets", ",".join(str(b) for b in self.bounds), "--records", rec, "--json", out,

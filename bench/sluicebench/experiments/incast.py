@@ -42,6 +42,9 @@ class Incast(Experiment):
                        help="unmeasured rounds first (their drops/retransmissions still show "
                             "in the namespace and qdisc counters)")
         p.add_argument("--gap-ms", type=float, default=0, help="idle time between rounds")
+        p.add_argument("--connections", choices=("persistent", "fresh"), default="persistent",
+                       help="persistent: one connection per sender for all rounds (TCP state carries "
+                            "over); fresh: new connections before every round, outside the timing")
         p.add_argument("--rate", type=util.rate, default=1000,
                        help="link rate in Mbit/s (suffixes: 100M, 1G)")
         p.add_argument("--uplink-rate", type=util.rate, default=0,
@@ -55,15 +58,17 @@ class Incast(Experiment):
                        help="bottleneck qdisc (TBF splits GSO into MTU frames)")
         p.add_argument("--burst", type=util.size, default=0,
                        help="token bucket burst in bytes (0 = 100 us at the rate, >= 2 frames)")
-        p.add_argument("--repeat", type=int, default=1,
-                       help="runs per point; the row is the median-goodput run, all runs listed")
+        p.add_argument("--repeat", type=int, default=3,
+                       help="runs of --rounds rounds per point; the row is the run with the median goodput "
+                            "and lists every run's goodput (one run of 10 rounds is noisy: whether a round "
+                            "hits a 200 ms RTO is close to a coin flip at the collapse point)")
         p.add_argument("--timeout", type=float, default=300, help="seconds per point")
 
     def params(self) -> dict:
         a = self.args
         return {"senders": self.senders, "hosts": self.hosts, "bytes_per_sender": a.bytes_per_sender,
                 "total_bytes": a.total_bytes or None, "rounds": a.rounds, "warmup": a.warmup,
-                "gap_ms": a.gap_ms, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
+                "gap_ms": a.gap_ms, "connections": a.connections, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
                 "buffer": a.buffer, "mode": a.mode, "switch": a.switch, "shaper": a.shaper,
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(), "repeat": a.repeat}
 
@@ -110,10 +115,12 @@ class Incast(Experiment):
             q0 = topo.qdisc_stats(topo.bottleneck)
             qm = ctx.start_qmon(topo.switch_ports(), name=f"qmon-{tag}")
             out = os.path.join(ctx.tmp, f"incast-{tag}.json")
-            argv = [ctx.tool("sluice-tg"), "incast", "--to", ",".join(h.ip for h in senders),
+            argv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
                     "--conns", str(n), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                     "--gap-ms", str(a.gap_ms), "--link-mbps", str(a.rate), "--json", out,
                     "--timeout", str(a.timeout)]
+            if a.connections == "fresh":
+                argv += ["--fresh"]
             if a.total_bytes:
                 argv += ["--total-bytes", str(a.total_bytes)]
             else:
@@ -149,6 +156,11 @@ class Incast(Experiment):
             # lasted at least the minimum RTO (200 ms) waited for one.
             rto_rounds = sum(1 for r in tg["per_round"] if r["duration_us"] >= 200_000)
             rto_source = "round >= 200 ms"
+        # A round that waited for a 200 ms timer: an RTO, or a tail-loss probe
+        # with one segment outstanding (its timer includes the worst-case
+        # delayed ACK, 200 ms, and counts as a loss probe, not an RTO).
+        ideal_ms = (a.total_bytes or a.bytes_per_sender * n) * 8 / (a.rate * 1e3)
+        stall_rounds = sum(1 for r in tg["per_round"] if r["duration_us"] / 1e3 >= ideal_ms * 1.5 + 150)
         row = {
             "senders": n,
             "goodput_mbps": round(s["goodput_mbps"], 2),
@@ -164,11 +176,15 @@ class Incast(Experiment):
             "round_ms_max": round(s["round_us_max"] / 1e3, 3),
             "rto": s["rto"],
             "rto_source": rto_source,
+            "stall_rounds": stall_rounds,
             "sender_hosts": len(senders),
             "ns_retrans_segs": ns.get("Tcp.RetransSegs", 0),
             "ns_timeouts": ns.get("TcpExt.TCPTimeouts", 0),
             "ns_loss_probes": ns.get("TcpExt.TCPLossProbes", 0),
             "bottleneck_bytes": q1.get("bytes", 0) - q0.get("bytes", 0),
+            # Every measured round: duration and whether a sender hit an RTO.
+            "round_ms": [round(r["duration_us"] / 1e3, 2) for r in tg["per_round"]],
+            "round_rto": [None if r["rto_flows"] is None else int(r["rto_flows"] > 0) for r in tg["per_round"]],
         }
         if qmon:
             bn = topo.bottleneck.spec()
