@@ -32,7 +32,7 @@ vm_uncompressed_kernel() {
     # Try every occurrence: the magic bytes can also appear by chance.
     for off in $(LC_ALL=C grep -abo -F -- "$magic" "$img" 2>/dev/null | cut -d: -f1 | head -5); do
       tail -c +$((off + 1)) "$img" | $cmd > "$out.tmp" 2>/dev/null
-      if [ -s "$out.tmp" ] && [ "$(head -c 4 "$out.tmp")" = $'\x7fELF' ]; then
+      if [ -s "$out.tmp" ] && [ "$(head -c 4 "$out.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
         # XEN_ELFNOTE_PHYS32_ENTRY (18): the PVH entry point.
         if readelf -n "$out.tmp" 2>/dev/null | grep -q 'Xen.*(0x00000012)'; then
           mv "$out.tmp" "$out"

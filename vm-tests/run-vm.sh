@@ -98,7 +98,7 @@ else
     modules=$(cd "$modules" && pwd)
     release=$(basename "$modules")
   fi
-  if [ "$(head -c 4 "$kernel")" != $'\x7fELF' ]; then
+  if [ "$(head -c 4 "$kernel" | od -An -tx1 | tr -d ' ')" != 7f454c46 ]; then
     # A bzImage: boot its uncompressed ELF if it has a PVH entry (faster).
     unz=$build/vm-tests/kernel-cache/$(basename "$kernel")-$(stat -c %s-%Y "$kernel").vmlinux
     mkdir -p "$(dirname "$unz")"
