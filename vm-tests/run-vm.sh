@@ -251,7 +251,10 @@ if [ -n "$panic" ]; then
 fi
 case $rc in
   1)
-    if [ "$result" = "SLUICE-VM-RESULT: PASS" ]; then verdict "PASS: guest suite passed on ${release:-$(basename "$kernel")}" 0; fi
+    if [ "$result" = "SLUICE-VM-RESULT: PASS" ]; then
+      counts=$(grep -a -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -1 | tr -d '\r' || true)
+      verdict "PASS: guest suite passed on ${release:-$(basename "$kernel")}${counts:+ ($counts)}" 0
+    fi
     verdict "FAIL: the guest signalled success but printed no 'SLUICE-VM-RESULT: PASS' line" 2 ;;
   3)
     verdict "FAIL: guest suite failed: ${result#SLUICE-VM-RESULT: }" 1 ;;

@@ -49,7 +49,7 @@ for f in "${steps[@]}"; do
   secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
   why=$(head -3 "$note" 2>/dev/null | paste -sd' ')
   case $rc in
-    0) status=PASS; pass=$((pass + 1)) ;;
+    0) status="PASS${why:+ ($why)}"; pass=$((pass + 1)) ;;
     77)
       if [ -n "$why" ]; then status="SKIP ($why)"; skip=$((skip + 1))
       else status="FAIL (exit 77 without a reason: use vm_skip)"; fail=$((fail + 1)); fi ;;

@@ -10,6 +10,7 @@
 #   vm_fail MSG       fail the step with a reason (exit 1)
 #   vm_skip MSG       skip the step with a reason (exit 77); only for what
 #                     this kernel or build truly lacks, never to hide a failure
+#   vm_note MSG       a remark shown next to PASS in the summary
 #   vm_kernel_at_least MAJOR MINOR
 #   vm_netns NAME     create a network namespace (removed at exit)
 #   vm_bg NAME CMD..  start CMD in the background, log to /tmp/NAME.log,
@@ -35,6 +36,11 @@ vm_skip() {
   echo "[$SLUICE_VM_STEP] SKIP: $*"
   echo "$*" > "$SLUICE_VM_NOTE"
   exit 77
+}
+
+vm_note() {
+  echo "[$SLUICE_VM_STEP] note: $*"
+  echo "$*" >> "$SLUICE_VM_NOTE"
 }
 
 vm_kernel_at_least() {

@@ -14,3 +14,5 @@ if [ $rc -ne 0 ]; then
   failed=$(sed -n 's/^FAIL  *\([^:]*\): \(.*\)/\1: \2/p' /tmp/objcheck.out | cut -c1-200 | paste -sd';')
   vm_fail "BPF object(s) failed on $(uname -r): ${failed:-sluice-objcheck exited $rc}"
 fi
+unsupported=$(sed -n 's/^UNSUPPORTED  *\([^:]*\): needs \([^ ]*\).*/\1 (\2)/p' /tmp/objcheck.out | paste -sd' ')
+[ -z "$unsupported" ] || vm_note "unsupported on $(uname -r): $unsupported"
