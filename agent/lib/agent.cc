@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "bpf_util.h"
+#include "cc.h"
 #include "control.h"
 #include "flowstat_module.h"
 #include "log.h"
@@ -62,6 +63,22 @@ nlohmann::json to_json(const Config& c) {
         {"per_flow", c.metrics.per_flow}}},
       {"flowstat", {{"track_flows", c.flowstat.track_flows}, {"idle_timeout_s", c.flowstat.idle_timeout_s}}},
       {"pac", pac_to_json(c.pac)},
+      {"cc",
+       {{"register", c.cc.register_cc},
+        {"dctcp_name", c.cc.dctcp_name},
+        {"pulser_name", c.cc.pulser_name},
+        {"dctcp_shift_g", c.cc.dctcp_shift_g},
+        {"dctcp_alpha_on_init", c.cc.dctcp_alpha_on_init},
+        {"pulser_cwnd_safe", c.cc.pulser_cwnd_safe}}},
+      {"ein", {{"bit", c.ein.bit}, {"echo_fresh_us", c.ein.echo_fresh_us}}},
+      {"aqm",
+       {{"ecn", c.aqm.ecn},
+        {"ecn_threshold", c.aqm.k()},
+        {"ecn_threshold_unit", c.aqm.k_in_packets() ? "packets" : "bytes"},
+        {"ein", c.aqm.ein},
+        {"ein_samples", c.aqm.ein_samples},
+        {"ein_threshold", c.aqm.ein_threshold},
+        {"ein_high_water", c.aqm.high_water()}}},
       {"interface", ifs},
   };
 }
@@ -75,6 +92,9 @@ std::string fingerprint(const Config& c, const InterfaceConfig& ic) {
     if (i["name"] == ic.name) f["iface"] = i;
   for (const auto& m : ic.mechanisms)
     if (all.contains(m)) f[m] = all[m];
+  // The switch-side marker writes the EIN bit configured in [ein].
+  for (const auto& m : ic.mechanisms)
+    if (m == "aqm") f["ein"] = all["ein"];
   return f.dump();
 }
 
@@ -97,7 +117,29 @@ void Agent::check_features(const Config& cfg) const {
       }
     }
   }
+  if (!cfg.cc.register_cc.empty()) {
+    auto it = features_.find(Feature::StructOpsCc);
+    if (it == features_.end() || !it->second.ok)
+      missing += "\n  [cc] register needs " + std::string(to_string(Feature::StructOpsCc)) + ": " +
+                 (it == features_.end() ? "not probed" : it->second.detail);
+  }
   if (!missing.empty()) throw Error("kernel lacks features the configuration needs:" + missing);
+}
+
+std::vector<std::unique_ptr<RegisteredCc>> Agent::build_ccs(const Config& cfg) {
+  std::vector<std::unique_ptr<RegisteredCc>> out;
+  for (const auto& r : cfg.cc.register_cc) {
+    CcParams p;
+    p.kind = r == "pulser" ? CcKind::Pulser : CcKind::Dctcp;
+    p.name = r == "pulser" ? cfg.cc.pulser_name : cfg.cc.dctcp_name;
+    p.dctcp_shift_g = cfg.cc.dctcp_shift_g;
+    p.dctcp_alpha_on_init = cfg.cc.dctcp_alpha_on_init;
+    p.pulser_cwnd_safe = cfg.cc.pulser_cwnd_safe;
+    if (p.kind == CcKind::Pulser) p.ein_map_pin = ein_map_pin_path(cfg.agent.pin_root);
+    // On a throw, `out` unregisters what was registered so far.
+    out.push_back(std::make_unique<RegisteredCc>(p));
+  }
+  return out;
 }
 
 Agent::IfaceRuntime Agent::build_iface(const Config& cfg, const InterfaceConfig& ic) {
@@ -169,7 +211,14 @@ void Agent::start() {
   ensure_bpffs(cfg_.agent.pin_root);
   make_dirs(cfg_.agent.state_dir);
 
-  std::vector<IfaceRuntime> built = build_all(cfg_, nullptr);
+  ccs_ = build_ccs(cfg_);
+  std::vector<IfaceRuntime> built;
+  try {
+    built = build_all(cfg_, nullptr);
+  } catch (...) {
+    ccs_.clear();
+    throw;
+  }
   try {
     control_ = std::make_unique<ControlServer>(loop_.io(), cfg_.agent.control_socket,
                                                [this](const nlohmann::json& r) { return handle_request(r); });
@@ -183,6 +232,7 @@ void Agent::start() {
     ifaces_.clear();
     built.clear();
     control_.reset();
+    ccs_.clear();
     throw;
   }
   SLOG_INFO("AGENT_STARTED", "sluiced {} running: {} interface(s), attach mode {}, control {}", SLUICE_VERSION,
@@ -198,6 +248,11 @@ void Agent::stop() {
       while (!rt.modules.empty()) rt.modules.pop_back();
       ifaces_.pop_back();
     }
+  }
+  {
+    // Congestion controls are host-wide: never left registered.
+    std::unique_lock lk(mu_);
+    while (!ccs_.empty()) ccs_.pop_back();
   }
   control_.reset();
   metrics_.reset();
@@ -251,6 +306,23 @@ bool Agent::reload(std::string* why) {
     return false;
   }
   old.clear();
+  if (to_json(next)["cc"] != to_json(cfg_)["cc"]) {
+    // Same names are re-registered: the old ones go first. Sockets already
+    // using them keep the old code until they close.
+    ccs_.clear();
+    try {
+      ccs_ = build_ccs(next);
+    } catch (const std::exception& e) {
+      SLOG_ERROR("CC_RELOAD_FAILED", "congestion controls of the new configuration failed ({}); restoring the old ones",
+                 e.what());
+      try {
+        ccs_ = build_ccs(cfg_);
+      } catch (const std::exception& e2) {
+        SLOG_ERROR("RESTORE_FAILED", "could not restore the congestion controls: {}", e2.what());
+      }
+      next.cc = cfg_.cc;
+    }
+  }
   bool metrics_changed = next.metrics.enabled != cfg_.metrics.enabled || next.metrics.bind != cfg_.metrics.bind ||
                          next.metrics.port != cfg_.metrics.port;
   cfg_ = std::move(next);
@@ -276,6 +348,8 @@ nlohmann::json Agent::status() const {
     for (const auto& m : rt.modules) mods.push_back({{"name", m->name()}, {"status", m->status()}});
     ifs.push_back({{"name", rt.cfg.name}, {"role", to_string(rt.cfg.role)}, {"modules", mods}});
   }
+  nlohmann::json ccs = nlohmann::json::array();
+  for (const auto& c : ccs_) ccs.push_back(c->status());
   nlohmann::json feats = nlohmann::json::object();
   for (const auto& [f, r] : features_) feats[to_string(f)] = {{"ok", r.ok}, {"detail", r.detail}};
   return {
@@ -289,6 +363,7 @@ nlohmann::json Agent::status() const {
       {"metrics", metrics_ ? "http://" + metrics_->address() + "/metrics" : "disabled"},
       {"reloads", {{"ok", reloads_ok_}, {"rejected", reloads_rejected_}}},
       {"interfaces", ifs},
+      {"congestion_control", ccs},
       {"features", feats},
   };
 }
@@ -349,6 +424,24 @@ std::vector<MetricSample> Agent::metric_samples() const {
   out.push_back({"sluice_agent_config_reloads_total", "Configuration reloads", true, {{"result", "rejected"}},
                  double(reloads_rejected_)});
   std::shared_lock lk(mu_);
+  for (const auto& c : ccs_) {
+    auto s = c->stats();
+    auto add = [&](const char* name, const char* help, uint64_t v) {
+      out.push_back({std::string("sluice_cc_") + name + "_total", help, true, {{"cc", c->name()}}, double(v)});
+    };
+    add("sockets", "Sockets that took this congestion control", s.sockets);
+    add("reno_fallback", "Sockets without ECN (Reno behaviour)", s.reno_fallback);
+    add("alpha_updates", "DCTCP alpha updates", s.alpha_updates);
+    add("ecn_cuts", "Window reductions computed from alpha", s.ecn_cuts);
+    add("loss_events", "Recovery entries and timeouts", s.loss_events);
+    if (c->params().kind == CcKind::Pulser) {
+      add("ein_acks", "ACKs with a new EIN echo", s.ein_acks);
+      add("brakes", "Pulser brakes (cwnd set to cwnd_safe)", s.brakes);
+      add("brake_extends", "EIN echoes while braking", s.brake_extends);
+      add("restores", "Pulser restores of the saved cwnd", s.restores);
+      add("brakes_abandoned", "Brakes ended by a retransmission timeout", s.brakes_abandoned);
+    }
+  }
   for (const auto& rt : ifaces_) {
     out.push_back({"sluice_interface_modules", "Modules attached per interface", false, {{"iface", rt.cfg.name}},
                    double(rt.modules.size())});

@@ -18,6 +18,7 @@ namespace sluice {
 
 class ControlServer;
 class MetricsServer;
+class RegisteredCc;
 
 nlohmann::json to_json(const Config& c);
 
@@ -57,6 +58,8 @@ class Agent {
   // Builds all interfaces (all or none).
   std::vector<IfaceRuntime> build_all(const Config& cfg, std::vector<IfaceRuntime>* reuse);
   void check_features(const Config& cfg) const;
+  // Registers the congestion controls of cfg.cc (all or none).
+  static std::vector<std::unique_ptr<RegisteredCc>> build_ccs(const Config& cfg);
   void start_metrics();
 
   EventLoop& loop_;
@@ -65,6 +68,7 @@ class Agent {
   FeatureReport features_;
   AttachMode attach_mode_ = AttachMode::Clsact;
   std::vector<IfaceRuntime> ifaces_;
+  std::vector<std::unique_ptr<RegisteredCc>> ccs_;  // host-wide: registered while running
   mutable std::shared_mutex mu_;  // guards ifaces_ against metric scrapes
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<MetricsServer> metrics_;

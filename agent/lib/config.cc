@@ -11,7 +11,9 @@
 #include <net/if.h>
 #include <sstream>
 
+#include "cc.h"
 #include "mechanisms.h"
+#include "sluice/pulser.h"
 
 namespace sluice {
 
@@ -113,6 +115,30 @@ class Section {
       if (!allow_empty && s->get().empty()) return problem(k, n, "must not be empty");
       v = s->get();
     }
+  }
+
+  void get(const char* k, double& v, double lo, double hi) {
+    if (auto n = node(k)) {
+      std::optional<double> x;
+      if (auto f = n->as_floating_point()) x = f->get();
+      else if (auto i = n->as_integer()) x = double(i->get());
+      if (!x) return problem(k, n, "expected a number");
+      if (!(*x >= lo && *x <= hi))
+        return problem(k, n, "out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      v = *x;
+    }
+  }
+
+  template <typename Int>
+  void get_opt_int(const char* k, std::optional<Int>& v, int64_t lo, int64_t hi) {
+    if (!t_.contains(k)) {
+      node(k);
+      return;
+    }
+    Int x{};
+    size_t before = out_.size();
+    get_int(k, x, lo, hi);
+    if (out_.size() == before) v = x;
   }
 
   template <typename E>
@@ -343,6 +369,82 @@ Config parse_table(const toml::table& root) {
     s.finish();
   }
   if (auto t = sub("pac")) parse_pac(*t, c.pac, out);
+  if (auto t = sub("cc")) {
+    Section s(*t, "cc", out);
+    if (auto n = s.node("register")) {
+      auto arr = n->as_array();
+      if (!arr) {
+        s.problem("register", n, "expected an array of strings (\"dctcp\", \"pulser\")");
+      } else {
+        for (size_t i = 0; i < arr->size(); ++i) {
+          const toml::node& e = *arr->get(i);
+          auto str = e.as_string();
+          std::string k = "register[" + std::to_string(i) + "]";
+          if (!str || (str->get() != "dctcp" && str->get() != "pulser")) {
+            s.problem(k, &e, "must be \"dctcp\" or \"pulser\"");
+            continue;
+          }
+          if (std::find(c.cc.register_cc.begin(), c.cc.register_cc.end(), str->get()) != c.cc.register_cc.end()) {
+            s.problem(k, &e, "listed twice");
+            continue;
+          }
+          c.cc.register_cc.push_back(str->get());
+        }
+      }
+    }
+    s.get("dctcp_name", c.cc.dctcp_name);
+    s.get("pulser_name", c.cc.pulser_name);
+    for (auto [k, v] : {std::pair{"dctcp_name", &c.cc.dctcp_name}, {"pulser_name", &c.cc.pulser_name}})
+      if (auto why = check_cc_name(*v); !why.empty()) s.problem(k, t->get(k), why);
+    if (c.cc.dctcp_name == c.cc.pulser_name) s.problem("pulser_name", t->get("pulser_name"), "same as dctcp_name");
+    s.get_int("dctcp_shift_g", c.cc.dctcp_shift_g, 0, 10);
+    s.get_int("dctcp_alpha_on_init", c.cc.dctcp_alpha_on_init, 0, 1024);
+    s.get_int("pulser_cwnd_safe", c.cc.pulser_cwnd_safe, 1, 1000);
+    s.finish();
+  }
+  if (auto t = sub("ein")) {
+    Section s(*t, "ein", out);
+    s.get("bit", c.ein.bit);
+    s.get_int("echo_fresh_us", c.ein.echo_fresh_us, 1, 10'000'000);
+    s.finish();
+  }
+  {
+    // "tos:0xNN" with one DSCP bit, or "ipv4-reserved". Never an ECN bit.
+    const std::string& b = c.ein.bit;
+    bool ok = false;
+    if (b == "ipv4-reserved") {
+      c.ein.field = SLUICE_EIN_FIELD_IPV4_RSV;
+      c.ein.mask = SLUICE_EIN_IPV4_RSV_FLAG;
+      ok = true;
+    } else if (b.rfind("tos:", 0) == 0) {
+      char* end = nullptr;
+      unsigned long m = std::strtoul(b.c_str() + 4, &end, 0);
+      if (end && *end == 0 && b.size() > 4 && m >= 0x04 && m <= 0x80 && (m & (m - 1)) == 0) {
+        c.ein.field = SLUICE_EIN_FIELD_TOS;
+        c.ein.mask = uint16_t(m);
+        ok = true;
+      }
+    }
+    if (!ok)
+      out.push_back({"ein.bit", "\"" + b + "\"",
+                     "must be \"tos:0xNN\" with one DSCP bit (0x04, 0x08, ..., 0x80; 0x01/0x02 are ECN) or "
+                     "\"ipv4-reserved\""});
+  }
+  if (auto t = sub("aqm")) {
+    Section s(*t, "aqm", out);
+    s.get("ecn", c.aqm.ecn);
+    s.get_opt_int("ecn_threshold_bytes", c.aqm.ecn_threshold_bytes, 1, int64_t(1) << 40);
+    s.get_opt_int("ecn_threshold_packets", c.aqm.ecn_threshold_packets, 1, 1'000'000);
+    if (c.aqm.ecn_threshold_bytes && c.aqm.ecn_threshold_packets)
+      s.problem("ecn_threshold_packets", t->get("ecn_threshold_packets"),
+                "K is in bytes or in packets, not both (ecn_threshold_bytes is set too)");
+    s.get("ein", c.aqm.ein);
+    s.get_int("ein_samples", c.aqm.ein_samples, 1, SLUICE_AQM_RING - 1);
+    s.get("ein_threshold", c.aqm.ein_threshold, 0.001, 100.0);
+    s.get_opt_int("ein_high_water", c.aqm.ein_high_water, 0, int64_t(1) << 40);
+    if (!c.aqm.ecn && !c.aqm.ein) s.problem("ein", t->get("ein"), "with ecn = false too, aqm would mark nothing");
+    s.finish();
+  }
   if (auto n = top.node("interface")) {
     auto arr = n->as_array();
     if (!arr || !arr->is_array_of_tables()) {
@@ -358,7 +460,7 @@ Config parse_table(const toml::table& root) {
       }
     }
   }
-  if (c.interfaces.empty() && !root.contains("interface"))
+  if (c.interfaces.empty() && !root.contains("interface") && c.cc.register_cc.empty())
     out.push_back({"interface", "", "at least one [[interface]] is required"});
   for (size_t i = 0; i < c.interfaces.size(); ++i) {
     const auto& ic = c.interfaces[i];

@@ -68,6 +68,40 @@ struct PacConfig {
   std::vector<PacPrefix> remote_prefixes;     // empty = any
 };
 
+// Congestion controls registered while the agent runs (bpf/cc/).
+struct CcConfig {
+  std::vector<std::string> register_cc;  // "dctcp", "pulser"
+  std::string dctcp_name = "sluice_dctcp";
+  std::string pulser_name = "sluice_pulser";
+  uint32_t dctcp_shift_g = 4;            // DCTCP g = 1/2^shift_g
+  uint32_t dctcp_alpha_on_init = 1024;   // α at connection start, 1/1024 units
+  uint32_t pulser_cwnd_safe = 4;         // Pulser cwnd_safe, segments
+};
+
+// The EIN bit (shared by switch-side marking and host-side echo).
+struct EinConfig {
+  std::string bit = "tos:0x04";  // "tos:0xNN" (one DSCP bit) or "ipv4-reserved"
+  uint8_t field = 0;             // SLUICE_EIN_FIELD_*, parsed from `bit`
+  uint16_t mask = 0x04;
+  uint32_t echo_fresh_us = 2000;  // receiver: an EIN mark older than this is not echoed
+};
+
+// Switch-port ECN + EIN marking (mechanism "aqm").
+struct AqmConfig {
+  bool ecn = true;
+  // K: exactly one unit. Neither set: 20 packets (DCTCP's K at 1 Gbit/s).
+  std::optional<uint64_t> ecn_threshold_bytes;
+  std::optional<uint64_t> ecn_threshold_packets;
+  bool ein = true;
+  uint32_t ein_samples = 50;       // N
+  double ein_threshold = 0.25;     // EIN_threshold as a fraction of the line rate
+  std::optional<uint64_t> ein_high_water;  // HighWaterMark, K's unit; default K
+
+  bool k_in_packets() const { return !ecn_threshold_bytes.has_value(); }
+  uint64_t k() const { return ecn_threshold_bytes ? *ecn_threshold_bytes : ecn_threshold_packets.value_or(20); }
+  uint64_t high_water() const { return ein_high_water.value_or(k()); }
+};
+
 struct InterfaceConfig {
   std::string name;
   Role role = Role::Host;
@@ -80,6 +114,9 @@ struct Config {
   MetricsConfig metrics;
   FlowstatConfig flowstat;
   PacConfig pac;
+  CcConfig cc;
+  EinConfig ein;
+  AqmConfig aqm;
   std::vector<InterfaceConfig> interfaces;
 
   const InterfaceConfig* find_interface(const std::string& name) const;
