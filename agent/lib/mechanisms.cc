@@ -1,5 +1,7 @@
 #include "mechanisms.h"
 
+#include "aqm_module.h"
+#include "ein_module.h"
 #include "flowstat_module.h"
 #include "pac/pac_module.h"
 
@@ -11,6 +13,10 @@ const std::vector<MechanismInfo>& mechanisms() {
        "per-flow packet/byte/ECN/retransmission counters at tc ingress and egress"},
       {"pac", true, false, {Feature::Btf, Feature::RingBuf}, false,
        "proactive ACK control at the receiver: holds ACKs so ACK-triggered in-flight data stays under the buffer"},
+      {"ein", true, false, {Feature::Btf}, false,
+       "Pulser host half: echo EIN in ACKs, hand echoes to sluice_pulser ([cc] register = [\"pulser\"])"},
+      {"aqm", false, true, {Feature::Btf, Feature::CastToKernCtx}, true,
+       "ECN step marking at K and Pulser EIN marking (Algorithm 1) from the root qdisc backlog"},
   };
   return table;
 }
@@ -26,9 +32,10 @@ const MechanismInfo* find_mechanism(const std::string& name) {
 namespace sluice {
 
 ModuleFactory module_factory(const std::string& mechanism, Role role) {
-  (void)role;
   if (mechanism == "flowstat") return &make_flowstat_module;
   if (mechanism == "pac" && role == Role::Host) return &pac::make_pac_module;
+  if (mechanism == "ein" && role == Role::Host) return &make_ein_module;
+  if (mechanism == "aqm" && role == Role::SwitchPort) return &make_aqm_module;
   return nullptr;
 }
 

@@ -28,6 +28,8 @@ enum TcPrio : uint32_t {
   kPrioPac = 0xA420,
   // Lab fault injection runs last: mechanisms under test see the packet first.
   kPrioLabFault = 0xA5F0,
+  kPrioEin = 0xA550,  // host: EIN echo (after flowstat)
+  kPrioAqm = 0xA560,  // switch port: ECN/EIN marking (after flowstat)
 };
 
 class TcAttachment {

@@ -26,6 +26,7 @@
 
 #define SL_PULSER_CA_CWR 2
 #define SL_PULSER_CA_LOSS 4
+#define SL_PULSER_INFINITE_SSTHRESH 0x7fffffff
 
 struct sl_pulser_brake {
 	__u32 braking;
@@ -86,8 +87,15 @@ static __always_inline void sl_pulser_on_ack(struct sl_pulser_brake *b, const st
 		/* A brake never raises the window. */
 		__u32 target = a->cwnd < cwnd_safe ? a->cwnd : cwnd_safe;
 		if (!b->braking) {
+			/* In CWR/Recovery the window TCP is heading to is
+			 * ssthresh when that is above cwnd (a restore in
+			 * progress): that is the window to save. */
+			__u32 window = a->cwnd;
+			if (a->ca_state >= SL_PULSER_CA_CWR && a->ssthresh > window &&
+			    a->ssthresh < SL_PULSER_INFINITE_SSTHRESH)
+				window = a->ssthresh;
 			b->braking = 1;
-			b->prev_cwnd = a->cwnd;
+			b->prev_cwnd = window;
 			out->event = SL_PULSER_BRAKE;
 		} else {
 			out->event = SL_PULSER_EXTEND;

@@ -33,7 +33,22 @@
 	X(DROP_FAULT,           "drop", "fault injection: dropped")               \
 	X(PASS_FAULT_CORRUPTED, "pass", "fault injection: IPv4 checksum broken")  \
 	X(PASS_FAULT_DELAYED,   "pass", "fault injection: steered to delay class") \
-	X(PASS_FAULT_NO_CORRUPT,"pass", "fault injection: corruption needs IPv4")
+	X(PASS_FAULT_NO_CORRUPT,"pass", "fault injection: corruption needs IPv4") \
+	X(AQM_UNMARKED,         "pass", "below K and no incast: unmarked")        \
+	X(AQM_CE,               "pass", "queue over K: CE set")                   \
+	X(AQM_EIN,              "pass", "incast (Pulser Alg. 1): EIN set")        \
+	X(AQM_CE_EIN,           "pass", "queue over K and incast: CE and EIN set") \
+	X(AQM_NOT_ECT,          "pass", "queue over K, not ECN-capable: unmarked (RFC 3168)") \
+	X(AQM_ALREADY_CE,       "pass", "queue over K, already CE")               \
+	X(AQM_REWRITE_FAILED,   "pass", "marking the IP header failed")           \
+	X(EIN_NONE,             "pass", "TCP without EIN mark or echo")           \
+	X(EIN_MARK_RECORDED,    "pass", "EIN-marked data of a Pulser flow: echo pending") \
+	X(EIN_MARK_UNMANAGED,   "pass", "EIN mark on a flow Pulser does not manage: ignored") \
+	X(EIN_ECHO_RECEIVED,    "pass", "EIN echo on an ACK of a Pulser flow: handed to the CC") \
+	X(EIN_ECHO_UNMANAGED,   "pass", "EIN echo on a flow Pulser does not manage: ignored") \
+	X(EIN_ECHO_SET,         "pass", "EIN echo set on an outgoing ACK")        \
+	X(EIN_ECHO_STALE,       "pass", "EIN mark too old to echo: dropped")      \
+	X(EIN_REWRITE_FAILED,   "pass", "setting the echo bit failed")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

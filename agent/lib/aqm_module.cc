@@ -1,0 +1,186 @@
+#include "aqm_module.h"
+
+#include <linux/pkt_sched.h>
+#include <net/if.h>
+#include <netlink/netlink.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/tc.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "aqm.skel.h"
+#include "log.h"
+#include "sluice/pulser.h"
+#include "tc.h"
+
+SLUICE_SKELETON(aqm);
+
+namespace sluice {
+
+std::string root_qdisc_kind(const std::string& ifname) {
+  int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+  if (!ifindex) return "";
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) return "";
+  std::string kind;
+  nl_cache* cache = nullptr;
+  if (nl_connect(sk, NETLINK_ROUTE) == 0 && rtnl_qdisc_alloc_cache(sk, &cache) == 0) {
+    rtnl_qdisc* q = rtnl_qdisc_get_by_parent(cache, ifindex, TC_H_ROOT);
+    if (q) {
+      if (const char* k = rtnl_tc_get_kind(TC_CAST(q))) kind = k;
+      rtnl_qdisc_put(q);
+    } else {
+      kind = "noqueue";
+    }
+    nl_cache_free(cache);
+  }
+  nl_socket_free(sk);
+  return kind;
+}
+
+namespace {
+
+int interface_mtu(const std::string& ifname) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  int mtu = ioctl(s, SIOCGIFMTU, &ifr) == 0 ? ifr.ifr_mtu : -1;
+  close(s);
+  return mtu;
+}
+
+class AqmModule : public Module {
+ public:
+  explicit AqmModule(const ModuleContext& ctx) : ifname_(ctx.iface.name), cfg_(ctx.config.aqm) {
+    const auto& ac = ctx.config.aqm;
+    if (!ctx.iface.line_rate_mbps)
+      throw Error("aqm on " + ifname_ + " needs line_rate_mbps (a port without a line rate does not guess)");
+    line_rate_mbps_ = *ctx.iface.line_rate_mbps;
+    // The marker reads the root qdisc's backlog: there must be a queue,
+    // and it must be the root (mq keeps backlogs in per-queue children).
+    kind_ = root_qdisc_kind(ifname_);
+    if (kind_.empty()) throw Error("aqm on " + ifname_ + ": cannot read the root qdisc (does the interface exist?)");
+    if (kind_ == "noqueue" || kind_ == "mq" || kind_ == "mqprio")
+      throw Error("aqm on " + ifname_ + ": root qdisc is " + kind_ +
+                  ", which keeps no backlog the marker can read; install a queueing root qdisc (tbf, htb, "
+                  "bfifo/pfifo) on the port first");
+    int mtu = interface_mtu(ifname_);
+    if (ac.k_in_packets() && mtu <= 0) throw Error("aqm on " + ifname_ + ": cannot read the MTU");
+    // Pulser §III-A: EIN_threshold = factor × line rate, as queue growth
+    // per second in K's unit (packets: MTU-sized frames).
+    double bytes_per_s = double(line_rate_mbps_) * 1e6 / 8.0;
+    double per_s = ac.k_in_packets() ? bytes_per_s / double(mtu + 14) : bytes_per_s;
+    threshold_per_s_ = uint64_t(ac.ein_threshold * per_s);
+    if (ac.ein && threshold_per_s_ == 0)
+      throw Error("aqm on " + ifname_ + ": ein_threshold × line rate rounds to 0 per second");
+
+    auto* ro = skel_->rodata;
+    ro->ecn_enabled = ac.ecn;
+    ro->ein_enabled = ac.ein;
+    ro->qlen_unit = ac.k_in_packets() ? SLUICE_AQM_UNIT_PACKETS : SLUICE_AQM_UNIT_BYTES;
+    ro->ecn_k = ac.k();
+    ro->ein_high_water = ac.high_water();
+    ro->ein_samples = ac.ein_samples;
+    ro->ein_threshold_per_s = threshold_per_s_;
+    ro->sample_source = SLUICE_AQM_SRC_QDISC;
+    ro->ein_field = ctx.config.ein.field;
+    ro->ein_mask = ctx.config.ein.mask;
+    bit_ = ctx.config.ein.bit;
+    skel_.pin_maps(ctx.pin_dir);
+    skel_.load();
+    attachment_.emplace_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.aqm_egress),
+                                                  "aqm_egress", kPrioAqm, ctx.attach_mode,
+                                                  ctx.config.agent.state_dir));
+    SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}", ifname_, ac.k(),
+              ac.k_in_packets() ? "packets" : "bytes",
+              ac.ein ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}",
+                                   bit_, threshold_per_s_, ac.k_in_packets() ? "packets" : "bytes", ac.ein_samples,
+                                   ac.high_water())
+                     : std::string(", EIN off"),
+              kind_);
+  }
+  ~AqmModule() override { attachment_.clear(); }
+
+  std::string name() const override { return "aqm"; }
+
+  std::vector<ProgramCounters> counters() const override {
+    return {{"aqm", read_reason_counters(bpf_map__fd(skel_->maps.sl_counters))}};
+  }
+
+  sluice_aqm_state state() const {
+    sluice_aqm_state s{};
+    uint32_t k = 0;
+    bpf_map_lookup_elem_flags(bpf_map__fd(skel_->maps.sl_aqm_state), &k, &s, BPF_F_LOCK);
+    return s;
+  }
+
+  nlohmann::json status() const override {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& t : attachment_)
+      a.push_back({{"program", t.prog_name()}, {"hook", to_string(t.hook())}, {"mode", to_string(t.mode())}});
+    const char* unit = cfg_.k_in_packets() ? "packets" : "bytes";
+    return {{"attachments", a},
+            {"pin_dir", skel_.pin_dir()},
+            {"root_qdisc", kind_},
+            {"line_rate_mbps", line_rate_mbps_},
+            {"ecn", cfg_.ecn},
+            {"ecn_threshold", cfg_.k()},
+            {"unit", unit},
+            {"ein", cfg_.ein},
+            {"ein_bit", bit_},
+            {"ein_samples", cfg_.ein_samples},
+            {"ein_threshold_per_s", threshold_per_s_},
+            {"ein_high_water", cfg_.high_water()}};
+  }
+
+  nlohmann::json stats() const override {
+    auto c = read_reason_counters(bpf_map__fd(skel_->maps.sl_counters));
+    auto s = state();
+    return {
+        {"ce_marks", c[SLUICE_R_AQM_CE].packets + c[SLUICE_R_AQM_CE_EIN].packets},
+        {"ein_marks", c[SLUICE_R_AQM_EIN].packets + c[SLUICE_R_AQM_CE_EIN].packets},
+        {"not_ect_over_k", c[SLUICE_R_AQM_NOT_ECT].packets},
+        {"rewrite_failed", c[SLUICE_R_AQM_REWRITE_FAILED].packets},
+        {"ein_state", s.ein},
+        {"incasts_detected", s.ein_on},
+        {"ein_held_by_high_water", s.ein_hold},
+        {"samples", s.samples},
+        {"queue", s.qlen},
+        {"avg_gradient_per_s", s.avg_gradient},
+    };
+  }
+
+  void metrics(std::vector<MetricSample>& out) const override {
+    auto st = stats();
+    std::vector<std::pair<std::string, std::string>> l = {{"iface", ifname_}};
+    out.push_back({"sluice_aqm_ce_marks_total", "Packets CE-marked at K", true, l, double(st["ce_marks"].get<uint64_t>())});
+    out.push_back({"sluice_aqm_ein_marks_total", "Packets EIN-marked", true, l, double(st["ein_marks"].get<uint64_t>())});
+    out.push_back({"sluice_aqm_not_ect_over_k_total", "Not-ECT packets left unmarked above K", true, l,
+                   double(st["not_ect_over_k"].get<uint64_t>())});
+    out.push_back({"sluice_aqm_incasts_total", "EIN 0->1 transitions (Algorithm 1)", true, l,
+                   double(st["incasts_detected"].get<uint64_t>())});
+    out.push_back({"sluice_aqm_ein_state", "Current EIN state of the port", false, l, double(st["ein_state"].get<uint32_t>())});
+    out.push_back({"sluice_aqm_queue", "Root qdisc queue length at the last sample (K's unit)", false, l,
+                   double(st["queue"].get<uint64_t>())});
+  }
+
+ private:
+  std::string ifname_;
+  AqmConfig cfg_;
+  uint64_t line_rate_mbps_ = 0;
+  uint64_t threshold_per_s_ = 0;
+  std::string kind_;
+  std::string bit_;
+  Skeleton<aqm> skel_;
+  std::vector<TcAttachment> attachment_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx) { return std::make_unique<AqmModule>(ctx); }
+
+}  // namespace sluice
