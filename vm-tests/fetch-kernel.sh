@@ -4,7 +4,9 @@
 # apt, unpacked (never installed) into the cache, with modules.dep built and
 # the uncompressed vmlinux extracted. Prints, on stdout:
 #   SLUICE_VM_KERNEL=<image>  SLUICE_VM_MODULES=<modules dir>  SLUICE_VM_RELEASE=<uname -r>
-# Reuses the cache when the newest package is already there.
+# Reuses the cache when the newest package is already there; apt is asked
+# at most once per SLUICE_VM_APT_TTL seconds (default 3600) per cache, so a
+# test run that boots several times does not pay for it each time.
 #
 # Environment:
 #   SLUICE_VM_CACHE        cache directory (default vm-tests/cache, git-ignored)
@@ -52,6 +54,16 @@ pick_package() {
   return 1
 }
 
+ttl=${SLUICE_VM_APT_TTL:-3600}
+if [ -z "${SLUICE_VM_KERNEL_PKG:-}" ] && [ -f "$cache/.newest" ]; then
+  d=$(cat "$cache/.newest")
+  age=$(( $(date +%s) - $(stat -c %Y "$cache/.newest") ))
+  if [ "$age" -lt "$ttl" ] && [ -e "$d/.complete" ]; then
+    emit "$d"
+    exit 0
+  fi
+fi
+
 pkg=${SLUICE_VM_KERNEL_PKG:-}
 if [ -n "$pkg" ]; then
   ver=$(candidate "$pkg")
@@ -81,7 +93,9 @@ else
 fi
 
 dest=$cache/${pkg}_${ver//:/%}
+remember() { [ -n "${SLUICE_VM_KERNEL_PKG:-}" ] || echo "$dest" > "$cache/.newest"; }
 if [ -e "$dest/.complete" ]; then
+  remember
   emit "$dest"
   exit 0
 fi
@@ -131,4 +145,5 @@ if [ -z "${SLUICE_VM_KERNEL_PKG:-}" ]; then
     [ "$d" = "$dest" ] || [ ! -d "$d" ] || { vm_log "removing older cached kernel $(basename "$d")"; rm -rf "$d"; }
   done
 fi
+remember
 emit "$dest"

@@ -41,7 +41,7 @@ exit 77
 STEP
 
 expect panic 2 'FAIL: guest kernel crashed: .*Kernel panic' -- --init-test panic --timeout 60
-expect hang 3 'FAIL: the guest did not finish within 12s' -- --init-test hang --timeout 12
+expect hang 3 'FAIL: the guest did not finish within 8s' -- --init-test hang --timeout 8
 expect failing-step 1 'FAIL: guest suite failed: FAIL \(2 of 3 steps failed: 02-selftest-fails \(exit 1: a step that fails on purpose.*03-selftest-skips-silently' -- \
   --steps-dir "$steps" --steps '^0[0-9]-selftest' --timeout 90
 
