@@ -317,6 +317,13 @@ Result check(const Entry& e, const FeatureReport& rep, Attacher& at) {
     }
     (in_vlog ? vlog : r.detail).push_back(l);
   }
+  if (in_vlog) {
+    // The log ended without its END line (libbpf cut a long log): its tail
+    // still says why the verifier refused.
+    size_t from = !g_verbose && vlog.size() > 12 ? vlog.size() - 12 : 0;
+    if (from) r.detail.push_back("  ... (" + std::to_string(from) + " verifier lines omitted; -v for all)");
+    for (size_t i = from; i < vlog.size(); ++i) r.detail.push_back(vlog[i]);
+  }
   return r;
 }
 
