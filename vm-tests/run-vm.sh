@@ -27,6 +27,7 @@ usage: vm-tests/run-vm.sh [options]
   --smp N            virtual CPUs (default 1: fastest under TCG on a busy 2-core host)
   --mem MB           guest memory (default 1536)
   --append ARGS      extra kernel command line
+  --accel tcg|kvm    QEMU accelerator (default tcg: software emulation)
   --env NAME=VALUE   environment for the suite steps (repeatable; no spaces)
   --log FILE         guest console log (default BUILD/vm-tests/console.log)
   --init-test MODE   failure-path self test instead of the suite:
@@ -37,7 +38,7 @@ EOF
 
 build=${SLUICE_BUILD_DIR:-$vm_top/build}
 kernel="" modules="" steps="" steps_dir="" timeout=240 step_timeout=150
-smp=1 mem=1536 append="" log="" mode=suite quiet=0 guest_env=""
+smp=1 mem=1536 append="" log="" mode=suite quiet=0 guest_env="" accel=tcg
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -50,6 +51,7 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --append) append=$2; shift 2 ;;
+    --accel) accel=$2; shift 2 ;;
     --env)
       [[ $2 =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]\'\"]*$ ]] || vm_die "--env $2: want NAME=VALUE without spaces or quotes"
       guest_env="$guest_env $2"; shift 2 ;;
@@ -61,6 +63,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $mode in suite|panic|hang) ;; *) vm_die "--init-test: panic or hang, not '$mode'" ;; esac
+case $accel in tcg|kvm) ;; *) vm_die "--accel: tcg or kvm, not '$accel'" ;; esac
 for n in "$timeout" "$step_timeout" "$smp" "$mem"; do
   [[ $n =~ ^[0-9]+$ ]] || vm_die "not a number: $n"
 done
@@ -210,14 +213,17 @@ done
 # exit without the exit device: never mistaken for a pass. oops=panic makes
 # an oops a panic too.
 cmdline="console=ttyS0,115200 panic=-1 oops=panic quiet loglevel=4 $append"
-qemu=(qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$smp" -m "$mem"
+# Software emulation (TCG) by default: on these machines /dev/kvm can exist
+# without working (QEMU aborts instead of falling back). --accel kvm where
+# KVM really works.
+qemu=(qemu-system-x86_64 -machine "q35,accel=$accel" -cpu max -smp "$smp" -m "$mem"
       -nodefaults -no-user-config -display none -no-reboot
       -serial "file:$log"
       -device isa-debug-exit,iobase=0xf4,iosize=0x04
       -kernel "$kernel" -initrd "$work/initramfs.gz" -append "$cmdline"
       "${virtfs[@]}")
 
-vm_log "booting $(basename "$kernel")${release:+ ($release)} under QEMU/TCG, $smp vCPU, ${mem} MB, timeout ${timeout}s; console log $log"
+vm_log "booting $(basename "$kernel")${release:+ ($release)} under QEMU (accel $accel), $smp vCPU, ${mem} MB, timeout ${timeout}s; console log $log"
 t0=$(date +%s%N)
 timeout -k 5 "$timeout" "${qemu[@]}" </dev/null &
 qpid=$!
