@@ -28,6 +28,42 @@ def _write_json(path: str, data: dict):
     os.replace(tmp, path)
 
 
+def _key_metric(exp_name: str) -> tuple:
+    return {"incast": ("senders", "goodput_mbps"), "fct": ("bucket", "fct_p50_us")}.get(exp_name, (None, None))
+
+
+def show(exps: dict, files: list) -> int:
+    """Prints stored results; with two files of one experiment, the ratio
+    of the key metric row by row (second / first)."""
+    results = []
+    for f in files:
+        with open(f) as fh:
+            results.append(json.load(fh))
+    for f, r in zip(files, results):
+        cls = exps.get(r.get("experiment"))
+        if not cls:
+            print(f"{f}: unknown experiment {r.get('experiment')!r}", file=sys.stderr)
+            return 1
+        print(f"== {f}")
+        print(cls(argparse.Namespace()).table(r))
+        print()
+    if len(results) == 2 and results[0]["experiment"] == results[1]["experiment"]:
+        key, metric = _key_metric(results[0]["experiment"])
+        if key:
+            print(f"{metric}: second / first")
+            worst = 0.0
+            for v, rows in results[0]["variants"].items():
+                other = {r[key]: r for r in results[1]["variants"].get(v, [])}
+                for r in rows:
+                    o = other.get(r[key])
+                    if o and r[metric]:
+                        ratio = o[metric] / r[metric]
+                        worst = max(worst, abs(ratio - 1))
+                        print(f"  {v:12s} {key}={r[key]!s:<8} {r[metric]:>10.1f} {o[metric]:>10.1f}  {ratio:6.2f}")
+            print(f"largest difference: {100 * worst:.0f}%")
+    return 0
+
+
 def main(argv=None) -> int:
     core.load_plugins()
     exps, vars_ = core.experiments(), core.variants()
@@ -37,6 +73,8 @@ def main(argv=None) -> int:
                     "invocation, write JSON and a PNG plot, print a table.")
     sub = ap.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     sub.add_parser("list", help="list experiments and variants")
+    sh = sub.add_parser("show", help="print the table of a result JSON; with two, compare them row by row")
+    sh.add_argument("files", nargs="+", metavar="JSON")
     for name, cls in sorted(exps.items()):
         p = sub.add_parser(name, help=cls.help, description=cls.help,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -55,6 +93,8 @@ def main(argv=None) -> int:
         for vcls in vars_.values():
             vcls.add_args(p)
     args = ap.parse_args(argv)
+    if args.experiment == "show":
+        return show(exps, args.files)
     if args.experiment in (None, "list"):
         print("experiments:")
         for n, c in sorted(exps.items()):

@@ -21,6 +21,16 @@ from ..core import BenchError, Experiment, experiment
 from .. import util
 
 
+# Link profiles (see bench/README.md "Profiles"): the bottleneck settings the
+# recorded baselines use, so every variant is compared on the same ones.
+PROFILES = {
+    "1g-gso": {"rate": 1000.0, "mode": "gso", "buffer": 131072,
+               "help": "1 Gbit/s, GSO bursts into a TBF with 128 KB"},
+    "100m-mtu": {"rate": 100.0, "mode": "mtu", "buffer": 32768,
+                 "help": "100 Mbit/s, MTU frames, 32 KB buffer"},
+}
+
+
 @experiment
 class Incast(Experiment):
     name = "incast"
@@ -45,13 +55,16 @@ class Incast(Experiment):
         p.add_argument("--connections", choices=("persistent", "fresh"), default="persistent",
                        help="persistent: one connection per sender for all rounds (TCP state carries "
                             "over); fresh: new connections before every round, outside the timing")
-        p.add_argument("--rate", type=util.rate, default=1000,
+        p.add_argument("--profile", choices=sorted(PROFILES), default="1g-gso",
+                       help="link profile: " + "; ".join(f"{k}: {v['help']}" for k, v in sorted(PROFILES.items()))
+                            + " (--rate/--mode/--buffer override it)")
+        p.add_argument("--rate", type=util.rate, default=None,
                        help="link rate in Mbit/s (suffixes: 100M, 1G)")
         p.add_argument("--uplink-rate", type=util.rate, default=0,
                        help="sender uplink rate in Mbit/s (0 = --rate)")
-        p.add_argument("--buffer", type=util.size, default=131072,
+        p.add_argument("--buffer", type=util.size, default=None,
                        help="bottleneck buffer in bytes (K/M suffixes ok)")
-        p.add_argument("--mode", choices=("gso", "mtu"), default="gso",
+        p.add_argument("--mode", choices=("gso", "mtu"), default=None,
                        help="gso: GSO super-packets into the qdiscs; mtu: one MTU frame per skb")
         p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
         p.add_argument("--shaper", choices=("tbf", "htb"), default="tbf",
@@ -64,9 +77,16 @@ class Incast(Experiment):
                             "hits a 200 ms RTO is close to a coin flip at the collapse point)")
         p.add_argument("--timeout", type=float, default=300, help="seconds per point")
 
+    def resolve_profile(self):
+        a = self.args
+        prof = PROFILES[a.profile]
+        for k in ("rate", "mode", "buffer"):
+            if getattr(a, k) is None:
+                setattr(a, k, prof[k])
+
     def params(self) -> dict:
         a = self.args
-        return {"senders": self.senders, "hosts": self.hosts, "bytes_per_sender": a.bytes_per_sender,
+        return {"profile": a.profile, "senders": self.senders, "hosts": self.hosts, "bytes_per_sender": a.bytes_per_sender,
                 "total_bytes": a.total_bytes or None, "rounds": a.rounds, "warmup": a.warmup,
                 "gap_ms": a.gap_ms, "connections": a.connections, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
                 "buffer": a.buffer, "mode": a.mode, "switch": a.switch, "shaper": a.shaper,
@@ -74,6 +94,7 @@ class Incast(Experiment):
 
     def run(self, ctx, variants):
         a = self.args
+        self.resolve_profile()
         self.senders = util.int_list(a.senders)
         if not self.senders or min(self.senders) < 1:
             raise BenchError("--senders: give positive counts, e.g. 1,8,32")
