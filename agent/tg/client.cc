@@ -671,11 +671,17 @@ int run_long(const LongOptions& o) {
   std::vector<double> jains, aggs;
   std::vector<double> flow_bytes(size_t(o.conns), 0), flow_secs(size_t(o.conns), 0);
   bool done = false;
+  uint64_t t_last_sample = t0;
   rx.on_fd = [&](int fd) {
     uint64_t exp = 0;
     if (read(fd, &exp, sizeof(exp)) < 0) return;
-    double now_s = double(now_ns() - t0) / 1e9;
-    double dt = o.interval_ms / 1e3 * double(exp ? exp : 1);
+    // Rates over the time that really passed since the last sample: a late
+    // wakeup must not turn into a rate spike.
+    uint64_t t_now = now_ns();
+    double now_s = double(t_now - t0) / 1e9;
+    double dt = double(t_now - t_last_sample) / 1e9;
+    t_last_sample = t_now;
+    if (dt <= 0) return;
     json row = {{"t_s", now_s}};
     json rates = json::array();
     double sum = 0, sumsq = 0;

@@ -29,7 +29,8 @@ def _write_json(path: str, data: dict):
 
 
 def _key_metric(exp_name: str) -> tuple:
-    return {"incast": ("senders", "goodput_mbps"), "fct": ("bucket", "fct_p50_us")}.get(exp_name, (None, None))
+    return {"incast": ("senders", "goodput_mbps"), "fct": ("bucket", "fct_p50_us"),
+            "fairness": ("phase", "aggregate_mbps")}.get(exp_name, (None, None))
 
 
 def show(exps: dict, files: list) -> int:
@@ -85,9 +86,10 @@ def main(argv=None) -> int:
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
         p.add_argument("--no-build", action="store_true", help="do not build missing tools first")
         p.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
-        p.add_argument("--sched", choices=("normal", "fifo"), default="fifo",
-                       help="scheduling class of the traffic generator: fifo = SCHED_FIFO 10, so other "
-                            "load on the shared machine does not desynchronize the senders (bench/README.md)")
+        p.add_argument("--sched", choices=("normal", "fifo"), default=cls.default_sched,
+                       help="scheduling class of the traffic generator: fifo = SCHED_FIFO (servers 10, "
+                            "client 11), so other load on the shared machine does not desynchronize the "
+                            "senders (bench/README.md)")
         p.add_argument("-v", "--verbose", action="store_true")
         cls.add_args(p)
         for vcls in vars_.values():

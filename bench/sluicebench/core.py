@@ -106,6 +106,10 @@ class Experiment:
     name = ""
     help = ""
     default_variants = "baseline"
+    # Scheduling class of sluice-tg (--sched): "fifo" for bursty traffic that
+    # must stay synchronized; "normal" for long bulk transfers (senders that
+    # never block would starve ksoftirqd under SCHED_FIFO).
+    default_sched = "fifo"
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser):
@@ -219,17 +223,19 @@ class Context:
         raise BenchError(f"{p.name} did not report '{text}':\n{self.lab.log_of(p)[-2000:]}")
 
     # -- traffic generator ----------------------------------------------------
-    def tg(self) -> list:
+    def tg(self, server: bool = False) -> list:
         """argv prefix that runs sluice-tg: with --sched fifo under SCHED_FIFO
-        (see bench/README.md "Scheduling")."""
+        (bench/README.md "Measuring on a shared 2-core machine"), the client
+        (the receiving application) one level above the servers so busy
+        senders cannot starve it."""
         prio = getattr(self.args, "sched", "normal")
-        pre = ["chrt", "-f", "10"] if prio == "fifo" else []
+        pre = ["chrt", "-f", "10" if server else "11"] if prio == "fifo" else []
         return pre + [self.tool("sluice-tg")]
 
     def start_servers(self, hosts: list, cc: str, port: int = 5001, extra: Optional[list] = None) -> list:
         procs = []
         for h in hosts:
-            argv = self.tg() + ["server", "--port", str(port)]
+            argv = self.tg(server=True) + ["server", "--port", str(port)]
             if cc:
                 argv += ["--cc", cc]
             procs.append(self.spawn(h.ns, argv + (extra or []), f"tg-server-{h.name}-{port}"))
