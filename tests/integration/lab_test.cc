@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "lib/netns.h"
@@ -434,3 +435,75 @@ TEST(BenchRun, DeadRunsAreReaped) {
 }
 
 }  // namespace
+
+namespace {
+
+// Builds a topology with tc-scripts/lab/topo, runs one sluice-tg transfer
+// from `server` to `client` inside it and, when `tc_ports` are named (ns
+// suffix:ifname suffix), saves their root qdisc stats. Returns the tg JSON.
+json transfer_in_topology(Lab& lab, const std::string& topo_args, const std::string& server,
+                          const std::string& server_ip, const std::string& client, int conns,
+                          const std::vector<std::pair<std::string, std::string>>& tc_ports,
+                          std::vector<json>* tc_out) {
+  std::string out = lab.tmpdir() + "/topo-" + server + ".json";
+  std::string script = lab.tmpdir() + "/topo-" + server + ".sh";
+  {
+    std::ofstream f(script);
+    f << "set -e\nP=$LAB_PREFIX\n"
+      << "ip netns exec ${P}" << server << " " << tg() << " server >/dev/null 2>&1 &\n"
+      << "sleep 0.5\n"
+      << "ip netns exec ${P}" << client << " " << tg() << " incast --to " << server_ip << " --conns " << conns
+      << " --bytes 200000 --rounds 2 --warmup 0 --json " << out << "\n";
+    int i = 0;
+    for (const auto& [ns, dev] : tc_ports)
+      f << "tc -n ${P}" << ns << " -s -j qdisc show dev ${P}" << dev << " > " << out << ".tc" << i++ << "\n";
+  }
+  int rc = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo up " + topo_args + " --run 'sh " +
+                        script + "' > " + out + ".log 2>&1").c_str());
+  std::ifstream lf(out + ".log");
+  std::stringstream log;
+  log << lf.rdbuf();
+  EXPECT_EQ(rc, 0) << log.str();
+  for (size_t k = 0; k < tc_ports.size(); ++k) {
+    std::ifstream t(out + ".tc" + std::to_string(k));
+    json j;
+    t >> j;
+    for (auto& q : j)
+      if (q.value("root", false)) tc_out->push_back(q);
+  }
+  return read_json(out);
+}
+
+}  // namespace
+
+// Every builder carries TCP end to end: star with a router, dumbbell with
+// bridges and with routers, and leaf-spine, where ECMP spreads 16
+// connections over both spines (the chance that all 16 hash to one spine
+// is 2 * 2^-16).
+TEST(Topologies, CarryTrafficEndToEnd) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("l");
+  std::vector<json> none;
+  struct Case {
+    std::string args, server, ip, client;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"star --senders 2 --switch router --mode mtu --rate 100", "h1", "10.1.0.2", "r1"},
+           {"dumbbell --left 2 --right 1 --rate 100", "l2", "10.0.0.2", "r1"},
+           {"dumbbell --left 1 --right 2 --switch router --rate 100", "l1", "10.1.1.2", "r2"},
+       }) {
+    json r = transfer_in_topology(lab, c.args, c.server, c.ip, c.client, 2, {}, &none);
+    EXPECT_GT(r["summary"]["goodput_mbps"].get<double>(), 10.0) << c.args;
+    EXPECT_LE(r["summary"]["goodput_mbps"].get<double>(), 100.0) << c.args;
+  }
+  std::vector<json> uplinks;
+  json r = transfer_in_topology(lab, "leaf-spine --tors 2 --spines 2 --hosts-per-tor 2 --rate 200", "t1h1",
+                                "10.1.1.2", "t2h2", 16, {{"t1", "t1u1"}, {"t1", "t1u2"}}, &uplinks);
+  EXPECT_GT(r["summary"]["goodput_mbps"].get<double>(), 10.0);
+  ASSERT_EQ(uplinks.size(), 2u);
+  // 16 x 200 KB x 2 rounds = 6.4 MB leave rack 1 over the two spines.
+  uint64_t u1 = uplinks[0]["bytes"].get<uint64_t>(), u2 = uplinks[1]["bytes"].get<uint64_t>();
+  EXPECT_GE(u1 + u2, 6400000u);
+  EXPECT_GT(u1, 200000u) << "spine 1 carried nothing: no ECMP";
+  EXPECT_GT(u2, 200000u) << "spine 2 carried nothing: no ECMP";
+}

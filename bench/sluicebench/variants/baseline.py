@@ -13,8 +13,12 @@ class Baseline(Variant):
     @classmethod
     def add_args(cls, parser):
         parser.add_argument("--baseline-cc", default="cubic",
-                            help="congestion control of the baseline variant")
+                            help="congestion control of the baseline variant (any the kernel offers "
+                                 "to namespaces: reno, cubic, bbr here)")
+        parser.add_argument("--baseline-ecn", action="store_true",
+                            help="baseline hosts negotiate ECN (net.ipv4.tcp_ecn=1)")
 
     def __init__(self, args):
         super().__init__(args)
         self.cc = getattr(args, "baseline_cc", "cubic")
+        self.ecn = getattr(args, "baseline_ecn", False)
