@@ -188,6 +188,9 @@ class Reactor {
         continue;
       }
       auto* c = static_cast<Conn*>(evs[i].data.ptr);
+      // Closed by an earlier event of this same batch (e.g. a timer that
+      // ended the flow): its remaining events are stale.
+      if (c->st == Conn::Dead || c->fd < 0) continue;
       if (c->st == Conn::Connecting) {
         finish_connect(c);
       } else {
