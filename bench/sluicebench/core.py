@@ -229,8 +229,20 @@ class Context:
         (the receiving application) one level above the servers so busy
         senders cannot starve it."""
         prio = getattr(self.args, "sched", "normal")
+        if prio == "fifo" and not self._fifo_ok():
+            prio = "normal"
         pre = ["chrt", "-f", "10" if server else "11"] if prio == "fifo" else []
         return pre + [self.tool("sluice-tg")]
+
+    def _fifo_ok(self) -> bool:
+        if not hasattr(self, "_fifo"):
+            r = subprocess.run(["chrt", "-f", "10", "true"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+            self._fifo = r.returncode == 0
+            if not self._fifo:
+                self.log(f"SCHED_FIFO not allowed here ({r.stderr.strip()}): traffic generator runs "
+                         "with normal scheduling, expect more run-to-run spread")
+        return self._fifo
 
     def start_servers(self, hosts: list, cc: str, port: int = 5001, extra: Optional[list] = None) -> list:
         procs = []

@@ -109,6 +109,15 @@ class InNetns:
         return False
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In a child before exec: SIGTERM when the runner dies, even by SIGKILL
+    (kept across exec of non-setuid programs such as ip, chrt, sluice-*)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def _parse_snmp(text: str) -> dict:
     """Parses /proc/net/snmp or /proc/net/netstat: pairs of header/value
     lines -> {"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n, ...}."""
@@ -267,7 +276,8 @@ class Lab:
         log = open(os.path.join(self.tmp, name + ".log"), "w")
         full = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
         p = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=_die_with_parent)
         log.close()
         p.log_path = os.path.join(self.tmp, name + ".log")
         p.name = name

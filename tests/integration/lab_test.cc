@@ -507,3 +507,27 @@ TEST(Topologies, CarryTrafficEndToEnd) {
   EXPECT_GT(u1, 200000u) << "spine 1 carried nothing: no ECMP";
   EXPECT_GT(u2, 200000u) << "spine 2 carried nothing: no ECMP";
 }
+
+// A run killed with SIGKILL cannot clean up: its processes end with it
+// (parent-death signal) and the next run removes its namespaces.
+TEST(BenchRun, KilledRunIsCleanedByTheNext) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("l");
+  setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
+  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100",
+                             "--no-build", "--no-plot", "--json", lab.tmpdir() + "/never.json"}, "bench");
+  const std::string prefix = "sll" + base36(static_cast<unsigned long>(p.pid())) + "-";
+  ASSERT_TRUE(eventually([&] { return children_of(p.pid()).size() >= 6; }, std::chrono::seconds(60))) << p.log();
+  std::vector<pid_t> kids = children_of(p.pid());
+  p.kill9();
+  // Its children (servers, client, queue monitor) follow it.
+  EXPECT_TRUE(eventually([&] {
+    for (pid_t k : kids)
+      if (::kill(k, 0) == 0) return false;
+    return true;
+  }, std::chrono::seconds(10)));
+  EXPECT_FALSE(lab_namespaces(prefix).empty()) << "SIGKILL leaves the namespaces (nothing can run)";
+  // The next run (here: the reaper every run calls first) removes them.
+  ASSERT_EQ(std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo reap").c_str()), 0);
+  EXPECT_TRUE(lab_namespaces(prefix).empty()) << "namespaces of the killed run are still there";
+}
