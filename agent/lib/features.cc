@@ -127,6 +127,12 @@ FeatureReport probe_features() {
     return std::string("tcp_congestion_ops programs verified");
   });
   r[Feature::CastToKernCtx] = probe([] {
+    // Say which piece is missing rather than libbpf's bare errno.
+    if (btf* b = btf__load_vmlinux_btf()) {
+      bool has = btf__find_by_name_kind(b, "bpf_cast_to_kern_ctx", BTF_KIND_FUNC) >= 0;
+      btf__free(b);
+      if (!has) throw Error("kfunc bpf_cast_to_kern_ctx is not in the kernel's BTF (added in 6.2)");
+    }
     Skeleton<probe_kern_ctx> s;
     s.load();
     return std::string("kfunc resolved, qdisc backlog readable from tc");
