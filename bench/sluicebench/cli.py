@@ -86,6 +86,9 @@ def main(argv=None) -> int:
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
         p.add_argument("--no-build", action="store_true", help="do not build missing tools first")
         p.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+        p.add_argument("--artifacts", metavar="DIR",
+                       help="keep every point's raw outputs here: sluice-tg JSON and per-flow CSV, "
+                            "sluice-qmon JSON and queue time series, tool logs")
         p.add_argument("--sched", choices=("normal", "fifo"), default=cls.default_sched,
                        help="scheduling class of the traffic generator: fifo = SCHED_FIFO (servers 10, "
                             "client 11), so other load on the shared machine does not desynchronize the "

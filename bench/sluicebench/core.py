@@ -176,6 +176,19 @@ class Context:
         self.verbose = getattr(args, "verbose", False)
         self.point: dict = {}  # the current measurement point, e.g. {"senders": 32}
 
+    def save_artifacts(self, *names: str):
+        """Copies files of this run's temp dir (names relative to it; logs
+        of processes are <name>.log) to --artifacts DIR, if given."""
+        dest = getattr(self.args, "artifacts", None)
+        if not dest:
+            return
+        import shutil
+        os.makedirs(dest, exist_ok=True)
+        for n in names:
+            src = os.path.join(self.tmp, n)
+            if os.path.isfile(src):
+                shutil.copy2(src, os.path.join(dest, n))
+
     def log(self, msg: str):
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
@@ -282,6 +295,8 @@ class Context:
         rc = self.stop(h["proc"], signal.SIGINT, grace=5)
         if rc != 0 or not os.path.exists(h["json"]):
             raise BenchError(f"sluice-qmon failed ({rc}):\n{self.lab.log_of(h['proc'])[-2000:]}")
+        base = os.path.basename(h["json"])[:-5]
+        self.save_artifacts(base + ".json", base + ".csv", base + ".log")
         with open(h["json"]) as f:
             return json.load(f)
 

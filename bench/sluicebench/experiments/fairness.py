@@ -88,6 +88,7 @@ class Fairness(Experiment):
             if v.cc:
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-long-{v.name}", timeout=duration + 60)
+            ctx.save_artifacts(f"long-{v.name}.json", f"tg-long-{v.name}.log")
             qmon = ctx.stop_qmon(qm)
             qm = None
             q1 = topo.qdisc_stats(topo.bottleneck)

@@ -99,6 +99,7 @@ class Fct(Experiment):
             if v.cc:
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-flows-{v.name}", timeout=a.timeout + 60)
+            ctx.save_artifacts(f"fct-{v.name}.json", f"fct-{v.name}.csv", f"tg-flows-{v.name}.log")
             qmon = ctx.stop_qmon(qm)
             qm = None
             q1 = topo.qdisc_stats(topo.bottleneck)
@@ -127,7 +128,6 @@ class Fct(Experiment):
         for b in tg["buckets"]:
             rows.append(self.row(b, b["min_bytes"], b["max_bytes"], common))
         rows.append(self.row(tg["summary"]["all"], 1, None, common))
-        # Copy the per-flow records next to the result when the user wants them.
         return rows
 
     @staticmethod

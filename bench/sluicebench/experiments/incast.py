@@ -138,7 +138,7 @@ class Incast(Experiment):
             out = os.path.join(ctx.tmp, f"incast-{tag}.json")
             argv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
                     "--conns", str(n), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
-                    "--gap-ms", str(a.gap_ms), "--link-mbps", str(a.rate), "--json", out,
+                    "--gap-ms", str(a.gap_ms), "--link-mbps", str(a.rate), "--json", out, "--per-flow",
                     "--timeout", str(a.timeout)]
             if a.connections == "fresh":
                 argv += ["--fresh"]
@@ -149,6 +149,7 @@ class Incast(Experiment):
             if v.cc:
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-incast-{tag}", timeout=a.timeout + 30)
+            ctx.save_artifacts(f"incast-{tag}.json", f"tg-incast-{tag}.log")
             qmon = ctx.stop_qmon(qm)
             qm = None
             q1 = topo.qdisc_stats(topo.bottleneck)
