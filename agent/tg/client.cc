@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -716,7 +717,14 @@ int run_long(const LongOptions& o) {
     tick(now_s);
     if (now_s >= o.duration_s) done = true;
   };
-  while (!done) rx.poll(50);
+  // SIGINT/SIGTERM end the run early (e.g. background flows stopped by the
+  // runner); the JSON still covers what was measured.
+  static volatile sig_atomic_t stop_requested = 0;
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { stop_requested = 1; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  while (!done && !stop_requested) rx.poll(50);
   close(tfd);
   json per_flow = json::array();
   for (int i = 0; i < o.conns; ++i)

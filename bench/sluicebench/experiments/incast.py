@@ -66,6 +66,21 @@ class Incast(Experiment):
                        help="bottleneck buffer in bytes (K/M suffixes ok)")
         p.add_argument("--mode", choices=("gso", "mtu"), default=None,
                        help="gso: GSO super-packets into the qdiscs; mtu: one MTU frame per skb")
+        p.add_argument("--topology", choices=("star", "dumbbell", "leaf-spine"), default="star",
+                       help="star: bottleneck at the receiver's switch port; dumbbell: senders on the "
+                            "left switch, bottleneck the core link L->R; leaf-spine: senders in other "
+                            "racks first, bottleneck the receiver's ToR port")
+        p.add_argument("--core-rate", type=util.rate, default=0,
+                       help="dumbbell L<->R / leaf-spine ToR<->spine rate (0 = --rate)")
+        p.add_argument("--tors", type=int, default=4, help="leaf-spine: ToRs")
+        p.add_argument("--spines", type=int, default=2, help="leaf-spine: spines")
+        p.add_argument("--hosts-per-tor", type=int, default=0, help="leaf-spine: hosts per ToR (0 = enough)")
+        p.add_argument("--background", type=int, default=0,
+                       help="long-lived background flows from extra senders during every point "
+                            "(star: to the receiver; dumbbell: to a second receiver, sharing only the "
+                            "core link; leaf-spine: to the receiver)")
+        p.add_argument("--background-warmup", type=float, default=1.0,
+                       help="seconds the background flows run before the incast starts")
         p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
         p.add_argument("--shaper", choices=("tbf", "htb"), default="tbf",
                        help="bottleneck qdisc (TBF splits GSO into MTU frames)")
@@ -90,7 +105,8 @@ class Incast(Experiment):
                 "total_bytes": a.total_bytes or None, "rounds": a.rounds, "warmup": a.warmup,
                 "gap_ms": a.gap_ms, "connections": a.connections, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
                 "buffer": a.buffer, "mode": a.mode, "switch": a.switch, "shaper": a.shaper,
-                "burst": a.burst or sluicelab.Shape(a.rate).default_burst(), "repeat": a.repeat}
+                "burst": a.burst or sluicelab.Shape(a.rate).default_burst(), "repeat": a.repeat,
+                "topology": a.topology, "core_mbit": a.core_rate or a.rate, "background": a.background}
 
     def run(self, ctx, variants):
         a = self.args
@@ -99,11 +115,10 @@ class Incast(Experiment):
         if not self.senders or min(self.senders) < 1:
             raise BenchError("--senders: give positive counts, e.g. 1,8,32")
         self.hosts = a.hosts or max(self.senders)
-        ctx.log(f"building star: {self.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, "
-                f"mode {a.mode}, {a.shaper}")
-        topo = sluicelab.star(ctx.lab, senders=self.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
-                              switch=a.switch, shaper=a.shaper, burst=a.burst or None,
-                              uplink_rate=a.uplink_rate or None)
+        topo = self.build(ctx)
+        if a.background:
+            ctx.log(f"{a.background} background flow(s) {', '.join(h.name for h in self.bg_hosts)} -> "
+                    f"{self.bg_target.name} during every point")
         rows = {v.name: [] for v in variants}
         for n in self.senders:
             runs = {v.name: [] for v in variants}
@@ -120,17 +135,95 @@ class Incast(Experiment):
         return {"experiment": "incast", "params": self.params(), "topology": topo.describe(),
                 "variants": rows}
 
+    def build(self, ctx):
+        """The topology, the incast senders (in the order they are used), the
+        receiver, and the hosts and target of background flows."""
+        a = self.args
+        nb = a.background
+        common = dict(rate=a.rate, buffer=a.buffer, mode=a.mode, shaper=a.shaper, burst=a.burst or None)
+        ctx.log(f"building {a.topology}: {self.hosts} incast senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, "
+                f"mode {a.mode}, {a.shaper}")
+        if a.topology == "star":
+            topo = sluicelab.star(ctx.lab, senders=self.hosts + nb, switch=a.switch,
+                                  uplink_rate=a.uplink_rate or None, **common)
+            self.receiver = topo.receivers[0]
+            self.incast_hosts = topo.senders[:self.hosts]
+            self.bg_hosts = topo.senders[self.hosts:]
+            self.bg_target = self.receiver
+        elif a.topology == "dumbbell":
+            # Incast and background share only the L->R core link.
+            topo = sluicelab.dumbbell(ctx.lab, left=self.hosts + nb, right=2 if nb else 1, switch=a.switch,
+                                      bottleneck_rate=a.core_rate or None, **common)
+            self.receiver = topo.receivers[0]
+            self.incast_hosts = topo.senders[:self.hosts]
+            self.bg_hosts = topo.senders[self.hosts:]
+            self.bg_target = topo.receivers[-1]
+        else:
+            total = self.hosts + nb + 1
+            hpt = a.hosts_per_tor or max(1, -(-total // a.tors))
+            if a.tors * hpt < total:
+                raise BenchError(f"--tors {a.tors} x --hosts-per-tor {hpt} hold fewer than {total} hosts")
+            topo = sluicelab.leaf_spine(ctx.lab, tors=a.tors, spines=a.spines, hosts_per_tor=hpt,
+                                        core_rate=a.core_rate or None, **common)
+            self.receiver = topo.receivers[0]
+            rack = self.receiver.name.split("h")[0]
+            # Senders in other racks first: their traffic crosses the core.
+            others = [h for h in topo.senders if not h.name.startswith(rack + "h")]
+            same = [h for h in topo.senders if h.name.startswith(rack + "h")]
+            order = others + same
+            self.incast_hosts = order[:self.hosts]
+            self.bg_hosts = order[self.hosts:self.hosts + nb]
+            self.bg_target = self.receiver
+        return topo
+
+    def start_background(self, ctx, v, tag):
+        """Long flows from the background hosts to their target, for the
+        whole point; returns what stop_background() needs."""
+        a = self.args
+        if not a.background:
+            return None
+        servers = ctx.start_servers(self.bg_hosts, v.cc, port=5002)
+        out = os.path.join(ctx.tmp, f"bg-{tag}.json")
+        argv = ctx.tg() + ["long", "--to", ",".join(f"{h.ip}:5002" for h in self.bg_hosts),
+                           "--conns", str(a.background), "--duration", "86400", "--interval-ms", "100",
+                           "--link-mbps", str(a.rate), "--json", out]
+        if v.cc:
+            argv += ["--cc", v.cc]
+        client = ctx.spawn(self.bg_target.ns, argv, f"tg-bg-{tag}")
+        import time
+        time.sleep(a.background_warmup)
+        if client.poll() is not None:
+            raise BenchError(f"background flows failed:\n{ctx.lab.log_of(client)[-2000:]}")
+        return {"servers": servers, "client": client, "json": out}
+
+    def stop_background(self, ctx, bg) -> dict:
+        if not bg:
+            return {}
+        import signal as _signal
+        ctx.stop(bg["client"], _signal.SIGTERM, grace=5)
+        ctx.stop_all(bg["servers"])
+        try:
+            with open(bg["json"]) as f:
+                j = json.load(f)
+        except (OSError, ValueError):
+            return {"background_mbps": None}
+        # Mean aggregate after the warm-up, i.e. while the incast ran.
+        warm = self.args.background_warmup
+        vals = [r["aggregate_mbps"] for r in j["series"] if r["t_s"] > warm]
+        return {"background_mbps": round(sum(vals) / len(vals), 1) if vals else None}
+
     def point(self, ctx, topo, v, n, rep) -> dict:
         a = self.args
-        nh = min(n, len(topo.senders))
-        senders = topo.senders[:nh]
-        recv = topo.receivers[0]
+        nh = min(n, len(self.incast_hosts))
+        senders = self.incast_hosts[:nh]
+        recv = self.receiver
         ctx.point = {"senders": n, "repeat": rep, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm = [], None
+        servers, qm, bg, bgres = [], None, None, {}
         tag = f"{v.name}-n{n}-r{rep}"
         try:
             v.setup(ctx, topo)
+            bg = self.start_background(ctx, v, tag)
             servers = ctx.start_servers(senders, v.cc)
             before = {h.ns: sluicelab.netns_counters(h.ns) for h in senders}
             q0 = topo.qdisc_stats(topo.bottleneck)
@@ -159,11 +252,18 @@ class Incast(Experiment):
                 for k in ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPLossProbes",
                           "TcpExt.TCPSpuriousRTOs"):
                     ns[k] = ns.get(k, 0) + d.get(k, 0)
+            bgres = self.stop_background(ctx, bg)
+            bg = None
             extra = v.metrics(ctx, topo) or {}
         finally:
             if qm:
                 try:
                     ctx.stop_qmon(qm)
+                except Exception:
+                    pass
+            if bg:
+                try:
+                    self.stop_background(ctx, bg)
                 except Exception:
                     pass
             ctx.stop_all(servers)
@@ -215,6 +315,7 @@ class Incast(Experiment):
                 row["max_queue_bytes"] = port["max_backlog_bytes"]
                 row["max_queue_pkts"] = port["max_backlog_pkts"]
             row["max_queue_by_class"] = {c: v_["max_backlog_bytes"] for c, v_ in qmon["classes"].items()}
+        row.update(bgres)
         row.update(extra)
         return row
 
