@@ -183,6 +183,8 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get_int("reinject_mark", pc.reinject_mark, 1, 0xffffffffll);
   s.get_int("idle_timeout_s", pc.idle_timeout_s, 1, 86400);
   s.get_int("control_interval_min_us", pc.control_interval_min_us, 100, 1000000);
+  s.get("account_requests", pc.account_requests);
+  s.get("cap_to_response", pc.cap_to_response);
   if (auto n = s.node("lambda")) {
     auto v = n->value<double>();
     if (!v) s.problem("lambda", n, "expected a number");

@@ -131,7 +131,10 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         if not args.no_build:
-            core.ensure_built(getattr(exp, "build_targets", core.DEFAULT_TARGETS),
+            targets = list(getattr(exp, "build_targets", core.DEFAULT_TARGETS))
+            for v in variants:
+                targets += [t for t in getattr(v, "build_targets", []) if t not in targets]
+            core.ensure_built(targets,
                               lambda m: print(f"[bench] {m}", file=sys.stderr))
         with sluicelab.Lab(tag="l", keep=args.keep, verbose=args.verbose) as lab:
             ctx = core.Context(args, lab)

@@ -24,6 +24,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by the agent before load. */
 const volatile __u32 reinject_mark = 0x50ac;
 const volatile __u64 fail_open_ns = 60000000ULL;
+/* Count a request's response as in flight (request_burst()). */
+const volatile __u8 account_requests = 1;
+/* Never expect more from a request/response flow than its response size. */
+const volatile __u8 cap_to_response = 1;
 const volatile __u32 n_local_ports = 0;
 const volatile struct sluice_pac_port_range local_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
 const volatile __u32 n_remote_ports = 0;
@@ -158,12 +162,27 @@ static __always_inline __u64 held_of(const struct sluice_pac_flow *f, const stru
 	return f->diverted > out ? f->diverted - out : 0;
 }
 
+/* Eq. (3), bounded for request/response flows: a sender cannot send more
+ * than it was asked for, and the last ACKs of a response trigger nothing
+ * (§III-C names the end of a transfer as a source of over-estimation).
+ * Once a flow's response size is known (burst_bytes, from the previous
+ * request) a trigger is capped by what is left of the response beyond what
+ * is already expected in flight. Bulk flows (no request seen) are not
+ * capped; eq. (6) corrects them. */
 static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
 					const struct sl_pkt *p)
 {
 	__u8 ca = f->ce_seen || (c && c->ca);
-	return sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
-				  (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
+	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
+				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
+	if (cap_to_response && f->burst_bytes) {
+		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
+		if (room < 0)
+			room = 0;
+		if ((__s64)t > room)
+			t = (__u32)room;
+	}
+	return t;
 }
 
 /* A data segment from the receiver (a request) is what sets the sender's
@@ -189,6 +208,7 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 	if (trig) {
 		__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
 		__sync_fetch_and_add(&f->trig_sum, trig);
+		__sync_fetch_and_add(&f->expect, trig);
 	}
 	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
 		f->last_ack = p->ack_seq;
@@ -299,6 +319,7 @@ int pac_ingress(struct __sk_buff *skb)
 	if (after < 0)
 		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
 	__sync_fetch_and_add(&f->cur_burst, len);
+	f->expect = f->expect > len ? f->expect - len : 0;
 	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
 	__u32 seg = segs > 1 && skb->gso_size ? skb->gso_size : len;
 	__sync_fetch_and_add(&f->bytes_rcvd, len);
@@ -428,9 +449,16 @@ int pac_egress(struct __sk_buff *skb)
 		/* Never held. Its ACK field still releases data: account it. */
 		if ((p.tcp_flags & SL_TCP_ACK) && !(p.tcp_flags & SL_TCP_SYN)) {
 			parse_opts(skb, &p, &o);
-			trig = trigger_of(f, c, &p);
-			if (p.payload_len)
-				trig += request_burst(f);
+			if (p.payload_len) {
+				/* A request: the previous response is complete. */
+				f->expect = 0;
+				__u32 b = request_burst(f);
+				trig = trigger_of(f, c, &p);
+				if (account_requests && b > trig)
+					trig = b;
+			} else {
+				trig = trigger_of(f, c, &p);
+			}
 			released(f, &p, trig, &o, now);
 		}
 		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST))

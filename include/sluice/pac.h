@@ -74,6 +74,7 @@ struct sluice_pac_flow {
 	__u32 rcv_high;      /* highest seq + len received (host order) */
 	__u32 pad;
 	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
+	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -196,7 +197,7 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 144, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
 static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");

@@ -1,0 +1,152 @@
+"""pac: proactive ACK control at the receiver (pac-icnp14 §III).
+
+Plain cubic senders; sluiced with mechanisms = ["pac"] on every receiver's
+interface. Extra row fields: held_acks (ACKs the agent held), admitted_acks
+(ACKs the kernel admitted without the agent), p50/p99_ack_delay_us (delay PAC
+added to every ACK of the point, admitted ones count as 0, at the resolution
+of the hold-time histogram: the bucket's upper bound), pac_* counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from ..core import BenchError, Variant, variant
+
+
+def _percentile_from_hist(zero: int, hist: list, q: float):
+    """hist: [{"le_us": bound or "+Inf", "count": n}, ...]; `zero` ACKs had
+    no delay. Returns the upper bound of the bucket holding quantile q."""
+    total = zero + sum(h["count"] for h in hist)
+    if not total:
+        return None
+    rank = q * total
+    acc = zero
+    if acc >= rank:
+        return 0
+    for h in hist:
+        acc += h["count"]
+        if acc >= rank:
+            return h["le_us"] if h["le_us"] != "+Inf" else 100000
+    return None
+
+
+@variant
+class Pac(Variant):
+    name = "pac"
+    help = "PAC: the receiver holds ACKs so ACK-triggered in-flight data stays under the buffer (cubic senders)"
+    cc = "cubic"
+    ecn = False
+    build_targets = ["sluiced", "sluicectl"]
+
+    @classmethod
+    def add_args(cls, parser):
+        parser.add_argument("--pac-threshold", type=int, default=0,
+                            help="PAC buffer_bytes (initial/max threshold); 0 = the experiment's --buffer")
+        parser.add_argument("--pac-extra", default="",
+                            help="extra [pac] TOML lines, ';'-separated (e.g. 'max_hold_ms = 20')")
+        parser.add_argument("--pac-kill-at", type=float, default=0,
+                            help="seconds after the point starts to kill -9 the agent (fail-open demo)")
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.agents = []
+        self.mounts = []
+        self.killer = None
+        self.point_no = 0
+
+    def _bpffs(self, ctx):
+        d = os.path.join(ctx.tmp, "pac-bpffs")
+        if d not in self.mounts:
+            os.makedirs(d, exist_ok=True)
+            subprocess.run(["mount", "-t", "bpf", "bpf", d], check=True)
+            self.mounts.append(d)
+        return d
+
+    def setup(self, ctx, topo):
+        args = ctx.args
+        thr = args.pac_threshold or getattr(args, "buffer", 0) or 131072
+        self.point_no += 1
+        bpffs = self._bpffs(ctx)
+        for recv in topo.receivers:
+            tag = f"{recv.name}-{self.point_no}"
+            state = os.path.join(ctx.tmp, f"pac-state-{tag}")
+            os.makedirs(state, exist_ok=True)
+            cfg = os.path.join(ctx.tmp, f"sluiced-pac-{tag}.toml")
+            extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
+            with open(cfg, "w") as f:
+                f.write(f"""[agent]
+pin_root = "{bpffs}/{tag}"
+state_dir = "{state}"
+control_socket = "{state}/sluiced.sock"
+log_level = "info"
+[metrics]
+enabled = false
+[pac]
+buffer_bytes = {thr}
+{extra}
+[[interface]]
+name = "{recv.ports[0].ifname}"
+mechanisms = ["pac"]
+""")
+            p = ctx.spawn(recv.ns, [ctx.tool("sluiced"), "--config", cfg], f"sluiced-pac-{tag}")
+            ctx.wait_for_log(p, "PAC_STARTED", timeout=10)
+            self.agents.append((recv, p, f"{state}/sluiced.sock"))
+        if args.pac_kill_at > 0:
+            import threading
+            agents = list(self.agents)
+
+            def kill():
+                for _, p, _ in agents:
+                    if p.poll() is None:
+                        ctx.log(f"pac: kill -9 sluiced (pid {p.pid}) mid-incast")
+                        p.kill()
+            self.killer = threading.Timer(args.pac_kill_at, kill)
+            self.killer.start()
+
+    def metrics(self, ctx, topo):
+        out = {"held_acks": 0, "admitted_acks": 0, "p50_ack_delay_us": None, "p99_ack_delay_us": None}
+        for recv, p, sock in self.agents:
+            if p.poll() is not None:
+                out["pac_agent_exited"] = p.returncode
+                continue
+            r = subprocess.run(["ip", "netns", "exec", recv.ns, ctx.tool("sluicectl"), "--socket", sock,
+                                "stats", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=10)
+            if r.returncode != 0:
+                raise BenchError(f"sluicectl stats failed: {r.stderr[-500:]}")
+            j = json.loads(r.stdout)
+            for ifc in j["interfaces"]:
+                for m in ifc["modules"]:
+                    if m["name"] != "pac":
+                        continue
+                    s = m["stats"]
+                    verdicts = {v["reason"]: v["packets"] for pr in m["programs"] for v in pr["verdicts"]}
+                    admitted = verdicts.get("PAC_ADMIT", 0) + verdicts.get("PAC_FAIL_OPEN", 0)
+                    out["held_acks"] += s["held_events"]
+                    out["admitted_acks"] += admitted
+                    out["p50_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.50)
+                    out["p99_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.99)
+                    out["pac_hold_mean_us"] = round(s["hold_time_mean_us"], 1)
+                    for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
+                              "dropped_teardown", "send_failures", "corrections", "stalls"):
+                        out[f"pac_{k}"] = s[k]
+                    out["pac_fail_open_acks"] = verdicts.get("PAC_FAIL_OPEN", 0)
+                    out["pac_ring_full"] = verdicts.get("PAC_RING_FULL", 0)
+        return out
+
+    def teardown(self, ctx, topo):
+        if self.killer:
+            self.killer.cancel()
+            self.killer = None
+        for _, p, _ in self.agents:
+            try:
+                ctx.stop(p)
+            except Exception:
+                pass
+        self.agents = []
+        for d in self.mounts:
+            subprocess.run(["umount", "-l", d], check=False)
+        self.mounts = []
