@@ -1,0 +1,323 @@
+// PAC datapath through BPF_PROG_TEST_RUN: admit vs divert at egress, the
+// accounting at ingress, re-injection, fail-open and the bad-input rules.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+
+#include <cstring>
+
+#include "lib/bpf_util.h"
+#include "lib/packet.h"
+#include "lib/prog_test.h"
+#include "sluice/pac.h"  // before the skeleton: it names these structs
+#include "pac_tc.skel.h"
+
+SLUICE_SKELETON(pac_tc);
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+constexpr int kNext = -1;
+constexpr int kShot = 2;
+constexpr uint32_t kMss = 1448;
+constexpr uint32_t kMark = 0x50ac;
+
+// Receiver 10.0.0.2:40000 requests from sender 10.0.0.1:5201.
+PacketSpec data(uint32_t seq, size_t len = kMss) {
+  PacketSpec s;
+  s.src = "10.0.0.1";
+  s.dst = "10.0.0.2";
+  s.sport = 5201;
+  s.dport = 40000;
+  s.seq = seq;
+  s.ack = 1;
+  s.flags = 0x18;
+  s.payload = len;
+  return s;
+}
+PacketSpec ack(uint32_t a, uint8_t flags = 0x10) {
+  PacketSpec s;
+  s.src = "10.0.0.2";
+  s.dst = "10.0.0.1";
+  s.sport = 40000;
+  s.dport = 5201;
+  s.seq = 1;
+  s.ack = a;
+  s.flags = flags;
+  s.tcp_options = tcp_opt_timestamps(100, 200);
+  return s;
+}
+
+sluice_pac_flow_key flow_key(uint16_t rport = 5201, uint16_t lport = 40000) {
+  sluice_pac_flow_key k{};
+  k.family = 4;
+  inet_pton(AF_INET, "10.0.0.1", k.raddr);
+  inet_pton(AF_INET, "10.0.0.2", k.laddr);
+  k.rport = htons(rport);
+  k.lport = htons(lport);
+  return k;
+}
+
+class PacBpfTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    require_root();
+    skel_ = std::make_unique<Skeleton<pac_tc>>();
+    configure(*skel_);
+    skel_->load();
+    st_ = &(*skel_)->bss->pac;
+    st_->threshold = 10 * kMss;
+    alive();
+    rb_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.pac_events), &PacBpfTest::on_event, this, nullptr);
+    ASSERT_NE(rb_, nullptr);
+  }
+  void TearDown() override {
+    if (rb_) ring_buffer__free(rb_);
+  }
+  virtual void configure(Skeleton<pac_tc>&) {}
+  static int on_event(void* ctx, void* d, size_t sz) {
+    auto* self = static_cast<PacBpfTest*>(ctx);
+    sluice_pac_event ev{};
+    std::memcpy(&ev, d, std::min(sz, sizeof(ev)));
+    self->events_.push_back(ev);
+    return 0;
+  }
+  void alive() { st_->heartbeat_ns = monotonic_ns(); }
+  int egress() const { return bpf_program__fd((*skel_)->progs.pac_egress); }
+  int ingress() const { return bpf_program__fd((*skel_)->progs.pac_ingress); }
+  sluice_pac_flow flow(const sluice_pac_flow_key& k = flow_key()) const {
+    sluice_pac_flow f{};
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.pac_flows), &k, &f), 0) << "flow missing";
+    return f;
+  }
+  bool has_flow(const sluice_pac_flow_key& k) const {
+    sluice_pac_flow f{};
+    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.pac_flows), &k, &f) == 0;
+  }
+  uint64_t reason(uint32_t r) const {
+    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
+  }
+  void drain() {
+    events_.clear();
+    ring_buffer__consume(rb_);
+  }
+  RunResult run_marked(const Bytes& pkt) {
+    __sk_buff ctx{};
+    ctx.mark = kMark;
+    return run_tc(egress(), pkt, &ctx, sizeof(ctx));
+  }
+
+  std::unique_ptr<Skeleton<pac_tc>> skel_;
+  sluice_pac_state* st_ = nullptr;
+  ring_buffer* rb_ = nullptr;
+  std::vector<sluice_pac_event> events_;
+};
+
+TEST_F(PacBpfTest, AdmitDivertReinject) {
+  std::vector<BpfCase> in = {
+      {"ingress data creates the flow; in_flight cannot go below 0", build(data(1000)), kNext,
+       [&](const RunResult&) {
+         auto f = flow();
+         EXPECT_EQ(f.bytes_rcvd, kMss);
+         EXPECT_EQ(f.mss, kMss);
+         EXPECT_EQ(st_->in_flight, 0);
+         EXPECT_EQ(st_->data_bytes, kMss);
+       }},
+  };
+  run_table(ingress(), in);
+
+  Bytes held_ack = build(ack(1000 + 2 * kMss));
+  std::vector<BpfCase> out = {
+      {"a pure ACK whose trigger fits is admitted in the kernel (first ACK: MSS + MSS)",
+       build(ack(1000 + kMss)), kNext,
+       [&](const RunResult&) {
+         EXPECT_EQ(st_->in_flight, int64_t(2 * kMss));
+         auto f = flow();
+         EXPECT_EQ(f.admitted, 1u);
+         EXPECT_EQ(f.last_ack, 1000 + kMss);
+         EXPECT_TRUE(f.ack_valid);
+       }},
+      {"an ACK that does not fit (9 + 2 MSS > 10 MSS) is copied to the agent and dropped", held_ack, kShot,
+       [&](const RunResult&) {
+         drain();
+         ASSERT_EQ(events_.size(), 1u);
+         const auto& ev = events_[0];
+         EXPECT_EQ(ev.type, SLUICE_PAC_EV_HELD);
+         EXPECT_EQ(ev.ack, 1000 + 2 * kMss);
+         EXPECT_EQ(ev.last_ack, 1000 + kMss);
+         EXPECT_EQ(ev.frame_len, held_ack.size());
+         EXPECT_EQ(std::memcmp(ev.frame, held_ack.data(), held_ack.size()), 0) << "the frame is copied whole";
+         EXPECT_EQ(flow().diverted, 1u);
+         EXPECT_EQ(st_->in_flight, int64_t(9 * kMss)) << "a held ACK adds nothing yet";
+       },
+       [&] { st_->in_flight = 9 * kMss; }},
+      {"with an ACK of its flow held, the next ACK is held too even if it fits (order)",
+       build(ack(1000 + 3 * kMss)), kShot, [&](const RunResult&) { EXPECT_EQ(flow().diverted, 2u); },
+       [&] { st_->in_flight = 0; }},
+  };
+  run_table(egress(), out);
+
+  // The agent re-injects the first held ACK with the mark: admitted and its
+  // trigger accounted (delta 1 MSS + slow start 1 MSS).
+  st_->in_flight = 0;
+  RunResult r = run_marked(held_ack);
+  EXPECT_EQ(r.retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(2 * kMss));
+  auto f = flow();
+  EXPECT_EQ(f.reinjected, 1u);
+  EXPECT_EQ(f.last_ack, 1000 + 2 * kMss);
+
+  // The agent dropped the other one (stale): once pac_flow_ctl says so, the
+  // flow has nothing held and ACKs are admitted again.
+  st_->in_flight = 0;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot) << "still one held";
+  sluice_pac_flow_ctl c{};
+  c.dropped = 2;
+  auto k = flow_key();
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.pac_flow_ctl), &k, &c, BPF_ANY), 0);
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 5 * kMss))).retval, kNext);
+  EXPECT_EQ(reason(SLUICE_R_PAC_ADMIT), 2u);
+  EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 3u);
+  EXPECT_EQ(reason(SLUICE_R_PAC_REINJECTED), 1u);
+}
+
+TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  PacketSpec req = ack(1000 + kMss, 0x18);
+  req.payload = 100;
+  PacketSpec fin = ack(1000 + kMss, 0x11);
+  PacketSpec rst = ack(1000 + kMss, 0x14);
+  PacketSpec syn = ack(0, 0x02);
+  std::vector<BpfCase> cases = {
+      {"a data segment (request) is never held", build(req), kNext, nullptr,
+       [&] { st_->in_flight = 1 << 30; }},
+      {"FIN is never held", build(fin), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
+      {"RST is never held", build(rst), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
+      {"SYN is never held", build(syn), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
+      {"a stale heartbeat fails open: a pure ACK that does not fit passes", build(ack(1000 + kMss)), kNext,
+       [&](const RunResult&) { EXPECT_EQ(reason(SLUICE_R_PAC_FAIL_OPEN), 1u); },
+       [&] {
+         st_->in_flight = 1 << 30;
+         st_->heartbeat_ns = monotonic_ns() - 200'000'000ull;
+       }},
+      {"a heartbeat of 0 (agent never started) fails open", build(ack(1000 + kMss)), kNext, nullptr,
+       [&] { st_->heartbeat_ns = 0; }},
+  };
+  run_table(egress(), cases);
+  EXPECT_EQ(reason(SLUICE_R_PAC_NOT_PURE_ACK), 4u + 0u) << "request, FIN, RST, SYN";
+  EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 0u);
+  // The request with data counted the flow's expected response (one initial
+  // window for a first request).
+  EXPECT_GT(flow().trig_sum, 0u);
+}
+
+TEST_F(PacBpfTest, UnknownFlowsWindowReopenAndIngressAccounting) {
+  // An ACK of a flow PAC never saw data of (handshake) passes untouched.
+  PacketSpec other = ack(5000);
+  other.sport = 41000;
+  EXPECT_EQ(run_tc(egress(), build(other)).retval, kNext);
+  EXPECT_EQ(reason(SLUICE_R_PAC_UNKNOWN_FLOW), 1u);
+  EXPECT_FALSE(has_flow(flow_key(5201, 41000)));
+
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  // Zero-window ACK admitted, then the window update after it is never held.
+  PacketSpec zw = ack(1000 + kMss);
+  zw.window = 0;
+  st_->in_flight = 0;
+  ASSERT_EQ(run_tc(egress(), build(zw)).retval, kNext);
+  EXPECT_EQ(flow().last_win, 0u);
+  PacketSpec upd = ack(1000 + kMss);
+  upd.window = 512;
+  st_->in_flight = 1 << 30;
+  EXPECT_EQ(run_tc(egress(), build(upd)).retval, kNext);
+  EXPECT_EQ(reason(SLUICE_R_PAC_WINDOW_REOPEN), 1u);
+
+  // A hole: data beyond rcv_high lowers in_flight by the hole and its payload.
+  st_->in_flight = 100000;
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 3 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(100000 - 2 * kMss - kMss));
+  EXPECT_EQ(flow().gap_bytes, 2u * kMss);
+  // A duplicate (already acknowledged by our stack) counts as a retransmission.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  EXPECT_EQ(flow().retrans_segs, 1u);
+  // CE puts the flow in congestion avoidance and counts for α.
+  PacketSpec ce = data(1000 + 4 * kMss);
+  ce.tos = 0x03;
+  ASSERT_EQ(run_tc(ingress(), build(ce)).retval, kNext);
+  EXPECT_EQ(flow().ce_pkts, 1u);
+  EXPECT_TRUE(flow().ce_seen);
+  EXPECT_EQ(st_->ce_pkts, 1u);
+  // GSO: one skb of 10 segments counts 10 wire packets (test runs are
+  // limited to a page, so the payload itself stays small).
+  __sk_buff ctx{};
+  ctx.gso_segs = 10;
+  ctx.gso_size = 100;
+  PacketSpec big = data(1000 + 5 * kMss, 1000);
+  ASSERT_EQ(run_tc(ingress(), build(big), &ctx, sizeof(ctx)).retval, kNext);
+  EXPECT_EQ(flow().data_pkts, 4u + 10u);
+  // Not TCP, malformed: neutral verdict.
+  PacketSpec udp;
+  udp.proto = 17;
+  udp.payload = 10;
+  EXPECT_EQ(run_tc(egress(), build(udp)).retval, kNext);
+  EXPECT_EQ(run_tc(egress(), truncate(build(ack(1)), 40)).retval, kNext);
+  EXPECT_EQ(reason(SLUICE_R_PASS_MALFORMED), 1u);
+}
+
+TEST_F(PacBpfTest, WakesTheAgentWhenTheHeadAckFits) {
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  drain();
+  st_->held = 1;
+  st_->wake_room = 2 * kMss;
+  st_->threshold = 10 * kMss;
+  st_->in_flight = 10 * kMss + kMss;  // after this segment: 10 MSS, no room for 2
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss))).retval, kNext);
+  drain();
+  EXPECT_TRUE(events_.empty());
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 2 * kMss))).retval, kNext);  // 9 MSS: still no room
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 3 * kMss))).retval, kNext);  // 8 MSS: 8 + 2 <= 10
+  drain();
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].type, SLUICE_PAC_EV_WAKE);
+  EXPECT_EQ(st_->wake_pending, 1u);
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 4 * kMss))).retval, kNext);
+  drain();
+  EXPECT_TRUE(events_.empty()) << "one wake until the agent consumes it";
+}
+
+class PacBpfPortsTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override {
+    s->rodata->n_local_ports = 1;
+    s->rodata->local_ports[0].lo = 40000;
+    s->rodata->local_ports[0].hi = 40010;
+    s->rodata->n_prefixes = 1;
+    s->rodata->prefixes[0].family = 4;
+    s->rodata->prefixes[0].len = 24;
+    inet_pton(AF_INET, "10.0.0.0", const_cast<__u32*>(s->rodata->prefixes[0].addr));
+  }
+};
+
+TEST_F(PacBpfPortsTest, OnlyConfiguredFlowsAreManaged) {
+  PacketSpec d = data(1000);
+  d.dport = 50000;  // local port outside 40000-40010
+  EXPECT_EQ(run_tc(ingress(), build(d)).retval, kNext);
+  EXPECT_FALSE(has_flow(flow_key(5201, 50000)));
+  PacketSpec d2 = data(1000);
+  d2.src = "10.0.1.1";  // remote outside 10.0.0.0/24
+  EXPECT_EQ(run_tc(ingress(), build(d2)).retval, kNext);
+  EXPECT_EQ(reason(SLUICE_R_PAC_UNMANAGED), 2u);
+  EXPECT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  EXPECT_TRUE(has_flow(flow_key()));
+  st_->in_flight = 1 << 30;
+  PacketSpec a = ack(1000 + kMss);
+  a.sport = 50000;
+  Bytes in = build(a);
+  RunResult r = run_tc(egress(), in);
+  EXPECT_EQ(r.retval, kNext);
+  EXPECT_EQ(r.out, in) << "unmanaged traffic is untouched";
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kShot) << "managed: held";
+}
+
+}  // namespace
