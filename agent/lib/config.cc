@@ -185,6 +185,7 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get_int("control_interval_min_us", pc.control_interval_min_us, 100, 1000000);
   s.get("account_requests", pc.account_requests);
   s.get("cap_to_response", pc.cap_to_response);
+  s.get("hold_requests", pc.hold_requests);
   if (auto n = s.node("lambda")) {
     auto v = n->value<double>();
     if (!v) s.problem("lambda", n, "expected a number");

@@ -64,7 +64,8 @@ struct PacConfig {
   uint32_t idle_timeout_s = 300;              // flow state dropped after this idle time
   uint32_t control_interval_min_us = 1000;    // floor of the control interval (average RTT)
   bool account_requests = true;               // a request counts its expected response as in flight
-  bool cap_to_response = true;                // triggers never exceed what is left of a response
+  bool cap_to_response = false;               // triggers never exceed what is left of a response
+  bool hold_requests = false;                 // hold our data segments (requests) like ACKs (extension)
   std::vector<PacPortRange> local_ports;      // empty = any
   std::vector<PacPortRange> remote_ports;     // empty = any
   std::vector<PacPrefix> remote_prefixes;     // empty = any

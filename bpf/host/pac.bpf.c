@@ -27,7 +27,10 @@ const volatile __u64 fail_open_ns = 60000000ULL;
 /* Count a request's response as in flight (request_burst()). */
 const volatile __u8 account_requests = 1;
 /* Never expect more from a request/response flow than its response size. */
-const volatile __u8 cap_to_response = 1;
+const volatile __u8 cap_to_response = 0;
+/* Hold requests (data segments we send) like ACKs, their trigger being the
+ * expected response (an extension beyond the paper, off by default). */
+const volatile __u8 hold_requests = 0;
 const volatile __u32 n_local_ports = 0;
 const volatile struct sluice_pac_port_range local_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
 const volatile __u32 n_remote_ports = 0;
@@ -199,6 +202,33 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 		b = f->burst_bytes;
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
+}
+
+/* Trigger of a request (a data segment we send): its ACK part (eq. 3) or
+ * the response it sets going, whichever is larger, the response counted up
+ * to the threshold (a first flight beyond the buffer is lost whatever we do,
+ * and a cwnd-limited sender sends less; the ACKs of the response account the
+ * rest, capped by cap_to_response). `consume`: the request really leaves
+ * now (resets the per-response counters); otherwise only a peek. */
+static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
+					     const struct sl_pkt *p, int consume)
+{
+	__u64 b;
+	if (consume) {
+		f->expect = 0;
+		b = request_burst(f);
+	} else {
+		b = f->cur_burst ? f->cur_burst : f->burst_bytes;
+		if (!b)
+			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+	}
+	__u32 t = trigger_of(f, c, p);
+	if (!account_requests)
+		return t;
+	__u64 thr = pac.threshold;
+	if (b > thr)
+		b = thr;
+	return b > t ? (__u32)b : t;
 }
 
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
@@ -430,10 +460,12 @@ int pac_egress(struct __sk_buff *skb)
 	struct tcp_opts o = {};
 	__u32 trig;
 
+	int request = p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
+		      !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
 	if (skb->mark == reinject_mark) {
 		/* Released by the agent: account it (eq. 4) and let it go. */
 		parse_opts(skb, &p, &o);
-		trig = trigger_of(f, c, &p);
+		trig = request ? request_trigger(f, c, &p, 1) : trigger_of(f, c, &p);
 		__sync_fetch_and_add(&f->reinjected, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_REINJECTED, skb->len);
@@ -445,20 +477,11 @@ int pac_egress(struct __sk_buff *skb)
 	__u64 held = held_of(f, c);
 	int pure = !p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
 		   !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
-	if (!pure) {
+	if (!pure && !(hold_requests && request)) {
 		/* Never held. Its ACK field still releases data: account it. */
 		if ((p.tcp_flags & SL_TCP_ACK) && !(p.tcp_flags & SL_TCP_SYN)) {
 			parse_opts(skb, &p, &o);
-			if (p.payload_len) {
-				/* A request: the previous response is complete. */
-				f->expect = 0;
-				__u32 b = request_burst(f);
-				trig = trigger_of(f, c, &p);
-				if (account_requests && b > trig)
-					trig = b;
-			} else {
-				trig = trigger_of(f, c, &p);
-			}
+			trig = request ? request_trigger(f, c, &p, 1) : trigger_of(f, c, &p);
 			released(f, &p, trig, &o, now);
 		}
 		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST))
@@ -470,8 +493,10 @@ int pac_egress(struct __sk_buff *skb)
 	}
 
 	parse_opts(skb, &p, &o);
-	trig = trigger_of(f, c, &p);
+	trig = request ? request_trigger(f, c, &p, 0) : trigger_of(f, c, &p);
 	if (!agent_alive(now)) {
+		if (request)
+			trig = request_trigger(f, c, &p, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_FAIL_OPEN, skb->len);
 		return SL_TC_NEXT;
@@ -491,6 +516,8 @@ int pac_egress(struct __sk_buff *skb)
 	 * threshold (a GSO-sized delta) must not wait forever. */
 	__s64 infl = pac.in_flight;
 	if (!held && (infl <= 0 || infl + (__s64)trig <= (__s64)pac.threshold)) {
+		if (request)
+			trig = request_trigger(f, c, &p, 1);
 		__sync_fetch_and_add(&f->admitted, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_ADMIT, skb->len);
@@ -532,6 +559,7 @@ int pac_egress(struct __sk_buff *skb)
 	ev->last_ack = f->last_ack;
 	ev->mss = f->mss;
 	ev->retrans_segs = f->retrans_segs;
+	ev->req_bytes = request ? trig : 0;
 	ev->window = p.window;
 	ev->frame_len = (__u16)len;
 	ev->type = SLUICE_PAC_EV_HELD;

@@ -121,6 +121,7 @@ struct sluice_pac_event {
 	__u32 last_ack;        /* flow's ACK_prev when diverted */
 	__u32 mss;
 	__u32 retrans_segs;
+	__u32 req_bytes;       /* held request (hold_requests): expected response */
 	__u16 window;
 	__u16 frame_len;
 	__u8 type;
@@ -203,7 +204,7 @@ static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
 static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");
-static_assert(offsetof(sluice_pac_event, frame) == 80, "sluice_pac_event ABI");
+static_assert(offsetof(sluice_pac_event, frame) == 84, "sluice_pac_event ABI");
 static_assert(sizeof(sluice_pac_port_range) == 4, "sluice_pac_port_range ABI");
 static_assert(sizeof(sluice_pac_prefix) == 20, "sluice_pac_prefix ABI");
 #endif

@@ -99,8 +99,9 @@ Engine::Flow& Engine::flow(const sluice_pac_flow_key& k) {
 
 uint32_t Engine::trigger(const Flow& f, const HeldAck& a) const {
   bool ca = f.ce_ca || f.phase.ca() || (a.flags & SLUICE_PAC_EVF_CA);
-  return sluice_pac_trigger(f.last_ack, f.ack_valid ? 1 : 0, a.ack, f.mss, f.window, ca ? 1 : 0,
-                            (a.flags & SLUICE_PAC_EVF_ECE) ? 1 : 0);
+  uint32_t t = sluice_pac_trigger(f.last_ack, f.ack_valid ? 1 : 0, a.ack, f.mss, f.window, ca ? 1 : 0,
+                                  (a.flags & SLUICE_PAC_EVF_ECE) ? 1 : 0);
+  return std::max(t, a.req_bytes);
 }
 
 void Engine::enqueue_flow(Flow& f) {
@@ -231,6 +232,7 @@ void Engine::on_event(const sluice_pac_event& ev, uint64_t now_ns) {
   a.ack = ev.ack;
   a.window = ev.window;
   a.flags = ev.flags;
+  a.req_bytes = ev.req_bytes;
   a.frame_len = std::min<uint16_t>(ev.frame_len, SLUICE_PAC_FRAME_MAX);
   std::memcpy(a.frame.data(), ev.frame, a.frame_len);
   if (!f.boosted) set_level(f, level_of_bytes(f.bytes_rcvd));

@@ -92,6 +92,7 @@ struct HeldAck {
   uint16_t window = 0;
   uint8_t flags = 0;  // SLUICE_PAC_EVF_*
   uint16_t frame_len = 0;
+  uint32_t req_bytes = 0;  // a held request: the response it sets going
   std::array<uint8_t, SLUICE_PAC_FRAME_MAX> frame{};
 };
 

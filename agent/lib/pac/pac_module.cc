@@ -247,6 +247,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   s->rodata->fail_open_ns = m.fail_open_ns;
   s->rodata->account_requests = m.cfg.account_requests ? 1 : 0;
   s->rodata->cap_to_response = m.cfg.cap_to_response ? 1 : 0;
+  s->rodata->hold_requests = m.cfg.hold_requests ? 1 : 0;
   s->rodata->n_local_ports = static_cast<__u32>(m.cfg.local_ports.size());
   for (size_t i = 0; i < m.cfg.local_ports.size(); ++i) {
     s->rodata->local_ports[i].lo = m.cfg.local_ports[i].lo;

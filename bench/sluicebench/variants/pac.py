@@ -50,6 +50,8 @@ class Pac(Variant):
         parser.add_argument("--pac-kill-at", type=float, default=0,
                             help="seconds after the point starts to kill -9 the agent (fail-open demo)")
 
+    extra_config = ""
+
     def __init__(self, args):
         super().__init__(args)
         self.agents = []
@@ -86,6 +88,7 @@ log_level = "info"
 enabled = false
 [pac]
 buffer_bytes = {thr}
+{self.extra_config}
 {extra}
 [[interface]]
 name = "{recv.ports[0].ifname}"
@@ -150,3 +153,14 @@ mechanisms = ["pac"]
         for d in self.mounts:
             subprocess.run(["umount", "-l", d], check=False)
         self.mounts = []
+
+
+@variant
+class PacRequests(Pac):
+    name = "pac-req"
+    help = "PAC with hold_requests: requests (our data segments) are held like ACKs, their trigger the response"
+    extra_config = "hold_requests = true"
+
+    @classmethod
+    def add_args(cls, parser):
+        pass  # shares the --pac-* options
