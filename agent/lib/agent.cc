@@ -35,6 +35,7 @@ static nlohmann::json pac_to_json(const PacConfig& p) {
   }
   return {{"buffer_bytes", p.buffer_bytes}, {"mlfq_level_bytes", p.mlfq_level_bytes}, {"lambda", p.lambda},
           {"ecn", p.ecn}, {"max_held", p.max_held}, {"max_hold_ms", p.max_hold_ms},
+          {"max_hold_request_ms", p.max_hold_request_ms},
           {"fail_open_ms", p.fail_open_ms}, {"reinject_mark", p.reinject_mark},
           {"idle_timeout_s", p.idle_timeout_s}, {"control_interval_min_us", p.control_interval_min_us},
           {"account_requests", p.account_requests}, {"cap_to_response", p.cap_to_response},

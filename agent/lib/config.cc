@@ -179,6 +179,7 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get("ecn", pc.ecn);
   s.get_int("max_held", pc.max_held, 1, 1 << 20);
   s.get_int("max_hold_ms", pc.max_hold_ms, 1, 10000);
+  s.get_int("max_hold_request_ms", pc.max_hold_request_ms, 1, 10000);
   s.get_int("fail_open_ms", pc.fail_open_ms, 10, 100);
   s.get_int("reinject_mark", pc.reinject_mark, 1, 0xffffffffll);
   s.get_int("idle_timeout_s", pc.idle_timeout_s, 1, 86400);

@@ -205,11 +205,10 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 }
 
 /* Trigger of a request (a data segment we send): its ACK part (eq. 3) or
- * the response it sets going, whichever is larger, the response counted up
- * to the threshold (a first flight beyond the buffer is lost whatever we do,
- * and a cwnd-limited sender sends less; the ACKs of the response account the
- * rest, capped by cap_to_response). `consume`: the request really leaves
- * now (resets the per-response counters); otherwise only a peek. */
+ * the response it sets going (the previous response's size), whichever is
+ * larger. With cap_to_response the ACKs of the response then trigger nothing
+ * beyond it. `consume`: the request really leaves now (resets the
+ * per-response counters); otherwise only a peek. */
 static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
 					     const struct sl_pkt *p, int consume)
 {
@@ -225,9 +224,8 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 	__u32 t = trigger_of(f, c, p);
 	if (!account_requests)
 		return t;
-	__u64 thr = pac.threshold;
-	if (b > thr)
-		b = thr;
+	if (b > (1u << 30))
+		b = 1u << 30;
 	return b > t ? (__u32)b : t;
 }
 
@@ -515,7 +513,7 @@ int pac_egress(struct __sk_buff *skb)
 	/* An empty pipe admits any single ACK: a trigger larger than the whole
 	 * threshold (a GSO-sized delta) must not wait forever. */
 	__s64 infl = pac.in_flight;
-	if (!held && (infl <= 0 || infl + (__s64)trig <= (__s64)pac.threshold)) {
+	if (!held && (infl <= 0 || !trig || infl + (__s64)trig <= (__s64)pac.threshold)) {
 		if (request)
 			trig = request_trigger(f, c, &p, 1);
 		__sync_fetch_and_add(&f->admitted, 1);
@@ -571,5 +569,9 @@ int pac_egress(struct __sk_buff *skb)
 	__sync_fetch_and_add(&f->diverted, 1);
 	bpf_ringbuf_submit(ev, 0);
 	sl_count(SLUICE_R_PAC_DIVERT, skb->len);
-	return SL_TC_SHOT;
+	/* A dropped pure ACK is forgotten by TCP. A dropped data segment is not
+	 * (NET_XMIT_DROP: TCP sends it again later, after a timer): a held
+	 * request must look sent, TC_ACT_STOLEN (honoured by cls_bpf only; tcx
+	 * turns it into NEXT, so hold_requests requires clsact). */
+	return request ? SL_TC_STOLEN : SL_TC_SHOT;
 }

@@ -7,5 +7,6 @@
 #define SL_TC_NEXT (-1)
 #define SL_TC_OK 0
 #define SL_TC_SHOT 2
+#define SL_TC_STOLEN 4 /* consumed: the sender sees NET_XMIT_SUCCESS (cls_bpf only) */
 
 #endif

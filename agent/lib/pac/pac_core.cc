@@ -307,7 +307,12 @@ size_t Engine::release(uint64_t now_ns) {
       std::vector<sluice_pac_flow_key> keys(l.begin(), l.end());
       for (const auto& k : keys) {
         Flow& f = flows_.at(k);
-        while (!f.q.empty() && now_ns > f.q.front().enq_ns && now_ns - f.q.front().enq_ns > p_.max_hold_ns) {
+        // A held request waits for its turn longer than an ACK: releasing
+        // it early sets a whole response going at once. (Its sender's TCP
+        // believes it sent; past its RTO it resends, and the duplicate is
+        // harmless to the peer.)
+        auto limit = [&](const HeldAck& a) { return a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns; };
+        while (!f.q.empty() && now_ns > f.q.front().enq_ns && now_ns - f.q.front().enq_ns > limit(f.q.front())) {
           send_head(f, now_ns, ReleaseWhy::MaxHold);
           ++sent;
         }
@@ -321,7 +326,9 @@ size_t Engine::release(uint64_t now_ns) {
     uint64_t thr = dp_.threshold();
     // An empty pipe releases any single ACK (its trigger may exceed the
     // whole threshold: GSO-sized deltas).
-    if (inflight > 0 && inflight + static_cast<int64_t>(trig) > static_cast<int64_t>(thr)) break;
+    // An ACK that triggers nothing new (its data was counted already, e.g.
+    // by its request) cannot overfill anything.
+    if (inflight > 0 && trig && inflight + static_cast<int64_t>(trig) > static_cast<int64_t>(thr)) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
   }

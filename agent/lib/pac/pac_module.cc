@@ -42,6 +42,7 @@ Params params_of(const PacConfig& c) {
   p.lambda = c.lambda;
   p.max_held = c.max_held;
   p.max_hold_ns = uint64_t(c.max_hold_ms) * 1'000'000ull;
+  p.max_hold_request_ns = uint64_t(c.max_hold_request_ms) * 1'000'000ull;
   p.ecn = c.ecn;
   return p;
 }
@@ -287,11 +288,16 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   if (!m.rb) throw SysError("PAC: ring buffer", errno);
   // Alive before attaching, so the first ACKs are already controlled.
   m.on_heartbeat();
+  // A held request must look sent to TCP (TC_ACT_STOLEN), which only
+  // cls_bpf honours; tcx turns it into "next". hold_requests therefore
+  // attaches through clsact whatever agent.attach_mode says.
+  AttachMode mode = m.cfg.hold_requests ? AttachMode::Clsact : ctx.attach_mode;
+  if (mode != ctx.attach_mode)
+    SLOG_INFO("PAC_CLSACT", "{}: pac.hold_requests needs TC_ACT_STOLEN: attaching through clsact", m.ifname);
   m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Ingress, bpf_program__fd(s->progs.pac_ingress),
-                                               "pac_ingress", kPrioPac, ctx.attach_mode,
-                                               ctx.config.agent.state_dir));
+                                               "pac_ingress", kPrioPac, mode, ctx.config.agent.state_dir));
   m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Egress, bpf_program__fd(s->progs.pac_egress),
-                                               "pac_egress", kPrioPac, ctx.attach_mode, ctx.config.agent.state_dir));
+                                               "pac_egress", kPrioPac, mode, ctx.config.agent.state_dir));
   m.rb_watch = ctx.loop.watch_readable(ring_buffer__epoll_fd(m.rb), [&m] { m.on_readable(); });
   uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });

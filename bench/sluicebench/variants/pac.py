@@ -159,7 +159,7 @@ mechanisms = ["pac"]
 class PacRequests(Pac):
     name = "pac-req"
     help = "PAC with hold_requests: requests (our data segments) are held like ACKs, their trigger the response"
-    extra_config = "hold_requests = true"
+    extra_config = "hold_requests = true\ncap_to_response = true"
 
     @classmethod
     def add_args(cls, parser):
