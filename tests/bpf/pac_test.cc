@@ -321,3 +321,48 @@ TEST_F(PacBpfPortsTest, OnlyConfiguredFlowsAreManaged) {
 }
 
 }  // namespace
+
+namespace {
+
+class PacBpfRequestsTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override {
+    s->rodata->hold_requests = 1;
+    s->rodata->cap_to_response = 1;
+  }
+};
+
+TEST_F(PacBpfRequestsTest, RequestsAreHeldLikeAcksAndLookSent) {
+  // The flow has answered one response of 4 MSS (between two requests).
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  PacketSpec req = ack(1000 + kMss, 0x18);
+  req.payload = 32;
+  st_->in_flight = 0;
+  ASSERT_EQ(run_tc(egress(), build(req)).retval, kNext) << "the first request fits: admitted";
+  for (uint32_t i = 1; i <= 4; ++i) ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(flow().cur_burst, 4u * kMss);
+  // The next request does not fit: held. It must look sent to TCP
+  // (TC_ACT_STOLEN), or TCP would send it again after a timer.
+  st_->in_flight = 9 * kMss;
+  PacketSpec req2 = ack(1000 + 5 * kMss, 0x18);
+  req2.payload = 32;
+  req2.seq = 33;
+  ASSERT_EQ(run_tc(egress(), build(req2)).retval, 4);
+  drain();
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].req_bytes, 4u * kMss) << "its trigger is the response it sets going";
+  EXPECT_EQ(flow().cur_burst, 4u * kMss) << "a held request does not end the response yet";
+  // Re-injected: now it leaves; the response counters restart.
+  st_->in_flight = 0;
+  ASSERT_EQ(run_marked(build(req2)).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(4 * kMss));
+  EXPECT_EQ(flow().cur_burst, 0u);
+  EXPECT_EQ(flow().burst_bytes, 4u * kMss);
+  EXPECT_EQ(flow().expect, 4u * kMss);
+  // cap_to_response: the response's own ACKs trigger nothing beyond it.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 5 * kMss))).retval, kNext);
+  st_->in_flight = 100 * kMss;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 6 * kMss))).retval, kNext)
+      << "an ACK with nothing left to trigger is admitted even above the threshold";
+}
+
+}  // namespace

@@ -345,6 +345,34 @@ TEST(PacEngine, NothingIsHeldLongerThanMaxHold) {
   EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{1000, 2000}));
 }
 
+TEST(PacEngine, HeldRequestsWaitLongerThanAcks) {
+  FakeDatapath dp;
+  dp.inflight = 1 << 30;
+  Params p;
+  p.max_hold_ns = 1'000'000;
+  p.max_hold_request_ns = 5'000'000;
+  Engine e(p, dp);
+  auto req = held(1, 1000, 1000, 1000);
+  req.req_bytes = 65536;  // a request: its trigger is the response it sets going
+  e.on_event(req, 0);
+  EXPECT_EQ(e.head_trigger(), 65536u);
+  EXPECT_EQ(e.release(2'000'000), 0u) << "an ACK would have gone by now, a request waits";
+  EXPECT_EQ(e.release(5'000'001), 1u);
+  EXPECT_EQ(e.stats().released_max_hold, 1u);
+}
+
+TEST(PacEngine, AnAckThatTriggersNothingIsNeverHeldBack) {
+  FakeDatapath dp;
+  dp.inflight = 100 * kMss;  // far above the threshold
+  dp.thr = 10 * kMss;
+  Engine e(Params{}, dp);
+  // ACK behind ACK_prev (reordered): trigger 0 per eq. (3): it cannot
+  // overfill anything, so Algorithm 1 lets it go.
+  e.on_event(held(1, 500, 500, 1000), 0);
+  EXPECT_EQ(e.head_trigger(), 0u);
+  EXPECT_EQ(e.release(1), 1u);
+}
+
 TEST(PacEngine, SendFailureIsCountedAndTheKernelToldOfTheLoss) {
   FakeDatapath dp;
   dp.fail = true;
