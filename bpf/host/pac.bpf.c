@@ -383,10 +383,12 @@ int pac_ingress(struct __sk_buff *skb)
 		f->rcv_high = p.seq + len;
 	}
 	/* Data our stack already acknowledged (even if that ACK is still held)
-	 * is a duplicate: its sender retransmitted after a timeout. A segment
-	 * filling a hole starts at or above ack_high and does not count. */
+	 * is a duplicate. One that starts at the last ACK we released (the
+	 * sender's snd_una) is a retransmission timeout: §III-D's stale case.
+	 * (A tail loss probe resends the highest segment instead and does not
+	 * count; a segment filling a hole starts at or above ack_high.) */
 	__u32 end = p.seq + len;
-	if (f->ack_high && !sl_seq_before(f->ack_high, end))
+	if (f->ack_high && !sl_seq_before(f->ack_high, end) && f->ack_valid && p.seq == f->last_ack)
 		__sync_fetch_and_add(&f->retrans_segs, 1);
 
 	struct tcp_opts o = {};

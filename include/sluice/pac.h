@@ -66,7 +66,7 @@ struct sluice_pac_flow {
 	__u32 mss;           /* largest segment seen (GSO: gso_size) */
 	__u32 ts_val_sent;   /* our TSval on the last ACK released */
 	__u32 srtt_us;       /* RTT from TCP timestamps, EWMA 1/8; 0 = none */
-	__u32 retrans_segs;  /* duplicates: data wholly below ack_high (a sender timed out) */
+	__u32 retrans_segs;  /* RTO duplicates: already-acked data starting at last_ack */
 	__u8 ack_valid;      /* last_ack holds a released ACK */
 	__u8 ce_seen;        /* a CE mark puts the flow in CA (§III-C) */
 	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */

@@ -239,8 +239,14 @@ TEST_F(PacBpfTest, UnknownFlowsWindowReopenAndIngressAccounting) {
   ASSERT_EQ(run_tc(ingress(), build(data(1000 + 3 * kMss))).retval, kNext);
   EXPECT_EQ(st_->in_flight, int64_t(100000 - 2 * kMss - kMss));
   EXPECT_EQ(flow().gap_bytes, 2u * kMss);
-  // A duplicate (already acknowledged by our stack) counts as a retransmission.
+  // A duplicate below the last released ACK (a tail loss probe) is not a
+  // timeout; one starting at the last released ACK (the sender's snd_una)
+  // while our stack acknowledged beyond it (ACK held) is: §III-D's stale case.
   ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  EXPECT_EQ(flow().retrans_segs, 0u);
+  st_->in_flight = 1 << 30;
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot);
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss))).retval, kNext);
   EXPECT_EQ(flow().retrans_segs, 1u);
   // CE puts the flow in congestion avoidance and counts for α.
   PacketSpec ce = data(1000 + 4 * kMss);
@@ -256,7 +262,7 @@ TEST_F(PacBpfTest, UnknownFlowsWindowReopenAndIngressAccounting) {
   ctx.gso_size = 100;
   PacketSpec big = data(1000 + 5 * kMss, 1000);
   ASSERT_EQ(run_tc(ingress(), build(big), &ctx, sizeof(ctx)).retval, kNext);
-  EXPECT_EQ(flow().data_pkts, 4u + 10u);
+  EXPECT_EQ(flow().data_pkts, 5u + 10u) << "five single segments so far, then one GSO skb of 10";
   // Not TCP, malformed: neutral verdict.
   PacketSpec udp;
   udp.proto = 17;
