@@ -86,6 +86,10 @@ def main(argv=None) -> int:
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
         p.add_argument("--no-build", action="store_true", help="do not build missing tools first")
         p.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+        p.add_argument("--fault", metavar="SPEC",
+                       help="inject faults with sluice-fault during every point, e.g. "
+                            "drop=0.001,seed=7 (keys: drop, corrupt, delay, delay-class, seed, proto, "
+                            "data-only, port=bottleneck|CLASS, hook=egress|ingress)")
         p.add_argument("--artifacts", metavar="DIR",
                        help="keep every point's raw outputs here: sluice-tg JSON and per-flow CSV, "
                             "sluice-qmon JSON and queue time series, tool logs")
@@ -122,6 +126,12 @@ def main(argv=None) -> int:
         print("bench/run: run as root (network namespaces, qdiscs, BPF)", file=sys.stderr)
         return 1
 
+    if getattr(args, "fault", None):
+        try:
+            core.parse_fault(args.fault)
+        except core.BenchError as e:
+            print(f"bench/run: {e}", file=sys.stderr)
+            return 2
     exp = exps[args.experiment](args)
     variants = [vars_[n](args) for n in names]
     signal.signal(signal.SIGTERM, _on_sigterm)

@@ -26,7 +26,7 @@ import sluicelab
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # Tools every experiment needs; experiments may set build_targets to add theirs.
-DEFAULT_TARGETS = ["sluice-tg", "sluice-qmon"]
+DEFAULT_TARGETS = ["sluice-tg", "sluice-qmon", "sluice-fault"]
 
 _EXPERIMENTS: dict = {}
 _VARIANTS: dict = {}
@@ -272,6 +272,51 @@ class Context:
         for p in procs:
             self.stop(p)
 
+    # -- fault injection --------------------------------------------------------
+    def start_faults(self, topo: sluicelab.Topology, tag: str) -> list:
+        """sluice-fault on the ports --fault names (the bottleneck by default,
+        or every port of a class); returns handles for stop_faults()."""
+        spec = getattr(self.args, "fault", None)
+        if not spec:
+            return []
+        f = parse_fault(spec)
+        ports = [topo.bottleneck] if f["port"] == "bottleneck" else topo.ports(f["port"])
+        if not ports:
+            raise BenchError(f"--fault: no port of class '{f['port']}' in this topology")
+        handles = []
+        for i, p in enumerate(ports):
+            out = os.path.join(self.tmp, f"fault-{tag}-{i}.json")
+            argv = [self.tool("sluice-fault"), "--dev", p.ifname, "--hook", f["hook"], "--json", out,
+                    "--state-dir", os.path.join(self.tmp, "fault-state")]
+            for k in ("drop", "corrupt", "delay", "delay-class", "seed", "proto"):
+                if k in f:
+                    argv += [f"--{k}", f[k]]
+            if f.get("data-only") not in (None, "0", ""):
+                argv += ["--data-only"]
+            proc = self.spawn(p.ns, argv, f"fault-{tag}-{i}")
+            handles.append({"proc": proc, "json": out})
+            self.wait_for_log(proc, "attached", timeout=10)
+        return handles
+
+    def stop_faults(self, handles: list) -> dict:
+        """Detaches and sums the counters: {"fault_dropped": n, ...}."""
+        if not handles:
+            return {}
+        tot = {"fault_dropped": 0, "fault_corrupted": 0, "fault_delayed": 0, "fault_candidates": 0}
+        for h in handles:
+            self.stop(h["proc"], signal.SIGTERM, grace=5)
+            try:
+                with open(h["json"]) as fh:
+                    j = json.load(fh)
+            except (OSError, ValueError):
+                raise BenchError(f"sluice-fault failed:\n{self.lab.log_of(h['proc'])[-2000:]}")
+            c = j["counters"]
+            tot["fault_candidates"] += j["candidates"]
+            tot["fault_dropped"] += c.get("DROP_FAULT", {}).get("packets", 0)
+            tot["fault_corrupted"] += c.get("PASS_FAULT_CORRUPTED", {}).get("packets", 0)
+            tot["fault_delayed"] += c.get("PASS_FAULT_DELAYED", {}).get("packets", 0)
+        return tot
+
     # -- queue monitor ---------------------------------------------------------
     def start_qmon(self, ports: list, name: str = "qmon", interval_us: int = 1000) -> Optional[dict]:
         """Starts sluice-qmon on the given lab ports; returns a handle for
@@ -299,6 +344,32 @@ class Context:
         self.save_artifacts(base + ".json", base + ".csv", base + ".log")
         with open(h["json"]) as f:
             return json.load(f)
+
+
+FAULT_KEYS = {"drop", "corrupt", "delay", "delay-class", "seed", "port", "hook", "proto", "data-only"}
+
+
+def parse_fault(spec: str) -> dict:
+    """--fault drop=0.01,seed=7[,corrupt=P][,delay=P,delay-class=1:20]
+    [,port=bottleneck|CLASS][,hook=egress|ingress][,proto=tcp|udp|any][,data-only=1]"""
+    out = {"port": "bottleneck", "hook": "egress"}
+    for item in spec.split(","):
+        if not item.strip():
+            continue
+        k, sep, v = item.partition("=")
+        k = k.strip()
+        if not sep or k not in FAULT_KEYS:
+            raise BenchError(f"--fault: bad item '{item}' (keys: {', '.join(sorted(FAULT_KEYS))})")
+        out[k] = v.strip()
+    for k in ("drop", "corrupt", "delay"):
+        if k in out:
+            try:
+                f = float(out[k])
+            except ValueError:
+                raise BenchError(f"--fault: {k}={out[k]} is not a number")
+            if not 0 <= f <= 1:
+                raise BenchError(f"--fault: {k} must be a fraction in [0, 1]")
+    return out
 
 
 def load_plugins():

@@ -73,11 +73,12 @@ class Fairness(Experiment):
         recv = topo.receivers[0]
         ctx.point = {"senders": n, "sender_hosts": topo.senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm = [], None
+        servers, qm, faults, fres = [], None, [], {}
         out = os.path.join(ctx.tmp, f"long-{v.name}.json")
         try:
             v.setup(ctx, topo)
             servers = ctx.start_servers(topo.senders, v.cc)
+            faults = ctx.start_faults(topo, f"long-{v.name}")
             q0 = topo.qdisc_stats(topo.bottleneck)
             qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-long-{v.name}")
             argv = ctx.tg() + ["long", "--to", ",".join(h.ip for h in topo.senders), "--conns", str(n),
@@ -92,11 +93,18 @@ class Fairness(Experiment):
             qmon = ctx.stop_qmon(qm)
             qm = None
             q1 = topo.qdisc_stats(topo.bottleneck)
+            fres = ctx.stop_faults(faults)
+            faults = []
             extra = v.metrics(ctx, topo) or {}
         finally:
             if qm:
                 try:
                     ctx.stop_qmon(qm)
+                except Exception:
+                    pass
+            if faults:
+                try:
+                    ctx.stop_faults(faults)
                 except Exception:
                     pass
             ctx.stop_all(servers)
@@ -121,6 +129,7 @@ class Fairness(Experiment):
                    "drops": q1.get("drops", 0) - q0.get("drops", 0),
                    "max_queue_bytes": qmon["ports"][0]["max_backlog_bytes"] if qmon else None,
                    "mean_queue_bytes": round(qmon["ports"][0]["mean_backlog_bytes"], 1) if qmon else None}
+            row.update(fres)
             row.update(extra)
             rows.append(row)
         return rows

@@ -83,12 +83,13 @@ class Fct(Experiment):
         senders, recv = topo.senders, topo.receivers[0]
         ctx.point = {"senders": len(senders), "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm = [], None
+        servers, qm, faults, fres = [], None, [], {}
         out = os.path.join(ctx.tmp, f"fct-{v.name}.json")
         rec = os.path.join(ctx.tmp, f"fct-{v.name}.csv")
         try:
             v.setup(ctx, topo)
             servers = ctx.start_servers(senders, v.cc)
+            faults = ctx.start_faults(topo, f"fct-{v.name}")
             q0 = topo.qdisc_stats(topo.bottleneck)
             qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-fct-{v.name}")
             argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
@@ -103,11 +104,18 @@ class Fct(Experiment):
             qmon = ctx.stop_qmon(qm)
             qm = None
             q1 = topo.qdisc_stats(topo.bottleneck)
+            fres = ctx.stop_faults(faults)
+            faults = []
             extra = v.metrics(ctx, topo) or {}
         finally:
             if qm:
                 try:
                     ctx.stop_qmon(qm)
+                except Exception:
+                    pass
+            if faults:
+                try:
+                    ctx.stop_faults(faults)
                 except Exception:
                     pass
             ctx.stop_all(servers)
@@ -123,6 +131,7 @@ class Fct(Experiment):
         if qmon and qmon["ports"]:
             common["max_queue_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
             common["mean_queue_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
+        common.update(fres)
         common.update(extra)
         rows = []
         for b in tg["buckets"]:

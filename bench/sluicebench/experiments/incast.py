@@ -219,12 +219,13 @@ class Incast(Experiment):
         recv = self.receiver
         ctx.point = {"senders": n, "repeat": rep, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm, bg, bgres = [], None, None, {}
+        servers, qm, bg, bgres, faults, fres = [], None, None, {}, [], {}
         tag = f"{v.name}-n{n}-r{rep}"
         try:
             v.setup(ctx, topo)
             bg = self.start_background(ctx, v, tag)
             servers = ctx.start_servers(senders, v.cc)
+            faults = ctx.start_faults(topo, tag)
             before = {h.ns: sluicelab.netns_counters(h.ns) for h in senders}
             q0 = topo.qdisc_stats(topo.bottleneck)
             qm = ctx.start_qmon(topo.switch_ports(), name=f"qmon-{tag}")
@@ -254,6 +255,8 @@ class Incast(Experiment):
                     ns[k] = ns.get(k, 0) + d.get(k, 0)
             bgres = self.stop_background(ctx, bg)
             bg = None
+            fres = ctx.stop_faults(faults)
+            faults = []
             extra = v.metrics(ctx, topo) or {}
         finally:
             if qm:
@@ -264,6 +267,11 @@ class Incast(Experiment):
             if bg:
                 try:
                     self.stop_background(ctx, bg)
+                except Exception:
+                    pass
+            if faults:
+                try:
+                    ctx.stop_faults(faults)
                 except Exception:
                     pass
             ctx.stop_all(servers)
@@ -316,6 +324,7 @@ class Incast(Experiment):
                 row["max_queue_pkts"] = port["max_backlog_pkts"]
             row["max_queue_by_class"] = {c: v_["max_backlog_bytes"] for c, v_ in qmon["classes"].items()}
         row.update(bgres)
+        row.update(fres)
         row.update(extra)
         return row
 
