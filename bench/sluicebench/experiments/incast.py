@@ -86,7 +86,7 @@ class Incast(Experiment):
                        help="bottleneck qdisc (TBF splits GSO into MTU frames)")
         p.add_argument("--burst", type=util.size, default=0,
                        help="token bucket burst in bytes (0 = 100 us at the rate, >= 2 frames)")
-        p.add_argument("--repeat", type=int, default=3,
+        p.add_argument("--repeat", type=int, default=5,
                        help="runs of --rounds rounds per point; the row is the run with the median goodput "
                             "and lists every run's goodput (one run of 10 rounds is noisy: whether a round "
                             "hits a 200 ms RTO is close to a coin flip at the collapse point)")
