@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 
 _SIZE = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
          "g": 1 << 30, "gb": 1 << 30}

@@ -11,7 +11,6 @@ One row per size bucket (and one for all flows) per variant.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 
