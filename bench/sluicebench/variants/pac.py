@@ -94,7 +94,14 @@ buffer_bytes = {thr}
 name = "{recv.ports[0].ifname}"
 mechanisms = ["pac"]
 """)
-            p = ctx.spawn(recv.ns, [ctx.tool("sluiced"), "--config", cfg], f"sluiced-pac-{tag}")
+            # The agent is on the path of every held ACK: when the traffic
+            # generator runs under SCHED_FIFO (--sched fifo, senders 10,
+            # receiver 11) the agent runs one level above it, or busy
+            # senders would starve the receiver's ACK clock.
+            pre = []
+            if getattr(args, "sched", "normal") == "fifo" and ctx._fifo_ok():
+                pre = ["chrt", "-f", "12"]
+            p = ctx.spawn(recv.ns, pre + [ctx.tool("sluiced"), "--config", cfg], f"sluiced-pac-{tag}")
             ctx.wait_for_log(p, "PAC_STARTED", timeout=10)
             self.agents.append((recv, p, f"{state}/sluiced.sock"))
         if args.pac_kill_at > 0:
