@@ -133,30 +133,38 @@ static __always_inline void sl_dctcp_init(struct sock *sk, struct sl_dctcp *ca)
 	sl_cc_count(reno_fallback);
 }
 
-/* DCTCP §3.1: α ← (1 − g)·α + g·F, once per window (snd_una passing the
- * snd_nxt remembered at the last update). */
+/* DCTCP §3.1: α ← (1 − g)·α + g·F with g = 1/2^shift_g and F =
+ * delivered_ce / delivered over the last window, in 1/1024 units. α·(1 − g)
+ * is never stuck at a small value: when α >> shift_g rounds to zero the
+ * remainder is dropped at once. */
+static __always_inline __u32 sl_dctcp_alpha_next(__u32 alpha, __u32 delivered, __u32 delivered_ce, __u32 shift)
+{
+	__u32 decay;
+
+	shift &= 31;
+	if (shift > 10)
+		shift = 10;
+	decay = alpha >> shift;
+	alpha -= decay ? decay : alpha;
+	if (delivered_ce) {
+		/* + g·F */
+		delivered_ce <<= (10 - shift);
+		delivered_ce /= sl_max_u32(1, delivered);
+		alpha = sl_min_u32(alpha + delivered_ce, SL_DCTCP_MAX_ALPHA);
+	}
+	return alpha;
+}
+
+/* Once per window: when snd_una passes the snd_nxt remembered at the last
+ * update. */
 static __always_inline void sl_dctcp_update_alpha(struct sock *sk, struct sl_dctcp *ca)
 {
 	struct tcp_sock *tp = sl_tp(sk);
 
 	if (ca->reno || sl_before(tp->snd_una, ca->next_seq))
 		return;
-	__u32 delivered = tp->delivered - ca->old_delivered;
-	__u32 delivered_ce = tp->delivered_ce - ca->old_delivered_ce;
-	__u32 alpha = ca->alpha;
-	__u32 shift = dctcp_shift_g & 31;
-	__u32 decay = alpha >> shift;
-
-	/* α·(1 − g), and never stuck at a small value: when α >> g rounds to
-	 * zero the remainder is dropped at once. */
-	alpha -= decay ? decay : alpha;
-	if (delivered_ce) {
-		/* + g·F with F = delivered_ce / delivered, in 1/1024 */
-		delivered_ce <<= (10 - (shift > 10 ? 10 : shift));
-		delivered_ce /= sl_max_u32(1, delivered);
-		alpha = sl_min_u32(alpha + delivered_ce, SL_DCTCP_MAX_ALPHA);
-	}
-	ca->alpha = alpha;
+	ca->alpha = sl_dctcp_alpha_next(ca->alpha, tp->delivered - ca->old_delivered,
+					tp->delivered_ce - ca->old_delivered_ce, dctcp_shift_g);
 	sl_dctcp_reset(tp, ca);
 	sl_cc_count(alpha_updates);
 }

@@ -117,7 +117,7 @@ static __always_inline void sl_pulser_on_ack(struct sl_pulser_brake *b, const st
 		return;
 
 	if (!sl_pulser_before(a->snd_una, b->brake_end)) {
-		__u32 restore = b->prev_cwnd > cwnd_safe ? b->prev_cwnd : cwnd_safe;
+		__u32 restore = b->prev_cwnd ? b->prev_cwnd : 1;
 		b->braking = 0;
 		out->event = SL_PULSER_RESTORE;
 		if (a->ca_state >= SL_PULSER_CA_CWR)
