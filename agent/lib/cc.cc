@@ -290,6 +290,7 @@ nlohmann::json RegisteredCc::status() const {
       {"alpha_updates", s.alpha_updates},
       {"ecn_cuts", s.ecn_cuts},
       {"loss_events", s.loss_events},
+      {"repairs", s.repairs},
   };
   if (params_.kind == CcKind::Pulser) {
     j["cwnd_safe"] = params_.pulser_cwnd_safe;

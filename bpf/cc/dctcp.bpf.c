@@ -32,6 +32,7 @@ __u32 BPF_PROG(sl_dctcp_ssthresh_cb, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(sl_dctcp_in_ack_event_cb, struct sock *sk, __u32 flags)
 {
+	sl_dctcp_sanitize(sk, ca_of(sk), 0);
 	sl_dctcp_update_alpha(sk, ca_of(sk));
 }
 
@@ -57,6 +58,17 @@ SEC("struct_ops")
 void BPF_PROG(sl_dctcp_cong_avoid_cb, struct sock *sk, __u32 ack, __u32 acked)
 {
 	tcp_reno_cong_avoid(sk, ack, acked);
+	ca_of(sk)->last_cwnd = sl_tp(sk)->snd_cwnd;
+}
+
+/* Called by TCP on the transmit path (tcp_tso_segs) right after an ACK is
+ * processed: the guard runs here too, so a bad cwnd is undone before it can
+ * send a burst. Returns the kernel's default tcp_min_tso_segs. */
+SEC("struct_ops")
+__u32 BPF_PROG(sl_dctcp_min_tso_segs_cb, struct sock *sk)
+{
+	sl_dctcp_sanitize(sk, ca_of(sk), 0);
+	return 2;
 }
 
 /* The variable name is the struct_ops map name the agent recognises as
@@ -70,6 +82,7 @@ struct tcp_congestion_ops sluice_dctcp = {
 	.cong_avoid = (void *)sl_dctcp_cong_avoid_cb,
 	.undo_cwnd = (void *)sl_dctcp_undo_cwnd_cb,
 	.set_state = (void *)sl_dctcp_set_state_cb,
+	.min_tso_segs = (void *)sl_dctcp_min_tso_segs_cb,
 	.flags = SL_TCP_CONG_NON_RESTRICTED | SL_TCP_CONG_NEEDS_ECN,
 	.name = "sluice_dctcp",
 };

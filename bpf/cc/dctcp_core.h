@@ -62,6 +62,8 @@ struct sl_dctcp {
 	__u32 ce_state;
 	__u32 loss_cwnd;
 	__u32 reno; /* no ECN on this connection: plain Reno */
+	__u32 last_cwnd; /* cwnd when one of our callbacks last ran */
+	__u32 known_ssthresh; /* the last ssthresh we returned, wrote or accepted */
 };
 
 static __always_inline struct tcp_sock *sl_tp(struct sock *sk)
@@ -120,6 +122,8 @@ static __always_inline void sl_dctcp_init(struct sock *sk, struct sl_dctcp *ca)
 		ca->loss_cwnd = 0;
 		ca->ce_state = 0;
 		ca->reno = 0;
+		ca->last_cwnd = tp->snd_cwnd;
+		ca->known_ssthresh = tp->snd_ssthresh;
 		sl_dctcp_reset(tp, ca);
 		return;
 	}
@@ -130,6 +134,8 @@ static __always_inline void sl_dctcp_init(struct sock *sk, struct sl_dctcp *ca)
 	 * "DCTCP without ECN"). */
 	ca->reno = 1;
 	ca->loss_cwnd = 0;
+	ca->last_cwnd = tp->snd_cwnd;
+	ca->known_ssthresh = tp->snd_ssthresh;
 	sl_cc_count(reno_fallback);
 }
 
@@ -169,6 +175,41 @@ static __always_inline void sl_dctcp_update_alpha(struct sock *sk, struct sl_dct
 	sl_cc_count(alpha_updates);
 }
 
+/* A guard against values no callback of ours produced. On the 6.18 host
+ * TCP occasionally entered CWR with an ssthresh that sluice_dctcp never
+ * returned (always 0x81100010, the low half of a kernel text address), and
+ * PRR then grew cwnd toward it by millions of segments in one ACK (README
+ * "A kernel anomaly"). No legitimate path moves cwnd or ssthresh past twice
+ * the largest window seen since our last callback (`extra`: a Pulser
+ * restore target), so anything beyond is put back: ssthresh to the DCTCP
+ * cut of the last sane window, cwnd to at most that window. */
+static __always_inline void sl_dctcp_sanitize(struct sock *sk, struct sl_dctcp *ca, __u32 extra)
+{
+	struct tcp_sock *tp = sl_tp(sk);
+	__u32 known = ca->known_ssthresh == 0x7fffffff ? 0 : ca->known_ssthresh;
+	__u32 ref = sl_max_u32(sl_max_u32(ca->last_cwnd, tp->prior_cwnd), sl_max_u32(extra, known));
+	__u32 bound;
+	__u32 ssthresh = tp->snd_ssthresh;
+	int repaired = 0;
+
+	ref = sl_max_u32(ref, 10);
+	bound = ref < 0x10000000 ? 2 * ref + 64 : 0x7ffffff0;
+	if (ssthresh != ca->known_ssthresh && ssthresh != 0x7fffffff) {
+		if (ssthresh > bound) {
+			tp->snd_ssthresh = sl_max_u32(ref - ((ref * (ca->alpha & 2047)) >> 11), 2);
+			repaired = 1;
+		}
+		ca->known_ssthresh = tp->snd_ssthresh;
+	}
+	if (tp->snd_cwnd > bound) {
+		tp->snd_cwnd = ref;
+		repaired = 1;
+	}
+	if (repaired)
+		sl_cc_count(repairs);
+	ca->last_cwnd = tp->snd_cwnd;
+}
+
 /* Window after an ECN cut: cwnd·(1 − α/2). Also the ssthresh for a loss
  * entering Recovery, which set_state turns into Reno's halving. */
 static __always_inline __u32 sl_dctcp_ssthresh(struct sock *sk, struct sl_dctcp *ca)
@@ -177,10 +218,13 @@ static __always_inline __u32 sl_dctcp_ssthresh(struct sock *sk, struct sl_dctcp 
 	__u32 cwnd = tp->snd_cwnd;
 
 	ca->loss_cwnd = cwnd;
-	if (ca->reno)
-		return sl_max_u32(cwnd >> 1, 2);
+	if (ca->reno) {
+		ca->known_ssthresh = sl_max_u32(cwnd >> 1, 2);
+		return ca->known_ssthresh;
+	}
 	sl_cc_count(ecn_cuts);
-	return sl_max_u32(cwnd - ((cwnd * ca->alpha) >> 11), 2);
+	ca->known_ssthresh = sl_max_u32(cwnd - ((cwnd * ca->alpha) >> 11), 2);
+	return ca->known_ssthresh;
 }
 
 static __always_inline void sl_dctcp_react_to_loss(struct sock *sk, struct sl_dctcp *ca)
@@ -189,6 +233,7 @@ static __always_inline void sl_dctcp_react_to_loss(struct sock *sk, struct sl_dc
 
 	ca->loss_cwnd = tp->snd_cwnd;
 	tp->snd_ssthresh = sl_max_u32(tp->snd_cwnd >> 1, 2);
+	ca->known_ssthresh = tp->snd_ssthresh;
 	sl_cc_count(loss_events);
 }
 

@@ -65,8 +65,10 @@ __u32 BPF_PROG(sl_pulser_ssthresh_cb, struct sock *sk)
 	__u32 s = sl_dctcp_ssthresh(sk, &ca->d);
 
 	/* While braking, any reduction aims at cwnd_safe (see pulser_core.h). */
-	if (ca->b.braking)
-		return pulser_cwnd_safe > 1 ? pulser_cwnd_safe : 1;
+	if (ca->b.braking) {
+		ca->d.known_ssthresh = pulser_cwnd_safe > 1 ? pulser_cwnd_safe : 1;
+		return ca->d.known_ssthresh;
+	}
 	return s;
 }
 
@@ -79,6 +81,7 @@ void BPF_PROG(sl_pulser_in_ack_event_cb, struct sock *sk, __u32 flags)
 	struct sl_pulser_ack a = {};
 	struct sl_pulser_action act;
 
+	sl_dctcp_sanitize(sk, &ca->d, ca->b.braking ? ca->b.prev_cwnd : 0);
 	sl_dctcp_update_alpha(sk, &ca->d);
 
 	st = bpf_sk_storage_get(&sl_ein_sk, sk, 0, 0);
@@ -100,8 +103,12 @@ void BPF_PROG(sl_pulser_in_ack_event_cb, struct sock *sk, __u32 flags)
 	sl_pulser_on_ack(&ca->b, &a, pulser_cwnd_safe, &act);
 	if (act.set_cwnd)
 		tp->snd_cwnd = sl_min_u32(act.set_cwnd, tp->snd_cwnd_clamp);
-	if (act.set_ssthresh)
+	if (act.set_ssthresh) {
 		tp->snd_ssthresh = act.set_ssthresh;
+		ca->d.known_ssthresh = act.set_ssthresh;
+	}
+	/* A restore's target is a window we saw: the guard's reference. */
+	ca->d.last_cwnd = sl_max_u32(tp->snd_cwnd, act.set_ssthresh);
 	switch (act.event) {
 	case SL_PULSER_BRAKE:
 		sl_cc_count(brakes);
@@ -129,6 +136,7 @@ void BPF_PROG(sl_pulser_cong_avoid_cb, struct sock *sk, __u32 ack, __u32 acked)
 	if (ca_of(sk)->b.braking)
 		return;
 	tcp_reno_cong_avoid(sk, ack, acked);
+	ca_of(sk)->d.last_cwnd = sl_tp(sk)->snd_cwnd;
 }
 
 SEC("struct_ops")
@@ -154,6 +162,16 @@ __u32 BPF_PROG(sl_pulser_undo_cwnd_cb, struct sock *sk)
 	return sl_dctcp_undo_cwnd(sk, &ca->d);
 }
 
+/* See sluice_dctcp's min_tso_segs: the guard before transmission. */
+SEC("struct_ops")
+__u32 BPF_PROG(sl_pulser_min_tso_segs_cb, struct sock *sk)
+{
+	struct sl_pulser *ca = ca_of(sk);
+
+	sl_dctcp_sanitize(sk, &ca->d, ca->b.braking ? ca->b.prev_cwnd : 0);
+	return 2;
+}
+
 SEC(".struct_ops")
 struct tcp_congestion_ops sluice_pulser = {
 	.init = (void *)sl_pulser_init_cb,
@@ -163,6 +181,7 @@ struct tcp_congestion_ops sluice_pulser = {
 	.cong_avoid = (void *)sl_pulser_cong_avoid_cb,
 	.undo_cwnd = (void *)sl_pulser_undo_cwnd_cb,
 	.set_state = (void *)sl_pulser_set_state_cb,
+	.min_tso_segs = (void *)sl_pulser_min_tso_segs_cb,
 	.flags = SL_TCP_CONG_NON_RESTRICTED | SL_TCP_CONG_NEEDS_ECN,
 	.name = "sluice_pulser",
 };

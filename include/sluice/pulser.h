@@ -61,6 +61,7 @@ struct sluice_cc_stats {
 	__u64 restores;       /* Pulser: window without EIN, cwnd restored */
 	__u64 brakes_abandoned; /* Pulser: RTO while braking, no restore */
 	__u64 ein_acks;       /* Pulser: ACKs on which a new echo was seen */
+	__u64 repairs;        /* impossible ssthresh/cwnd jumps undone (README "A kernel anomaly") */
 };
 
 /* ---- Switch: AQM marking state (one per port, array map of 1) ----------- */
@@ -105,7 +106,7 @@ struct sluice_aqm_script {
 static_assert(sizeof(sluice_ein_sk) == 56, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, ein_ns) == 8, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, restores) == 48, "sluice_ein_sk ABI");
-static_assert(sizeof(sluice_cc_stats) == 80, "sluice_cc_stats ABI");
+static_assert(sizeof(sluice_cc_stats) == 88, "sluice_cc_stats ABI");
 static_assert(offsetof(sluice_aqm_state, avg_gradient) == 24, "sluice_aqm_state ABI");
 static_assert(offsetof(sluice_aqm_state, ring) == 64, "sluice_aqm_state ABI");
 static_assert(sizeof(sluice_aqm_state) == 64 + 16 * SLUICE_AQM_RING, "sluice_aqm_state ABI");
