@@ -40,7 +40,14 @@ void print_status(const json& j) {
     }
   }
   if (j.contains("congestion_control"))
-    for (const auto& c : j["congestion_control"]) std::printf("congestion control %s\n", c.dump().c_str());
+    for (const auto& c : j["congestion_control"]) {
+      std::printf("congestion control %s (%s) %s", c.value("name", "?").c_str(), c.value("algorithm", "?").c_str(),
+                  c.value("registered", false) ? "registered" : "NOT registered");
+      for (auto it = c.begin(); it != c.end(); ++it)
+        if (it.key() != "name" && it.key() != "algorithm" && it.key() != "registered")
+          std::printf(" %s=%s", it.key().c_str(), it.value().dump().c_str());
+      std::printf("\n");
+    }
   std::printf("kernel features:");
   for (auto it = j["features"].begin(); it != j["features"].end(); ++it)
     std::printf(" %s=%s", it.key().c_str(), it.value()["ok"].get<bool>() ? "yes" : "no");
