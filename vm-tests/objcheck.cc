@@ -16,6 +16,8 @@
 // only verify them).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+
+#include "lib/netns.h"
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
@@ -136,27 +138,6 @@ std::string key_reason(const std::vector<std::string>& log) {
   for (auto it = log.rbegin(); it != log.rend(); ++it)
     if (!contains(*it, "failed to load object")) return *it;
   return log.empty() ? "" : log.back();
-}
-
-void veth_pair(const char* a, const char* b) {
-  nl_sock* sk = nl_socket_alloc();
-  if (!sk) throw std::runtime_error("nl_socket_alloc failed");
-  int rc = nl_connect(sk, NETLINK_ROUTE);
-  if (rc == 0) rc = rtnl_link_veth_add(sk, a, b, getpid());
-  if (rc == 0) {
-    for (const char* n : {a, b, "lo"}) {
-      rtnl_link* link = nullptr;
-      if (rtnl_link_get_kernel(sk, 0, n, &link) == 0) {
-        rtnl_link* change = rtnl_link_alloc();
-        rtnl_link_set_flags(change, IFF_UP);
-        rtnl_link_change(sk, link, change, 0);
-        rtnl_link_put(change);
-        rtnl_link_put(link);
-      }
-    }
-  }
-  nl_socket_free(sk);
-  if (rc < 0) throw std::runtime_error(std::string("create veth pair: ") + nl_geterror(rc));
 }
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -369,7 +350,7 @@ int main(int argc, char** argv) {
   at.register_struct_ops = register_struct_ops;
   try {
     if (unshare(CLONE_NEWNET) != 0) throw std::runtime_error(std::string("unshare(CLONE_NEWNET): ") + strerror(errno));
-    veth_pair("slck0", "slck1");
+    sluice::make_veth_pair("slck0", "slck1");
     at.ifindex = static_cast<int>(if_nametoindex("slck0"));
     if (!at.ifindex) throw std::runtime_error("veth slck0 not found after creating it");
   } catch (const std::exception& e) {

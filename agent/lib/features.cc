@@ -75,27 +75,6 @@ struct QuietLibbpf {
   ~QuietLibbpf() { libbpf_set_print(old); }
 };
 
-void veth_pair(const char* a, const char* b) {
-  nl_sock* sk = nl_socket_alloc();
-  if (!sk) throw Error("nl_socket_alloc");
-  int rc = nl_connect(sk, NETLINK_ROUTE);
-  if (rc == 0) rc = rtnl_link_veth_add(sk, a, b, getpid());
-  if (rc == 0) {
-    for (const char* n : {a, b, "lo"}) {
-      rtnl_link* link = nullptr;
-      if (rtnl_link_get_kernel(sk, 0, n, &link) == 0) {
-        rtnl_link* change = rtnl_link_alloc();
-        rtnl_link_set_flags(change, IFF_UP);
-        rtnl_link_change(sk, link, change, 0);
-        rtnl_link_put(change);
-        rtnl_link_put(link);
-      }
-    }
-  }
-  nl_socket_free(sk);
-  if (rc < 0) throw Error(std::string("create veth pair: ") + nl_geterror(rc));
-}
-
 }  // namespace
 
 std::string kernel_release() {
@@ -155,7 +134,7 @@ FeatureReport probe_features() {
   FeatureResult tc{false, "not probed"}, tcx{false, "not probed"}, xdp{false, "not probed"};
   try {
     run_in_new_netns([&] {
-      veth_pair("slprobe0", "slprobe1");
+      make_veth_pair("slprobe0", "slprobe1");
       int ifindex = static_cast<int>(if_nametoindex("slprobe0"));
       Skeleton<probe_basic> s;
       s.load();

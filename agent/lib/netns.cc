@@ -1,6 +1,10 @@
 #include "netns.h"
 
 #include <fcntl.h>
+#include <net/if.h>
+#include <netlink/netlink.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -48,6 +52,27 @@ void run_in_netns(const std::string& name, const std::function<void()>& fn) {
         if (rc != 0) throw SysError("setns " + path, e);
       },
       fn);
+}
+
+void make_veth_pair(const std::string& a, const std::string& b) {
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) throw Error("nl_socket_alloc");
+  int rc = nl_connect(sk, NETLINK_ROUTE);
+  if (rc == 0) rc = rtnl_link_veth_add(sk, a.c_str(), b.c_str(), getpid());
+  if (rc == 0) {
+    for (const std::string& n : {a, b, std::string("lo")}) {
+      rtnl_link* link = nullptr;
+      if (rtnl_link_get_kernel(sk, 0, n.c_str(), &link) == 0) {
+        rtnl_link* change = rtnl_link_alloc();
+        rtnl_link_set_flags(change, IFF_UP);
+        rtnl_link_change(sk, link, change, 0);
+        rtnl_link_put(change);
+        rtnl_link_put(link);
+      }
+    }
+  }
+  nl_socket_free(sk);
+  if (rc < 0) throw Error("create veth pair " + a + "/" + b + ": " + nl_geterror(rc));
 }
 
 }  // namespace sluice
