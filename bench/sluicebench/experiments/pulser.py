@@ -1,0 +1,279 @@
+"""pulser: Pulser's evaluation (pulser-ein §IV-V) on the star.
+
+Traffic, all toward one receiver through the marking switch port:
+  - Poisson flows at --loads of the link (sluice-tg flows): sizes from
+    bench/cdf/pulser.cdf, short flows uniform in 8-32 KB and 1 MB long
+    flows carrying 80% of the bytes (§IV);
+  - periodic incast bursts (sluice-tg incast): --incast-degree connections
+    spread over the sender hosts each answer --incast-bytes at once, every
+    --incast-gap-ms, for as long as the flows run.
+Every variant runs at every load in the same invocation (loads outer,
+variants inner), on the same topology and the same seeded workload.
+
+One row per variant and load:
+  short_fct_p50_us, short_fct_p99_us   Poisson flows <= 32 KB (request to last byte)
+  long_throughput_mbps                 mean over 1 MB flows of size / FCT
+  queue_max_bytes, queue_mean_bytes    bottleneck root qdisc (sluice-qmon, exact)
+  ce_marks, ein_marks                  packets the switch marked
+and detail: counts, drops, retransmissions, incast round times, the CC and
+echo counters of the variant.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+
+import sluicelab
+
+from ..core import TOP, BenchError, Experiment, experiment
+from .. import util
+
+
+def _pct(xs: list, q: float):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
+    return xs[k]
+
+
+@experiment
+class PulserExp(Experiment):
+    name = "pulser"
+    help = "Pulser vs DCTCP vs cubic: short-flow FCT and long-flow throughput with incast bursts (pulser-ein)"
+    default_variants = "cubic,dctcp,pulser"
+    build_targets = ["sluice-tg", "sluice-qmon", "sluice-fault", "sluiced", "sluicectl"]
+
+    @classmethod
+    def add_args(cls, p):
+        p.add_argument("--loads", default="0.6", help="offered loads of the Poisson flows, fractions of --rate")
+        p.add_argument("--flows", type=int, default=800, help="Poisson flows per variant and load")
+        p.add_argument("--seed", type=int, default=1, help="arrivals, sizes and servers (same for every variant)")
+        p.add_argument("--workload", default="pulser", help="CDF in bench/cdf/ or a path")
+        p.add_argument("--short-max", type=util.size, default=32768, help="largest short flow (bytes)")
+        p.add_argument("--long-min", type=util.size, default=1 << 20, help="smallest long flow (bytes)")
+        p.add_argument("--incast-degree", type=int, default=16, help="connections per incast burst (0: none)")
+        p.add_argument("--incast-bytes", type=util.size, default=20480, help="bytes per connection per burst")
+        p.add_argument("--incast-gap-ms", type=int, default=200, help="idle time between bursts")
+        p.add_argument("--hosts", type=int, default=16, help="sender hosts")
+        p.add_argument("--rate", type=util.rate, default=100, help="link rate in Mbit/s")
+        p.add_argument("--buffer", type=util.size, default=256 * 1024, help="switch port buffer in bytes")
+        p.add_argument("--mode", choices=("gso", "mtu"), default="mtu",
+                       help="mtu: one frame per skb (per-packet marking and EIN samples)")
+        p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
+        p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
+        p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
+
+    def cdf_path(self) -> str:
+        w = self.args.workload
+        p = w if os.path.sep in w or w.endswith(".cdf") else os.path.join(TOP, "bench", "cdf", w + ".cdf")
+        if not os.path.isfile(p):
+            raise BenchError(f"--workload {w}: no CDF file {p}")
+        return p
+
+    def params(self) -> dict:
+        a = self.args
+        return {"loads": self.loads, "flows": a.flows, "seed": a.seed,
+                "workload": os.path.relpath(self.cdf_path(), TOP), "short_max": a.short_max,
+                "long_min": a.long_min, "incast_degree": a.incast_degree, "incast_bytes": a.incast_bytes,
+                "incast_gap_ms": a.incast_gap_ms, "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer,
+                "mode": a.mode, "switch": a.switch,
+                "aqm_k_packets": getattr(a, "aqm_k", None),
+                "ein_samples": getattr(a, "aqm_ein_samples", None),
+                "ein_threshold": getattr(a, "aqm_ein_threshold", None),
+                "cwnd_safe": getattr(a, "pulser_cwnd_safe", None)}
+
+    def run(self, ctx, variants):
+        a = self.args
+        self.loads = [float(x) for x in a.loads.split(",") if x.strip()]
+        cdf = self.cdf_path()
+        ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
+        topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
+                              switch=a.switch)
+        rows = {v.name: [] for v in variants}
+        for load in self.loads:
+            for v in variants:
+                r = self.point(ctx, topo, v, cdf, load)
+                rows[v.name].append(r)
+                ctx.log(f"load {load:.0%} {v.name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
+                        f"p99 {r['short_fct_p99_us']:.0f} us, long {r['long_throughput_mbps']} Mbit/s, "
+                        f"queue mean {r['queue_mean_bytes']} max {r['queue_max_bytes']} B, "
+                        f"CE {r['ce_marks']} EIN {r['ein_marks']}")
+        return {"experiment": "pulser", "params": self.params(), "topology": topo.describe(), "variants": rows}
+
+    def point(self, ctx, topo, v, cdf, load) -> dict:
+        a = self.args
+        senders, recv = topo.senders, topo.receivers[0]
+        ctx.point = {"load": load, "sender_hosts": senders, "receiver": recv}
+        topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
+        tag = f"{v.name}-{int(load * 100)}"
+        out = os.path.join(ctx.tmp, f"pulser-flows-{tag}.json")
+        rec = os.path.join(ctx.tmp, f"pulser-flows-{tag}.csv")
+        iout = os.path.join(ctx.tmp, f"pulser-incast-{tag}.json")
+        servers, qm, inc = [], None, None
+        # Bursts for as long as the Poisson flows run (estimated from the
+        # workload's mean size).
+        mean = self._cdf_mean(cdf)
+        est_s = a.flows * mean * 8 / (load * a.rate * 1e6)
+        burst_ms = a.incast_degree * a.incast_bytes * 8 / (a.rate * 1e3)
+        rounds = max(3, int(est_s * 1000 / (a.incast_gap_ms + burst_ms * 2)))
+        try:
+            v.setup(ctx, topo)
+            servers = ctx.start_servers(senders, v.cc)
+            q0 = topo.qdisc_stats(topo.bottleneck)
+            qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-{tag}")
+            if a.incast_degree > 0:
+                iargv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
+                         "--conns", str(a.incast_degree), "--bytes", str(a.incast_bytes),
+                         "--rounds", str(rounds), "--warmup", "0", "--gap-ms", str(a.incast_gap_ms),
+                         "--link-mbps", str(a.rate), "--json", iout, "--timeout", str(a.timeout)]
+                if v.cc:
+                    iargv += ["--cc", v.cc]
+                inc = ctx.spawn(recv.ns, iargv, f"tg-incast-{tag}")
+            argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
+                    "--cdf", cdf, "--load", str(load), "--count", str(a.flows), "--seed", str(a.seed),
+                    "--link-mbps", str(a.rate), "--pool", str(a.pool), "--records", rec, "--json", out,
+                    "--timeout", str(a.timeout)]
+            if v.cc:
+                argv += ["--cc", v.cc]
+            ctx.run_tool(recv.ns, argv, f"tg-flows-{tag}", timeout=a.timeout + 60)
+            incast = None
+            if inc is not None:
+                try:
+                    inc.wait(timeout=60)
+                except Exception:
+                    ctx.log(f"{tag}: incast bursts outlasted the flows by 60 s; stopped")
+                ctx.stop(inc)
+                inc = None
+                if os.path.exists(iout):
+                    with open(iout) as f:
+                        incast = json.load(f)
+            qmon = ctx.stop_qmon(qm)
+            qm = None
+            q1 = topo.qdisc_stats(topo.bottleneck)
+            extra = v.metrics(ctx, topo) or {}
+            ctx.save_artifacts(os.path.basename(out), os.path.basename(rec), os.path.basename(iout))
+        finally:
+            if inc is not None:
+                try:
+                    ctx.stop(inc)
+                except Exception:
+                    pass
+            if qm:
+                try:
+                    ctx.stop_qmon(qm)
+                except Exception:
+                    pass
+            ctx.stop_all(servers)
+            v.teardown(ctx, topo)
+        return self.row(load, rec, out, incast, qmon, q0, q1, extra)
+
+    @staticmethod
+    def _cdf_mean(path: str) -> float:
+        pts = []
+        with open(path) as f:
+            for line in f:
+                line = line.split("#")[0].split()
+                if len(line) == 2:
+                    pts.append((float(line[0]), float(line[1])))
+        m = pts[0][0] * pts[0][1]
+        for (b0, p0), (b1, p1) in zip(pts, pts[1:]):
+            m += (p1 - p0) * (b0 + b1) / 2
+        return m
+
+    def row(self, load, rec, out, incast, qmon, q0, q1, extra) -> dict:
+        a = self.args
+        short, long_tput, n_long = [], [], 0
+        with open(rec) as f:
+            for r in csv.DictReader(f):
+                size, fct = int(r["size"]), float(r["fct_us"])
+                if size <= a.short_max:
+                    short.append(fct)
+                elif size >= a.long_min and fct > 0:
+                    n_long += 1
+                    long_tput.append(size * 8 / fct)  # bits per us = Mbit/s
+        with open(out) as f:
+            tg = json.load(f)
+        row = {
+            "load": load,
+            "short_fct_p50_us": round(_pct(short, 0.50), 1) if short else None,
+            "short_fct_p99_us": round(_pct(short, 0.99), 1) if short else None,
+            "long_throughput_mbps": round(statistics.mean(long_tput), 2) if long_tput else None,
+            "queue_max_bytes": None,
+            "queue_mean_bytes": None,
+            "ce_marks": extra.pop("ce_marks", None),
+            "ein_marks": extra.pop("ein_marks", None),
+            "short_flows": len(short),
+            "long_flows": n_long,
+            "short_fct_mean_us": round(statistics.mean(short), 1) if short else None,
+            "drops": q1.get("drops", 0) - q0.get("drops", 0),
+            "retrans_segs": tg["summary"]["retrans_segs"],
+            "rto_flows": tg["summary"]["rto_flows"],
+            "achieved_load": round(tg["summary"]["achieved_load"], 4),
+        }
+        if qmon and qmon["ports"]:
+            row["queue_max_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
+            row["queue_mean_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
+        if incast:
+            rms = [r["duration_us"] / 1e3 for r in incast.get("per_round", [])]
+            row["incast_rounds"] = len(rms)
+            row["incast_round_ms_p50"] = round(_pct(rms, 0.5), 2) if rms else None
+            row["incast_round_ms_p99"] = round(_pct(rms, 0.99), 2) if rms else None
+        row.update(extra)
+        return row
+
+    # -- presentation ----------------------------------------------------------
+    def table(self, result) -> str:
+        p = result["params"]
+        lines = [f"pulser: {p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, "
+                 f"{p['flows']} flows/point, incast {p['incast_degree']} x {p['incast_bytes']} B "
+                 f"every {p['incast_gap_ms']} ms",
+                 f"{'load':>5} {'variant':8} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
+                 f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
+        names = list(result["variants"])
+        for i, load in enumerate(p["loads"]):
+            for v in names:
+                r = result["variants"][v][i]
+                lines.append(f"{load:>5.0%} {v:8} {r['short_fct_p50_us'] or 0:>12.0f} "
+                             f"{r['short_fct_p99_us'] or 0:>12.0f} {r['long_throughput_mbps'] or 0:>11.2f} "
+                             f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
+                             f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
+                             f"{r.get('incast_round_ms_p50') or 0:>13.1f}")
+            if "dctcp" in names and "pulser" in names:
+                d, q = result["variants"]["dctcp"][i], result["variants"]["pulser"][i]
+                if d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
+                    lines.append(f"      pulser/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
+                                 f", long throughput x{q['long_throughput_mbps'] / d['long_throughput_mbps']:.2f}")
+        return "\n".join(lines)
+
+    def plot(self, result, path):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        p = result["params"]
+        names = list(result["variants"])
+        loads = [x * 100 for x in p["loads"]]
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        for v in names:
+            rows = result["variants"][v]
+            axes[0].plot(loads, [r["short_fct_p99_us"] / 1e3 for r in rows], "o-", label=f"{v} p99")
+            axes[0].plot(loads, [r["short_fct_p50_us"] / 1e3 for r in rows], "x--", label=f"{v} p50")
+            axes[1].plot(loads, [r["long_throughput_mbps"] for r in rows], "o-", label=v)
+            axes[2].plot(loads, [(r["queue_mean_bytes"] or 0) / 1e3 for r in rows], "o-", label=f"{v} mean")
+            axes[2].plot(loads, [(r["queue_max_bytes"] or 0) / 1e3 for r in rows], "x--", label=f"{v} max")
+        axes[0].set_ylabel("short-flow FCT (ms)")
+        axes[0].set_yscale("log")
+        axes[1].set_ylabel("long-flow throughput (Mbit/s)")
+        axes[2].set_ylabel("bottleneck queue (KB)")
+        for ax in axes:
+            ax.set_xlabel("load (%)")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+        axes[1].set_title(f"{p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, incast {p['incast_degree']} x "
+                          f"{p['incast_bytes'] // 1024} KB / {p['incast_gap_ms']} ms")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)

@@ -1,0 +1,211 @@
+"""cubic, dctcp, pulser: the Pulser comparison (pulser-ein).
+
+All three run the same switch: sluiced with mechanisms = ["aqm"] on the
+bottleneck port (DCTCP step marking at K and EIN marking, Pulser Alg. 1), so
+the only difference between them is the hosts:
+  cubic   kernel cubic, no ECN: CE never applies (Not-ECT), EIN is ignored;
+  dctcp   sluice_dctcp (BPF struct_ops) on senders and receiver;
+  pulser  sluice_pulser, and sluiced with mechanisms = ["ein"] on every host
+          (receivers echo EIN in ACKs, senders hand echoes to the CC).
+The congestion controls are registered by the switch's agent under names
+unique to the run (sl<runid>_d / _p) and unregistered when it stops.
+Extra row fields: ce_marks, ein_marks, incasts_detected (switch), and for
+dctcp/pulser the CC counters (cc_ecn_cuts, cc_brakes, cc_restores,
+cc_repairs, ...), for pulser echoes_set/echoes_received (hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from ..core import BenchError, Variant, variant
+
+
+def _sluicectl(ctx, ns, sock, cmd):
+    r = subprocess.run(["ip", "netns", "exec", ns, ctx.tool("sluicectl"), "--socket", sock, cmd, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=15)
+    if r.returncode != 0:
+        raise BenchError(f"sluicectl {cmd} failed: {r.stderr[-500:]}")
+    return json.loads(r.stdout)
+
+
+class _SluiceSwitch(Variant):
+    """Shared by cubic/dctcp/pulser: the marking switch, and (per subclass)
+    the congestion control it registers and the hosts' ein agents."""
+    build_targets = ["sluiced", "sluicectl"]
+    register = []        # congestion controls the switch agent registers
+    host_ein = False     # sluiced with ein on every host
+
+    @classmethod
+    def add_args(cls, parser):
+        if getattr(parser, "_sluice_pulser_args", False):
+            return
+        parser._sluice_pulser_args = True
+        g = parser.add_argument_group("cubic/dctcp/pulser variants (switch marking, congestion controls)")
+        g.add_argument("--aqm-k", type=int, default=20, help="ECN threshold K in packets (DCTCP step marking)")
+        g.add_argument("--aqm-ein-samples", type=int, default=50, help="Pulser Alg. 1 N")
+        g.add_argument("--aqm-ein-threshold", type=float, default=0.25,
+                       help="Pulser Alg. 1 EIN_threshold as a fraction of the line rate")
+        g.add_argument("--aqm-high-water", type=int, default=0,
+                       help="HighWaterMark in packets (0 = K, as in the paper)")
+        g.add_argument("--ein-bit", default="tos:0x04", help="[ein] bit")
+        g.add_argument("--ein-fresh-us", type=int, default=2000, help="[ein] echo_fresh_us")
+        g.add_argument("--pulser-cwnd-safe", type=int, default=4, help="Pulser cwnd_safe in segments")
+        g.add_argument("--dctcp-shift-g", type=int, default=4, help="DCTCP g = 1/2^shift_g")
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.agents = []      # (node ns, process, socket, role)
+        self.mounts = []
+        self.point_no = 0
+
+    def _bpffs(self, ctx):
+        d = os.path.join(ctx.tmp, "pulser-bpffs")
+        if d not in self.mounts:
+            os.makedirs(d, exist_ok=True)
+            subprocess.run(["mount", "-t", "bpf", "bpf", d], check=True)
+            self.mounts.append(d)
+        return d
+
+    def _names(self, ctx):
+        stem = f"sl{ctx.lab.runid}"
+        return stem + "_d", stem + "_p"
+
+    def _write(self, ctx, tag, body):
+        state = os.path.join(ctx.tmp, f"pulser-state-{tag}")
+        os.makedirs(state, exist_ok=True)
+        cfg = os.path.join(ctx.tmp, f"sluiced-{tag}.toml")
+        # One pin_root for every agent of the point: sl_ein_sk is shared by
+        # the hosts' ein programs and the switch agent's sluice_pulser.
+        with open(cfg, "w") as f:
+            f.write(f"""[agent]
+pin_root = "{self._bpffs(ctx)}/p{self.point_no}"
+state_dir = "{state}"
+control_socket = "{state}/sluiced.sock"
+log_level = "info"
+[metrics]
+enabled = false
+[ein]
+bit = "{self.args.ein_bit}"
+echo_fresh_us = {self.args.ein_fresh_us}
+{body}""")
+        return cfg, f"{state}/sluiced.sock"
+
+    def setup(self, ctx, topo):
+        a = self.args
+        self.point_no += 1
+        dname, pname = self._names(ctx)
+        if self.register == ["dctcp"]:
+            self.cc = dname
+        elif self.register == ["pulser"]:
+            self.cc = pname
+        regs = ", ".join(f'"{r}"' for r in self.register)
+        hw = f"ein_high_water = {a.aqm_high_water}\n" if a.aqm_high_water else ""
+        bn = topo.bottleneck
+        rate = getattr(a, "rate", 100)
+        cfg, sock = self._write(ctx, f"sw-{self.name}-{self.point_no}", f"""[cc]
+register = [{regs}]
+dctcp_name = "{dname}"
+pulser_name = "{pname}"
+dctcp_shift_g = {a.dctcp_shift_g}
+pulser_cwnd_safe = {a.pulser_cwnd_safe}
+[aqm]
+ecn_threshold_packets = {a.aqm_k}
+ein_samples = {a.aqm_ein_samples}
+ein_threshold = {a.aqm_ein_threshold}
+{hw}[[interface]]
+name = "{bn.ifname}"
+role = "switch-port"
+mechanisms = ["aqm"]
+line_rate_mbps = {int(rate)}
+""")
+        procs = [(bn.ns, ctx.spawn(bn.ns, [ctx.tool("sluiced"), "--config", cfg], f"sluiced-sw-{self.name}"),
+                  sock, "switch")]
+        if self.host_ein:
+            for h in topo.hosts:
+                hcfg, hsock = self._write(ctx, f"{h.name}-{self.name}-{self.point_no}", f"""[[interface]]
+name = "{h.ports[0].ifname}"
+role = "host"
+mechanisms = ["ein"]
+""")
+                procs.append((h.ns, ctx.spawn(h.ns, [ctx.tool("sluiced"), "--config", hcfg],
+                                              f"sluiced-{h.name}-{self.name}"), hsock, "host"))
+        self.agents = procs
+        for ns, p, sock, role in procs:
+            ctx.wait_for_log(p, "AGENT_STARTED", timeout=30)
+
+    def metrics(self, ctx, topo):
+        out = {"ce_marks": 0, "ein_marks": 0, "incasts_detected": 0}
+        for ns, p, sock, role in self.agents:
+            if p.poll() is not None:
+                out["agent_exited"] = p.returncode
+                continue
+            st = _sluicectl(ctx, ns, sock, "stats")
+            for ifc in st["interfaces"]:
+                for m in ifc["modules"]:
+                    s = m.get("stats", {})
+                    if m["name"] == "aqm":
+                        for k in ("ce_marks", "ein_marks", "incasts_detected", "not_ect_over_k"):
+                            out[k] = out.get(k, 0) + s.get(k, 0)
+                    elif m["name"] == "ein":
+                        for k in ("echoes_set", "echoes_received", "marks_recorded", "marks_unmanaged",
+                                  "echoes_stale"):
+                            out[k] = out.get(k, 0) + s.get(k, 0)
+            if role == "switch" and self.register:
+                status = _sluicectl(ctx, ns, sock, "status")
+                for c in status.get("congestion_control", []):
+                    for k in ("sockets", "alpha_updates", "ecn_cuts", "loss_events", "repairs", "brakes",
+                              "brake_extends", "restores", "brakes_abandoned", "ein_acks"):
+                        if k in c:
+                            out[f"cc_{k}"] = c[k]
+        return out
+
+    def teardown(self, ctx, topo):
+        # Hosts first, the switch (which holds the registrations) last.
+        for ns, p, sock, role in reversed(self.agents):
+            try:
+                ctx.stop(p)
+            except Exception:
+                pass
+        self.agents = []
+        for d in self.mounts:
+            subprocess.run(["umount", "-l", d], check=False)
+        self.mounts = []
+
+
+@variant
+class Cubic(_SluiceSwitch):
+    name = "cubic"
+    help = "kernel cubic without ECN through the marking switch (CE never applies to Not-ECT)"
+    cc = "cubic"
+    ecn = False
+    register = []
+
+
+@variant
+class Dctcp(_SluiceSwitch):
+    name = "dctcp"
+    help = "sluice_dctcp (BPF struct_ops DCTCP) with ECN, step marking at K"
+    cc = "sluice_dctcp"
+    ecn = True
+    register = ["dctcp"]
+
+    @classmethod
+    def add_args(cls, parser):
+        _SluiceSwitch.add_args(parser)
+
+
+@variant
+class Pulser(_SluiceSwitch):
+    name = "pulser"
+    help = "sluice_pulser (DCTCP + EIN brake), ein on every host, EIN marking (Pulser Alg. 1)"
+    cc = "sluice_pulser"
+    ecn = True
+    register = ["pulser"]
+    host_ein = True
+
+    @classmethod
+    def add_args(cls, parser):
+        _SluiceSwitch.add_args(parser)
