@@ -58,6 +58,8 @@ class Alg1 {
 
 class AqmTest : public ::testing::Test {
  protected:
+  // aqm reads the qdisc backlog through bpf_cast_to_kern_ctx.
+  void SetUp() override { SLUICE_REQUIRE_KERNEL(6, 2, "aqm (bpf_cast_to_kern_ctx)"); }
   void load(const AqmParams& p) {
     require_root();
     skel_ = std::make_unique<Skeleton<aqm>>();

@@ -1,8 +1,10 @@
 #include "lib/prog_test.h"
 
 #include <linux/bpf.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace sluice::test {
@@ -45,6 +47,14 @@ void run_table(int prog_fd, const std::vector<BpfCase>& cases, bool xdp) {
 
 void require_root() {
   ASSERT_EQ(geteuid(), 0u) << "BPF tests need root (CAP_BPF, CAP_NET_ADMIN); run them as root";
+}
+
+bool kernel_at_least(int major, int minor) {
+  struct utsname u {};
+  if (uname(&u) != 0) return true;  // unknown: run the test
+  int ma = 0, mi = 0;
+  if (sscanf(u.release, "%d.%d", &ma, &mi) != 2) return true;
+  return ma > major || (ma == major && mi >= minor);
 }
 
 }  // namespace sluice::test

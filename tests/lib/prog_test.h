@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/packet.h"
+#include "lib/features.h"
 
 struct __sk_buff;
 
@@ -45,5 +46,23 @@ void run_table(int prog_fd, const std::vector<BpfCase>& cases, bool xdp = false)
 // Whether the kernel says we are root with CAP_BPF/CAP_SYS_ADMIN; tests that
 // need BPF fail loudly (not skip) without it.
 void require_root();
+
+// Whether uname's release is at least major.minor.
+bool kernel_at_least(int major, int minor);
+
+}  // namespace sluice::test
+
+// Skips the current test, printing why, when the running kernel is older than
+// the release that added `what`. On a kernel new enough to have the feature
+// the test runs and fails loudly if the feature does not work. Use in a test
+// body or SetUp().
+#define SLUICE_REQUIRE_KERNEL(major, minor, what)                                           \
+  do {                                                                                      \
+    if (!::sluice::test::kernel_at_least(major, minor))                                     \
+      GTEST_SKIP() << (what) << " needs Linux " #major "." #minor "+; this kernel is "    \
+                   << ::sluice::kernel_release();                                           \
+  } while (0)
+
+namespace sluice::test {
 
 }  // namespace sluice::test

@@ -1,9 +1,23 @@
 #!/bin/bash
 # The BPF_PROG_TEST_RUN tables (ctest label `bpf`) against this kernel.
 # sluice-objcheck ran in the previous step, so its ctest entries are left out.
+# Tests for features this kernel predates skip with a reason; the reasons are
+# printed here and named in the summary.
 # vm-timeout: 200
 . "$SLUICE_VM_STEPLIB"
 
 cd "$BUILD" || vm_fail "no build directory"
-ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 ||
+log=/tmp/bpf-ctest.log
+ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 -V >"$log" 2>&1
+rc=$?
+grep -E '^[0-9]+/[0-9]+ Test|^[0-9]+% tests' "$log"
+skipped=$(grep -cE '^[0-9]+: \[  SKIPPED \] [^ ]+ \([0-9]+ ms\)' "$log")
+if [ "$skipped" -gt 0 ]; then
+  reasons=$(grep -E '^[0-9]+: .*needs Linux' "$log" | sed 's/^[0-9]*: //; s/; this kernel is.*//' | sort -u)
+  while read -r l; do vm_log "skip: $l"; done <<<"$reasons"
+  vm_note "$skipped test cases skipped: $(paste -sd, <<<"$reasons")"
+fi
+if [ $rc -ne 0 ]; then
+  cat "$log"
   vm_fail "ctest -L bpf failed on $(uname -r)"
+fi
