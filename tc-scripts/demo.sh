@@ -1,16 +1,70 @@
 #!/usr/bin/env bash
-# sluice demo (README command 1): builds what is missing, then runs sluiced
-# on a veth pair between two network namespaces on this machine, drives real
-# TCP traffic through it and prints the live counters sluiced reports.
-# Everything it creates carries the prefix sld<pid> and is removed on exit,
-# error or Ctrl-C.
+# sluice demo (README command 1). Builds what is missing, then, on this one
+# machine (network namespaces, no real network needed):
+#
+#   demo.sh [incast]   the main job: N synchronized senders (default 32)
+#                      answer one receiver through a 1 Gbit/s switch port with
+#                      a 128 KB buffer, first with plain kernel TCP, then with
+#                      sluiced running PAC on the receiver; prints goodput,
+#                      rounds that hit a retransmission timeout, held ACKs and
+#                      the ACK delay PAC added, side by side.
+#   demo.sh counters   sluiced on a veth pair between two namespaces, real
+#                      iperf3 traffic, the live per-flow counters it reports.
+#
+# Environment: DEMO_SENDERS (32), DEMO_ROUNDS (10), DEMO_PAC_VARIANT (the
+# bench/run variant used for PAC), DEMO_SECONDS (counters: 8).
+# Everything it creates carries a unique prefix (sll<id>- for the incast lab,
+# sld<pid> for counters) and is removed on exit, error or Ctrl-C.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${SLUICE_BUILD_DIR:-$top/build}
 secs=${DEMO_SECONDS:-8}
+mode=${1:-incast}
 
+case $mode in
+  incast | counters) ;;
+  -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "demo: unknown mode '$mode' (want incast or counters; --help)" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" -ne 0 ]; then echo "demo: run as root (network namespaces, BPF)" >&2; exit 1; fi
 "$top/tc-scripts/install-deps.sh"
+
+if [ "$mode" = incast ]; then
+  senders=${DEMO_SENDERS:-32}
+  rounds=${DEMO_ROUNDS:-10}
+  pac=${DEMO_PAC_VARIANT:-pac-req}
+  [[ $senders =~ ^[0-9]+$ && $senders -ge 1 && $senders -le 256 ]] || { echo "demo: DEMO_SENDERS=$senders: want 1..256" >&2; exit 2; }
+  [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || { echo "demo: DEMO_ROUNDS=$rounds: want a positive number" >&2; exit 2; }
+  out=$(mktemp -d /tmp/sluice-demo.XXXXXX)
+  echo "== incast: $senders senders x 64 KB per round, $rounds rounds, 1 Gbit/s bottleneck, 128 KB buffer"
+  echo "   plain kernel TCP (cubic), then PAC ($pac) on the receiver; results in $out"
+  SLUICE_BUILD_DIR=$build "$top/bench/run" incast --variants "baseline,$pac" --senders "$senders" \
+    --rounds "$rounds" --profile 1g-gso --json "$out/incast.json" --png "$out/incast.png"
+  python3 - "$out/incast.json" "$pac" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+pac = sys.argv[2]
+def row(v):
+    rows = d["variants"].get(v) or [{}]
+    return rows[-1]
+b, p = row("baseline"), row(pac)
+print("== summary")
+for name, r in (("plain TCP", b), ("PAC", p)):
+    if not r:
+        print(f"   {name:9s}: no result"); continue
+    line = (f"   {name:9s}: {r['goodput_mbps']:7.1f} Mbit/s = {100 * r['goodput_mbps'] / r['link_mbps']:4.1f}% of the link,"
+            f" median round {r.get('round_ms_p50', 0):.1f} ms, {r['rto_rounds']}/{r['rounds']} rounds hit an RTO, {r.get('drops', 0)} drops at the switch")
+    if "held_acks" in r:
+        line += f"; {r['held_acks']} ACKs held, p99 added ACK delay {r.get('p99_ack_delay_us', 0)} us"
+    print(line)
+if b and p and b.get("goodput_mbps"):
+    print(f"   PAC / plain TCP goodput: {p['goodput_mbps'] / b['goodput_mbps']:.2f}x")
+PY
+  echo "== the full experiment and what it measures: README.md (PAC, Lab and experiments)"
+  exit 0
+fi
+
+# counters mode
 if [ ! -x "$build/agent/sluiced" ] || [ ! -x "$build/agent/sluicectl" ]; then
   echo "demo: building sluice in $build"
   cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
