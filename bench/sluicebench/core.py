@@ -346,6 +346,85 @@ class Context:
             return json.load(f)
 
 
+class Measurement:
+    """One measured point of a variant, as a context manager:
+
+        with Measurement(ctx, topo, v, tag) as m:
+            m.start(server_hosts, qmon_ports)   # servers, faults, queue monitor
+            ctx.run_tool(...)                   # the traffic
+            m.finish()                          # m.qmon, m.q0/m.q1, m.faults, m.extra
+
+    setup() of the variant runs on entry. finish() stops the queue monitor,
+    reads the bottleneck counters again, runs the stops registered with
+    stop_on_finish() (results in m.results), stops the faults and collects
+    the variant's metrics. On exit the servers stop and the variant is torn
+    down; whatever finish() did not reach (an error) is stopped best effort.
+    """
+
+    def __init__(self, ctx: "Context", topo: sluicelab.Topology, v: Variant, tag: str):
+        self.ctx, self.topo, self.v, self.tag = ctx, topo, v, tag
+        self.qmon: Optional[dict] = None
+        self.q0: dict = {}
+        self.q1: dict = {}
+        self.faults: dict = {}
+        self.extra: dict = {}
+        self.results: dict = {}
+        self._servers: list = []
+        self._qm = None
+        self._fault_handles: list = []
+        self._stops: list = []
+
+    def __enter__(self) -> "Measurement":
+        try:
+            self.v.setup(self.ctx, self.topo)
+        except BaseException:
+            self.v.teardown(self.ctx, self.topo)
+            raise
+        return self
+
+    def stop_on_finish(self, name: str, fn):
+        self._stops.append((name, fn))
+
+    def start(self, server_hosts: list, qmon_ports: list, qmon_name: Optional[str] = None):
+        self._servers = self.ctx.start_servers(server_hosts, self.v.cc)
+        self._fault_handles = self.ctx.start_faults(self.topo, self.tag)
+        self.q0 = self.topo.qdisc_stats(self.topo.bottleneck)
+        self._qm = self.ctx.start_qmon(qmon_ports, name=qmon_name or f"qmon-{self.tag}")
+
+    def finish(self):
+        qm, self._qm = self._qm, None
+        self.qmon = self.ctx.stop_qmon(qm)
+        self.q1 = self.topo.qdisc_stats(self.topo.bottleneck)
+        stops, self._stops = self._stops, []
+        for name, fn in stops:
+            self.results[name] = fn()
+        handles, self._fault_handles = self._fault_handles, []
+        self.faults = self.ctx.stop_faults(handles)
+        self.extra = self.v.metrics(self.ctx, self.topo) or {}
+
+    def bottleneck_delta(self, key: str) -> int:
+        """How much a bottleneck qdisc counter (drops, bytes, ...) grew."""
+        return self.q1.get(key, 0) - self.q0.get(key, 0)
+
+    def __exit__(self, *exc):
+        best_effort = []
+        if self._qm:
+            best_effort.append(lambda qm=self._qm: self.ctx.stop_qmon(qm))
+        best_effort += [fn for _, fn in self._stops]
+        if self._fault_handles:
+            best_effort.append(lambda h=self._fault_handles: self.ctx.stop_faults(h))
+        for fn in best_effort:
+            try:
+                fn()
+            except Exception:
+                pass
+        try:
+            self.ctx.stop_all(self._servers)
+        finally:
+            self.v.teardown(self.ctx, self.topo)
+        return False
+
+
 FAULT_KEYS = {"drop", "corrupt", "delay", "delay-class", "seed", "port", "hook", "proto", "data-only"}
 
 

@@ -16,6 +16,7 @@ import os
 
 import sluicelab
 
+from .. import core
 from ..core import BenchError, Experiment, experiment
 from .. import util
 
@@ -73,14 +74,9 @@ class Fairness(Experiment):
         recv = topo.receivers[0]
         ctx.point = {"senders": n, "sender_hosts": topo.senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm, faults, fres = [], None, [], {}
         out = os.path.join(ctx.tmp, f"long-{v.name}.json")
-        try:
-            v.setup(ctx, topo)
-            servers = ctx.start_servers(topo.senders, v.cc)
-            faults = ctx.start_faults(topo, f"long-{v.name}")
-            q0 = topo.qdisc_stats(topo.bottleneck)
-            qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-long-{v.name}")
+        with core.Measurement(ctx, topo, v, f"long-{v.name}") as m:
+            m.start(topo.senders, [topo.bottleneck])
             argv = ctx.tg() + ["long", "--to", ",".join(h.ip for h in topo.senders), "--conns", str(n),
                                "--duration", str(duration), "--interval-ms", str(a.interval_ms),
                                "--starts", ",".join(f"{s:g}" for s in starts),
@@ -90,25 +86,8 @@ class Fairness(Experiment):
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-long-{v.name}", timeout=duration + 60)
             ctx.save_artifacts(f"long-{v.name}.json", f"tg-long-{v.name}.log")
-            qmon = ctx.stop_qmon(qm)
-            qm = None
-            q1 = topo.qdisc_stats(topo.bottleneck)
-            fres = ctx.stop_faults(faults)
-            faults = []
-            extra = v.metrics(ctx, topo) or {}
-        finally:
-            if qm:
-                try:
-                    ctx.stop_qmon(qm)
-                except Exception:
-                    pass
-            if faults:
-                try:
-                    ctx.stop_faults(faults)
-                except Exception:
-                    pass
-            ctx.stop_all(servers)
-            v.teardown(ctx, topo)
+            m.finish()
+        qmon = m.qmon
         with open(out) as f:
             tg = json.load(f)
         rows = []
@@ -126,11 +105,11 @@ class Fairness(Experiment):
             row = {"phase": k, "active": len(active), "aggregate_mbps": round(agg, 1),
                    "utilisation": round(agg / a.rate, 4), "jain": round(jain, 4),
                    "flow_mbps": [round(x, 1) for x in per_flow], "samples": len(samples),
-                   "drops": q1.get("drops", 0) - q0.get("drops", 0),
+                   "drops": m.bottleneck_delta("drops"),
                    "max_queue_bytes": qmon["ports"][0]["max_backlog_bytes"] if qmon else None,
                    "mean_queue_bytes": round(qmon["ports"][0]["mean_backlog_bytes"], 1) if qmon else None}
-            row.update(fres)
-            row.update(extra)
+            row.update(m.faults)
+            row.update(m.extra)
             rows.append(row)
         return rows
 

@@ -16,6 +16,7 @@ import os
 
 import sluicelab
 
+from .. import core
 from ..core import TOP, BenchError, Experiment, experiment
 from .. import util
 
@@ -82,15 +83,10 @@ class Fct(Experiment):
         senders, recv = topo.senders, topo.receivers[0]
         ctx.point = {"senders": len(senders), "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm, faults, fres = [], None, [], {}
         out = os.path.join(ctx.tmp, f"fct-{v.name}.json")
         rec = os.path.join(ctx.tmp, f"fct-{v.name}.csv")
-        try:
-            v.setup(ctx, topo)
-            servers = ctx.start_servers(senders, v.cc)
-            faults = ctx.start_faults(topo, f"fct-{v.name}")
-            q0 = topo.qdisc_stats(topo.bottleneck)
-            qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-fct-{v.name}")
+        with core.Measurement(ctx, topo, v, f"fct-{v.name}") as m:
+            m.start(senders, [topo.bottleneck])
             argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
                     "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed),
                     "--link-mbps", str(a.rate), "--pool", str(a.pool), "--scale", str(a.size_scale),
@@ -100,28 +96,11 @@ class Fct(Experiment):
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-flows-{v.name}", timeout=a.timeout + 60)
             ctx.save_artifacts(f"fct-{v.name}.json", f"fct-{v.name}.csv", f"tg-flows-{v.name}.log")
-            qmon = ctx.stop_qmon(qm)
-            qm = None
-            q1 = topo.qdisc_stats(topo.bottleneck)
-            fres = ctx.stop_faults(faults)
-            faults = []
-            extra = v.metrics(ctx, topo) or {}
-        finally:
-            if qm:
-                try:
-                    ctx.stop_qmon(qm)
-                except Exception:
-                    pass
-            if faults:
-                try:
-                    ctx.stop_faults(faults)
-                except Exception:
-                    pass
-            ctx.stop_all(servers)
-            v.teardown(ctx, topo)
+            m.finish()
+        qmon = m.qmon
         with open(out) as f:
             tg = json.load(f)
-        common = {"drops": q1.get("drops", 0) - q0.get("drops", 0),
+        common = {"drops": m.bottleneck_delta("drops"),
                   "retrans_segs": tg["summary"]["retrans_segs"],
                   "rto_flows": tg["summary"]["rto_flows"],
                   "achieved_load": round(tg["summary"]["achieved_load"], 4),
@@ -130,8 +109,8 @@ class Fct(Experiment):
         if qmon and qmon["ports"]:
             common["max_queue_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
             common["mean_queue_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
-        common.update(fres)
-        common.update(extra)
+        common.update(m.faults)
+        common.update(m.extra)
         rows = []
         for b in tg["buckets"]:
             rows.append(self.row(b, b["min_bytes"], b["max_bytes"], common))

@@ -16,6 +16,7 @@ import os
 
 import sluicelab
 
+from .. import core
 from ..core import BenchError, Experiment, experiment
 from .. import util
 
@@ -218,17 +219,13 @@ class Incast(Experiment):
         recv = self.receiver
         ctx.point = {"senders": n, "repeat": rep, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        servers, qm, bg, bgres, faults, fres = [], None, None, {}, [], {}
         tag = f"{v.name}-n{n}-r{rep}"
-        try:
-            v.setup(ctx, topo)
+        out = os.path.join(ctx.tmp, f"incast-{tag}.json")
+        with core.Measurement(ctx, topo, v, tag) as m:
             bg = self.start_background(ctx, v, tag)
-            servers = ctx.start_servers(senders, v.cc)
-            faults = ctx.start_faults(topo, tag)
+            m.stop_on_finish("background", lambda: self.stop_background(ctx, bg))
+            m.start(senders, topo.switch_ports())
             before = {h.ns: sluicelab.netns_counters(h.ns) for h in senders}
-            q0 = topo.qdisc_stats(topo.bottleneck)
-            qm = ctx.start_qmon(topo.switch_ports(), name=f"qmon-{tag}")
-            out = os.path.join(ctx.tmp, f"incast-{tag}.json")
             argv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
                     "--conns", str(n), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
                     "--gap-ms", str(a.gap_ms), "--link-mbps", str(a.rate), "--json", out, "--per-flow",
@@ -243,38 +240,14 @@ class Incast(Experiment):
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-incast-{tag}", timeout=a.timeout + 30)
             ctx.save_artifacts(f"incast-{tag}.json", f"tg-incast-{tag}.log")
-            qmon = ctx.stop_qmon(qm)
-            qm = None
-            q1 = topo.qdisc_stats(topo.bottleneck)
             ns = {}
             for h in senders:
                 d = sluicelab.counters_delta(before[h.ns], sluicelab.netns_counters(h.ns))
                 for k in ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPLossProbes",
                           "TcpExt.TCPSpuriousRTOs"):
                     ns[k] = ns.get(k, 0) + d.get(k, 0)
-            bgres = self.stop_background(ctx, bg)
-            bg = None
-            fres = ctx.stop_faults(faults)
-            faults = []
-            extra = v.metrics(ctx, topo) or {}
-        finally:
-            if qm:
-                try:
-                    ctx.stop_qmon(qm)
-                except Exception:
-                    pass
-            if bg:
-                try:
-                    self.stop_background(ctx, bg)
-                except Exception:
-                    pass
-            if faults:
-                try:
-                    ctx.stop_faults(faults)
-                except Exception:
-                    pass
-            ctx.stop_all(servers)
-            v.teardown(ctx, topo)
+            m.finish()
+        qmon = m.qmon
         with open(out) as f:
             tg = json.load(f)
         s = tg["summary"]
@@ -296,7 +269,7 @@ class Incast(Experiment):
             "link_mbps": a.rate,
             "rto_rounds": rto_rounds,
             "rounds": a.rounds,
-            "drops": q1.get("drops", 0) - q0.get("drops", 0),
+            "drops": m.bottleneck_delta("drops"),
             "retrans_segs": s["retrans_segs"],
             "max_queue_bytes": None,
             "utilisation": round(s["goodput_mbps"] / a.rate, 4),
@@ -310,7 +283,7 @@ class Incast(Experiment):
             "ns_retrans_segs": ns.get("Tcp.RetransSegs", 0),
             "ns_timeouts": ns.get("TcpExt.TCPTimeouts", 0),
             "ns_loss_probes": ns.get("TcpExt.TCPLossProbes", 0),
-            "bottleneck_bytes": q1.get("bytes", 0) - q0.get("bytes", 0),
+            "bottleneck_bytes": m.bottleneck_delta("bytes"),
             # Every measured round: duration and whether a sender hit an RTO.
             "round_ms": [round(r["duration_us"] / 1e3, 2) for r in tg["per_round"]],
             "round_rto": [None if r["rto_flows"] is None else int(r["rto_flows"] > 0) for r in tg["per_round"]],
@@ -322,9 +295,9 @@ class Incast(Experiment):
                 row["max_queue_bytes"] = port["max_backlog_bytes"]
                 row["max_queue_pkts"] = port["max_backlog_pkts"]
             row["max_queue_by_class"] = {c: v_["max_backlog_bytes"] for c, v_ in qmon["classes"].items()}
-        row.update(bgres)
-        row.update(fres)
-        row.update(extra)
+        row.update(m.results["background"] or {})
+        row.update(m.faults)
+        row.update(m.extra)
         return row
 
     # -- presentation ----------------------------------------------------------
