@@ -6,6 +6,11 @@
  *   EIN echoed:  cwnd_prev ← cwnd; cwnd ← cwnd_safe        (eq. 1, 2)
  *   a window of ACKs with no echo:  cwnd ← cwnd_prev       (eq. 3)
  *
+ * cwnd_prev is the window the flow was using: cwnd, or the data in flight
+ * when that is smaller (a flow limited by its host or by TCP small queues
+ * grows a cwnd it never fills; on these hosts it reaches hundreds of
+ * segments more than in flight).
+ *
  * "A window" is the data that was outstanding when the last echo arrived:
  * the brake ends on the first echo-free ACK that acknowledges snd_nxt as it
  * was then.
@@ -94,6 +99,11 @@ static __always_inline void sl_pulser_on_ack(struct sl_pulser_brake *b, const st
 			if (a->ca_state >= SL_PULSER_CA_CWR && a->ssthresh > window &&
 			    a->ssthresh < SL_PULSER_INFINITE_SSTHRESH)
 				window = a->ssthresh;
+			else if (a->in_flight < window)
+				/* The window in use (RFC 7661's pipe): a cwnd
+				 * the flow never filled is not a rate it had,
+				 * and restoring it would be a burst. */
+				window = a->in_flight > cwnd_safe ? a->in_flight : cwnd_safe;
 			b->braking = 1;
 			b->prev_cwnd = window;
 			out->event = SL_PULSER_BRAKE;

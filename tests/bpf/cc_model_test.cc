@@ -110,6 +110,10 @@ TEST_F(CcModelTest, PulserBrakesAndRestores) {
       {"a window without echo: restore the saved 40 at once (eq. 3)", 0, 0, kOpen, 4, 4, 3, 62448, 66792, kRestore,
        40, 0, 0, 40},
       {"after the restore: nothing", 0, 0, kOpen, 40, 4, 40, 70000, 120000, kNone, 0, 0, 0, 40},
+      {"echo with a cwnd the flow never filled: the window in use (in flight) is saved", 1, 0, kOpen, 700, 4,
+       115, 130000, 300000, kBrake, 4, 0, 1, 115},
+      {"restore to it", 0, 0, kOpen, 4, 4, 2, 300000, 305000, kRestore, 115, 0, 0, 115},
+      {"in flight below cwnd_safe: saves cwnd_safe", 1, 0, kOpen, 50, 4, 2, 305000, 310000, kBrake, 4, 0, 1, 4},
   };
   run_script(this, m, script, [this](sl_cc_model& s) { step(s); });
 }
