@@ -187,6 +187,10 @@ int main(int argc, char** argv) {
     auto reasons = read_reason_counters(bpf_map__fd((*ce_ein)->maps.sl_counters));
     uint64_t marked = reasons[SLUICE_R_AQM_CE_EIN].packets;
     auto reasons_ce = read_reason_counters(bpf_map__fd((*ce_only)->maps.sl_counters));
+    uint64_t want = uint64_t(calls) * uint64_t(rounds);
+    if (marked != want || reasons_ce[SLUICE_R_AQM_CE].packets != want)
+      throw Error("the marking cases did not mark every run (CE+EIN " + std::to_string(marked) + ", CE " +
+                  std::to_string(reasons_ce[SLUICE_R_AQM_CE].packets) + " of " + std::to_string(want) + ")");
     nlohmann::json j;
     j["calls_per_round"] = calls;
     j["rounds"] = rounds;
