@@ -50,8 +50,7 @@ int run_check(const std::string& config_path, bool have_config) {
       const MechanismInfo* mi = find_mechanism(m);
       std::string why;
       if (!tc_ok) why += " tc attach (" + std::string(to_string(cfg.agent.attach_mode)) + ")";
-      for (Feature f : mi->needs)
-        if (!rep[f].ok) why += std::string(" ") + to_string(f);
+      for (const auto& [f, _] : missing_features(*mi, rep)) why += " " + f;
       std::printf("    %-10s %s%s\n", m.c_str(), why.empty() ? "can run" : "CANNOT RUN, missing:", why.c_str());
       if (!why.empty()) ++bad;
     }

@@ -1,4 +1,5 @@
-# bpf_object(<name> <source.bpf.c> [HEADERS h...] [REQUIRES feature...] [TEST_ONLY])
+# bpf_object(<name> <source.bpf.c> [HEADERS h...] [REQUIRES feature...] [DEFINES NAME[=V]...]
+#            [TEST_ONLY])
 #
 # Compiles one BPF C file with clang (-g -O2 -target bpf, CO-RE against the
 # generated vmlinux.h), strips DWARF (BTF stays), and runs
@@ -7,6 +8,9 @@
 #   SLUICE_BPF_OBJ_<name>   path of the .bpf.o (for tests that load raw objects)
 # Header dependencies are tracked twice: clang's depfile (every #include) and
 # the explicit HEADERS list (so a header that is only generated still orders).
+#
+# DEFINES are passed to clang as -DNAME[=V]: two objects from one source
+# (e.g. aqm and aqm_compat) differ only by them.
 #
 # REQUIRES names the kernel features (as `sluiced --check` prints them) the
 # object cannot load without, e.g. `bpf-cast-to-kern-ctx` (6.2+) or `tcx`
@@ -57,7 +61,7 @@ set(SLUICE_BPF_FEATURES btf ringbuf tc-clsact tcx struct-ops-tcp-cc tp-btf-qdisc
   bpf-cast-to-kern-ctx xdp)
 
 function(bpf_object name src)
-  cmake_parse_arguments(BO "TEST_ONLY" "" "HEADERS;REQUIRES" ${ARGN})
+  cmake_parse_arguments(BO "TEST_ONLY" "" "HEADERS;REQUIRES;DEFINES" ${ARGN})
   foreach(f IN LISTS BO_REQUIRES)
     if(NOT f IN_LIST SLUICE_BPF_FEATURES)
       message(FATAL_ERROR "bpf_object(${name}): REQUIRES ${f}: unknown feature "
@@ -69,12 +73,13 @@ function(bpf_object name src)
   set(obj "${out_dir}/${name}.bpf.o")
   set(skel "${out_dir}/${name}.skel.h")
   set(dep "${out_dir}/${name}.bpf.d")
+  list(TRANSFORM BO_DEFINES PREPEND "-D" OUTPUT_VARIABLE defs)
   add_custom_command(
     OUTPUT "${obj}"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${out_dir}"
     # -mcpu=v3: ALU32 + JMP32, accepted by the 6.1 verifier (v4 needs 6.6).
     COMMAND ${SLUICE_BPF_CLANG} -g -O2 -target bpf -mcpu=v3
-            -D__TARGET_ARCH_${SLUICE_BPF_ARCH}
+            -D__TARGET_ARCH_${SLUICE_BPF_ARCH} ${defs}
             -Wall -Werror -Wno-unused-function -Wno-compare-distinct-pointer-types
             -I${SLUICE_BPF_GEN_DIR}/vmlinux
             -I${PROJECT_SOURCE_DIR}/include

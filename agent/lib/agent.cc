@@ -81,7 +81,8 @@ nlohmann::json to_json(const Config& c) {
         {"ein", c.aqm.ein},
         {"ein_samples", c.aqm.ein_samples},
         {"ein_threshold", c.aqm.ein_threshold},
-        {"ein_high_water", c.aqm.high_water()}}},
+        {"ein_high_water", c.aqm.high_water()},
+        {"queue_source", to_string(c.aqm.queue_source)}}},
       {"interface", ifs},
   };
 }
@@ -112,12 +113,8 @@ void Agent::check_features(const Config& cfg) const {
     for (const auto& m : ic.mechanisms) {
       const MechanismInfo* mi = find_mechanism(m);
       if (!mi) continue;
-      for (Feature f : mi->needs) {
-        auto it = features_.find(f);
-        if (it == features_.end() || !it->second.ok)
-          missing += "\n  " + m + " on " + ic.name + " needs " + to_string(f) + ": " +
-                     (it == features_.end() ? "not probed" : it->second.detail);
-      }
+      for (const auto& [f, why] : missing_features(*mi, features_))
+        missing += "\n  " + m + " on " + ic.name + " needs " + f + ": " + why;
     }
   }
   if (!cfg.cc.register_cc.empty()) {
@@ -152,7 +149,7 @@ Agent::IfaceRuntime Agent::build_iface(const Config& cfg, const InterfaceConfig&
   for (const auto& m : ic.mechanisms) {
     ModuleFactory f = module_factory(m, ic.role);
     if (!f) throw Error("mechanism " + m + " has no module for role " + to_string(ic.role));
-    ModuleContext ctx{cfg, ic, attach_mode_, cfg.agent.pin_root + "/" + ic.name + "/" + m, loop_};
+    ModuleContext ctx{cfg, ic, attach_mode_, cfg.agent.pin_root + "/" + ic.name + "/" + m, loop_, &features_};
     try {
       rt.modules.push_back(f(ctx));
     } catch (const std::exception& e) {

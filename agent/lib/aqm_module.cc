@@ -1,5 +1,6 @@
 #include "aqm_module.h"
 
+#include <bpf/btf.h>
 #include <linux/pkt_sched.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
@@ -7,16 +8,20 @@
 #include <netlink/route/tc.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "aqm.skel.h"
+#include "aqm_compat.skel.h"
 #include "log.h"
 #include "sluice/pulser.h"
 #include "tc.h"
 
 SLUICE_SKELETON(aqm);
+SLUICE_SKELETON(aqm_compat);
 
 namespace sluice {
 
@@ -53,9 +58,28 @@ int interface_mtu(const std::string& ifname) {
   return mtu;
 }
 
+// A tracing program's link, destroyed (detached) with it.
+struct BpfLink {
+  bpf_link* l = nullptr;
+  explicit BpfLink(bpf_program* p, const char* what) : l(bpf_program__attach(p)) {
+    if (!l) throw SysError(std::string("attach ") + what, errno);
+  }
+  BpfLink(BpfLink&& o) noexcept : l(o.l) { o.l = nullptr; }
+  BpfLink(const BpfLink&) = delete;
+  ~BpfLink() {
+    if (l) bpf_link__destroy(l);
+  }
+};
+
+// Skel is aqm (backlog through bpf_cast_to_kern_ctx) or aqm_compat (the
+// same marker, backlog from the qdisc tracepoints): one source, two objects.
+template <typename Skel>
 class AqmModule : public Module {
+  static constexpr bool kTracepoint = std::is_same_v<Skel, aqm_compat>;
+
  public:
-  explicit AqmModule(const ModuleContext& ctx) : ifname_(ctx.iface.name), cfg_(ctx.config.aqm) {
+  AqmModule(const ModuleContext& ctx, std::string why)
+      : ifname_(ctx.iface.name), cfg_(ctx.config.aqm), source_why_(std::move(why)) {
     const auto& ac = ctx.config.aqm;
     if (!ctx.iface.line_rate_mbps)
       throw Error("aqm on " + ifname_ + " needs line_rate_mbps (a port without a line rate does not guess)");
@@ -90,20 +114,46 @@ class AqmModule : public Module {
     ro->ein_field = ctx.config.ein.field;
     ro->ein_mask = ctx.config.ein.mask;
     bit_ = ctx.config.ein.bit;
+    if constexpr (kTracepoint) {
+      // The tracepoints see every qdisc of the machine: follow this port's
+      // root only, by ifindex and network namespace (ours: the agent runs
+      // in the interface's namespace).
+      struct stat ns {};
+      if (stat("/proc/self/ns/net", &ns) != 0) throw SysError("stat /proc/self/ns/net", errno);
+      ro->port_ifindex = if_nametoindex(ifname_.c_str());
+      ro->port_netns_ino = uint32_t(ns.st_ino);
+      if (!ro->port_ifindex) throw Error("aqm on " + ifname_ + ": no such interface");
+    }
     skel_.pin_maps(ctx.pin_dir);
     skel_.load();
+    if constexpr (kTracepoint) {
+      // A pinned backlog from an earlier run is stale: start from an empty
+      // queue; the qdisc's next enqueue or dequeue sets the real one.
+      sluice_aqm_backlog zero{};
+      uint32_t k = 0;
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_aqm_backlog), &k, &zero, BPF_ANY);
+      links_.emplace_back(skel_->progs.aqm_qdisc_enqueue, "tp_btf/qdisc_enqueue");
+      links_.emplace_back(skel_->progs.aqm_qdisc_dequeue, "tp_btf/qdisc_dequeue");
+    }
     attachment_.emplace_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.aqm_egress),
                                                   "aqm_egress", kPrioAqm, ctx.attach_mode,
                                                   ctx.config.agent.state_dir));
-    SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}", ifname_, ac.k(),
+    SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}, queue length from {} ({})", ifname_, ac.k(),
               ac.k_in_packets() ? "packets" : "bytes",
               ac.ein ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}",
                                    bit_, threshold_per_s_, ac.k_in_packets() ? "packets" : "bytes", ac.ein_samples,
                                    ac.high_water())
                      : std::string(", EIN off"),
-              kind_);
+              kind_, source(), source_why_);
   }
-  ~AqmModule() override { attachment_.clear(); }
+  ~AqmModule() override {
+    attachment_.clear();
+    links_.clear();
+  }
+
+  static const char* source() {
+    return kTracepoint ? "tracepoint (tp_btf/qdisc_enqueue, qdisc_dequeue)" : "kern-ctx (bpf_cast_to_kern_ctx)";
+  }
 
   std::string name() const override { return "aqm"; }
 
@@ -122,10 +172,17 @@ class AqmModule : public Module {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& t : attachment_)
       a.push_back({{"program", t.prog_name()}, {"hook", to_string(t.hook())}, {"mode", to_string(t.mode())}});
+    if constexpr (kTracepoint) {
+      a.push_back({{"program", "aqm_qdisc_enqueue"}, {"hook", "tp_btf/qdisc_enqueue"}, {"mode", "tracing"}});
+      a.push_back({{"program", "aqm_qdisc_dequeue"}, {"hook", "tp_btf/qdisc_dequeue"}, {"mode", "tracing"}});
+    }
     const char* unit = cfg_.k_in_packets() ? "packets" : "bytes";
     return {{"attachments", a},
             {"pin_dir", skel_.pin_dir()},
             {"root_qdisc", kind_},
+            {"object", SkelOps<Skel>::kName},
+            {"queue_source", kTracepoint ? "tracepoint" : "kern-ctx"},
+            {"queue_source_why", source_why_},
             {"line_rate_mbps", line_rate_mbps_},
             {"ecn", cfg_.ecn},
             {"ecn_threshold", cfg_.k()},
@@ -151,11 +208,24 @@ class AqmModule : public Module {
         {"samples", s.samples},
         {"queue", s.qlen},
         {"avg_gradient_per_s", s.avg_gradient},
+        {"qdisc_events", qdisc_events()},
     };
   }
 
+  // aqm_compat: enqueue + dequeue events of the port's root qdisc seen by
+  // the tracepoints (0 for aqm, which reads the qdisc directly).
+  uint64_t qdisc_events() const {
+    if constexpr (kTracepoint) {
+      sluice_aqm_backlog b{};
+      uint32_t k = 0;
+      bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sl_aqm_backlog), &k, &b);
+      return b.events;
+    }
+    return 0;
+  }
+
   void metrics(std::vector<MetricSample>& out) const override {
-    auto st = stats();
+    nlohmann::json st = stats();
     std::vector<std::pair<std::string, std::string>> l = {{"iface", ifname_}};
     out.push_back({"sluice_aqm_ce_marks_total", "Packets CE-marked at K", true, l, double(st["ce_marks"].get<uint64_t>())});
     out.push_back({"sluice_aqm_ein_marks_total", "Packets EIN-marked", true, l, double(st["ein_marks"].get<uint64_t>())});
@@ -175,12 +245,58 @@ class AqmModule : public Module {
   uint64_t threshold_per_s_ = 0;
   std::string kind_;
   std::string bit_;
-  Skeleton<aqm> skel_;
+  std::string source_why_;
+  Skeleton<Skel> skel_;
+  std::vector<BpfLink> links_;
   std::vector<TcAttachment> attachment_;
 };
 
+bool has_feature(const ModuleContext& ctx, Feature f, std::string* detail) {
+  if (ctx.features) {
+    auto it = ctx.features->find(f);
+    if (it == ctx.features->end()) {
+      *detail = "not probed";
+      return false;
+    }
+    *detail = it->second.detail;
+    return it->second.ok;
+  }
+  // Not probed (a module built outside the agent): the kfunc is usable
+  // when the kernel's BTF has it; tracepoints are assumed.
+  if (f != Feature::CastToKernCtx) return true;
+  btf* b = btf__load_vmlinux_btf();
+  bool has = b && btf__find_by_name_kind(b, "bpf_cast_to_kern_ctx", BTF_KIND_FUNC) >= 0;
+  btf__free(b);
+  *detail = has ? "kfunc in the kernel's BTF" : "kfunc bpf_cast_to_kern_ctx is not in the kernel's BTF (added in 6.2)";
+  return has;
+}
+
 }  // namespace
 
-std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx) { return std::make_unique<AqmModule>(ctx); }
+std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx) {
+  const std::string& ifname = ctx.iface.name;
+  AqmQueueSource want = ctx.config.aqm.queue_source;
+  std::string kf_detail, tp_detail;
+  bool kfunc = has_feature(ctx, Feature::CastToKernCtx, &kf_detail);
+  bool tp = has_feature(ctx, Feature::TpBtfQdisc, &tp_detail);
+  if (want == AqmQueueSource::KernCtx) {
+    if (!kfunc)
+      throw Error("aqm on " + ifname + ": queue_source = \"kern-ctx\" but this kernel lacks bpf-cast-to-kern-ctx: " +
+                  kf_detail + " (use \"tracepoint\" or \"auto\")");
+    return std::make_unique<AqmModule<aqm>>(ctx, "queue_source = \"kern-ctx\"");
+  }
+  if (want == AqmQueueSource::Tracepoint) {
+    if (!tp)
+      throw Error("aqm on " + ifname + ": queue_source = \"tracepoint\" but this kernel lacks tp-btf-qdisc: " +
+                  tp_detail);
+    return std::make_unique<AqmModule<aqm_compat>>(ctx, "queue_source = \"tracepoint\"");
+  }
+  if (kfunc) return std::make_unique<AqmModule<aqm>>(ctx, "auto: the kernel has bpf_cast_to_kern_ctx");
+  if (tp)
+    return std::make_unique<AqmModule<aqm_compat>>(ctx, "auto: no bpf_cast_to_kern_ctx (" + kf_detail +
+                                                            "), qdisc tracepoints present");
+  throw Error("aqm on " + ifname + ": no way to read the qdisc backlog: bpf-cast-to-kern-ctx: " + kf_detail +
+              "; tp-btf-qdisc: " + tp_detail);
+}
 
 }  // namespace sluice

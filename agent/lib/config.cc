@@ -19,6 +19,15 @@ namespace sluice {
 
 const char* to_string(Role r) { return r == Role::Host ? "host" : "switch-port"; }
 
+const char* to_string(AqmQueueSource s) {
+  switch (s) {
+    case AqmQueueSource::Auto: return "auto";
+    case AqmQueueSource::KernCtx: return "kern-ctx";
+    case AqmQueueSource::Tracepoint: return "tracepoint";
+  }
+  return "?";
+}
+
 const char* to_string(AttachMode m) {
   switch (m) {
     case AttachMode::Auto: return "auto";
@@ -446,6 +455,9 @@ Config parse_table(const toml::table& root) {
     s.get_int("ein_samples", c.aqm.ein_samples, 1, SLUICE_AQM_RING - 1);
     s.get("ein_threshold", c.aqm.ein_threshold, 0.001, 100.0);
     s.get_opt_int("ein_high_water", c.aqm.ein_high_water, 0, int64_t(1) << 40);
+    s.get_enum("queue_source", c.aqm.queue_source,
+               {{"auto", AqmQueueSource::Auto}, {"kern-ctx", AqmQueueSource::KernCtx},
+                {"tracepoint", AqmQueueSource::Tracepoint}});
     if (!c.aqm.ecn && !c.aqm.ein) s.problem("ein", t->get("ein"), "with ecn = false too, aqm would mark nothing");
     s.finish();
   }

@@ -14,9 +14,12 @@ namespace sluice {
 
 enum class Role { Host, SwitchPort };
 enum class AttachMode { Auto, Tcx, Clsact };
+// Where aqm reads the root qdisc backlog (README "EIN on Linux").
+enum class AqmQueueSource { Auto, KernCtx, Tracepoint };
 
 const char* to_string(Role r);
 const char* to_string(AttachMode m);
+const char* to_string(AqmQueueSource s);
 
 struct AgentConfig {
   std::string pin_root = "/sys/fs/bpf/sluice";
@@ -100,6 +103,9 @@ struct AqmConfig {
   uint32_t ein_samples = 50;       // N
   double ein_threshold = 0.25;     // EIN_threshold as a fraction of the line rate
   std::optional<uint64_t> ein_high_water;  // HighWaterMark, K's unit; default K
+  // auto: bpf_cast_to_kern_ctx (object aqm) where the kernel has it, else
+  // the qdisc tracepoints (object aqm_compat).
+  AqmQueueSource queue_source = AqmQueueSource::Auto;
 
   bool k_in_packets() const { return !ecn_threshold_bytes.has_value(); }
   uint64_t k() const { return ecn_threshold_bytes ? *ecn_threshold_bytes : ecn_threshold_packets.value_or(20); }

@@ -12,6 +12,7 @@
 
 #include "bpf_util.h"
 #include "config.h"
+#include "features.h"
 
 namespace sluice {
 
@@ -23,6 +24,7 @@ struct ModuleContext {
   AttachMode attach_mode;  // resolved: Tcx or Clsact
   std::string pin_dir;     // <pin_root>/<iface>/<module>
   EventLoop& loop;
+  const FeatureReport* features = nullptr;  // the agent's probe (nullptr: not probed)
 };
 
 // One program's verdict counters, for stats and metrics.

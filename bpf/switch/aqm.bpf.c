@@ -2,8 +2,13 @@
 /* aqm: ECN and EIN marking on a switch egress port (tc egress).
  *
  * Queue length: the real backlog of the port's root qdisc (bytes, or
- * packets), read through bpf_cast_to_kern_ctx (6.2+) as the packet arrives
- * at the qdisc.
+ * packets) as the packet arrives at the qdisc. Two objects are built from
+ * this file and differ only in read_qlen()'s source of it:
+ *   aqm         reads the qdisc through bpf_cast_to_kern_ctx (6.2+);
+ *   aqm_compat  (-DSLUICE_AQM_QDISC_TP, for 6.1) keeps the backlog the
+ *               root qdisc reports after every enqueue and dequeue, from
+ *               tp_btf/qdisc_enqueue and qdisc_dequeue, in sl_aqm_backlog.
+ * The agent loads aqm where the kfunc exists, else aqm_compat.
  *
  * ECN (DCTCP §3.1): step marking, CE when the queue exceeds K on arrival;
  * only ECT(0)/ECT(1) packets are marked (RFC 3168: never CE a Not-ECT
@@ -26,6 +31,10 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#ifdef SLUICE_AQM_QDISC_TP
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#endif
 #include "sluice/pulser.h"
 #include "lib/parse.h"
 #include "lib/counters.h"
@@ -58,7 +67,54 @@ struct {
 	__type(value, struct sluice_aqm_script);
 } sl_aqm_script SEC(".maps");
 
+#ifdef SLUICE_AQM_QDISC_TP
+/* The port whose root qdisc the tracepoints follow (set by the agent). */
+const volatile __u32 port_ifindex = 0;
+const volatile __u32 port_netns_ino = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_aqm_backlog);
+} sl_aqm_backlog SEC(".maps");
+
+/* Called after the root qdisc enqueued or dequeued (the kernel fires both
+ * tracepoints for the root qdisc of a device only): the backlog it now
+ * holds is the one the next packet arriving at the port will see. */
+static __always_inline void track_backlog(struct Qdisc *q)
+{
+	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
+	if (!dev || BPF_CORE_READ(dev, ifindex) != port_ifindex ||
+	    BPF_CORE_READ(dev, nd_net.net, ns.inum) != port_netns_ino ||
+	    BPF_CORE_READ(dev, qdisc) != q)
+		return;
+	__u32 k = 0;
+	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_backlog, &k);
+	if (!b)
+		return;
+	b->bytes = BPF_CORE_READ(q, qstats.backlog);
+	b->packets = BPF_CORE_READ(q, q.qlen);
+	__sync_fetch_and_add(&b->events, 1);
+}
+
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(aqm_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
+{
+	track_backlog(q);
+	return 0;
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(aqm_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
+	     struct sk_buff *skb)
+{
+	track_backlog(q);
+	return 0;
+}
+#else
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+#endif
 
 #define SL_NSEC_PER_SEC 1000000000ULL
 /* Bound on |ΔQ| so ΔQ·1e9 fits in 64 bits (1 GB / 1 G packets of queue). */
@@ -75,6 +131,15 @@ static __always_inline int read_qlen(struct __sk_buff *skb, __u64 *qlen, __u64 *
 		*t = s->t_ns;
 		return 0;
 	}
+#ifdef SLUICE_AQM_QDISC_TP
+	/* Zero until the qdisc's first event: an empty queue, or a bfifo root
+	 * bypassed while empty (no enqueue then). */
+	__u32 k = 0;
+	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_backlog, &k);
+	if (!b)
+		return -1;
+	*qlen = qlen_unit == SLUICE_AQM_UNIT_PACKETS ? b->packets : b->bytes;
+#else
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
 	struct net_device *dev = kskb->dev;
 	if (!dev)
@@ -83,6 +148,7 @@ static __always_inline int read_qlen(struct __sk_buff *skb, __u64 *qlen, __u64 *
 	if (!q)
 		return -1;
 	*qlen = qlen_unit == SLUICE_AQM_UNIT_PACKETS ? q->q.qlen : q->qstats.backlog;
+#endif
 	*t = bpf_ktime_get_ns();
 	return 0;
 }

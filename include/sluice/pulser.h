@@ -91,7 +91,8 @@ struct sluice_aqm_state {
 #define SLUICE_AQM_UNIT_PACKETS 1
 
 /* Where the marker reads the queue length from. */
-#define SLUICE_AQM_SRC_QDISC 0    /* root qdisc backlog via bpf_cast_to_kern_ctx (6.2+) */
+#define SLUICE_AQM_SRC_QDISC 0    /* root qdisc backlog: bpf_cast_to_kern_ctx (aqm, 6.2+)
+                                    or the qdisc tracepoints (aqm_compat) */
 #define SLUICE_AQM_SRC_SCRIPTED 1 /* sluice_aqm_script map (tests: scripted samples) */
 
 /* One scripted sample (SLUICE_AQM_SRC_SCRIPTED): the next packet sees this
@@ -101,8 +102,18 @@ struct sluice_aqm_script {
 	__u64 qlen;
 };
 
+/* aqm_compat: the port's root qdisc backlog after its latest enqueue or
+ * dequeue (tp_btf/qdisc_enqueue, qdisc_dequeue). Index 0 of the
+ * sl_aqm_backlog array. */
+struct sluice_aqm_backlog {
+	__u64 bytes;   /* qstats.backlog */
+	__u64 packets; /* q.qlen */
+	__u64 events;  /* enqueue + dequeue events seen on the port */
+};
+
 #ifdef __cplusplus
 #include <cstddef>
+static_assert(sizeof(sluice_aqm_backlog) == 24, "sluice_aqm_backlog ABI");
 static_assert(sizeof(sluice_ein_sk) == 56, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, ein_ns) == 8, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, restores) == 48, "sluice_ein_sk ABI");

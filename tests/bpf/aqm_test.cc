@@ -1,18 +1,23 @@
 // aqm (bpf/switch/aqm.bpf.c) through BPF_PROG_TEST_RUN with scripted queue
 // samples: the EIN marks follow Pulser's Algorithm 1 (checked against a
 // direct implementation of it and against hand-computed cases), CE follows
-// DCTCP step marking and RFC 3168, headers stay valid.
+// DCTCP step marking and RFC 3168, headers stay valid. Every case runs on
+// both objects built from the source: aqm (backlog through
+// bpf_cast_to_kern_ctx, 6.2+) and aqm_compat (backlog from the qdisc
+// tracepoints, any kernel with tp-btf-qdisc).
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "sluice/pulser.h"
 #include "aqm.skel.h"
+#include "aqm_compat.skel.h"
 #include "lib/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 
 SLUICE_SKELETON(aqm);
+SLUICE_SKELETON(aqm_compat);
 
 using namespace sluice;
 using namespace sluice::test;
@@ -56,14 +61,28 @@ class Alg1 {
   bool ein_ = false;
 };
 
-class AqmTest : public ::testing::Test {
+// The parameter names the object: "aqm" or "aqm_compat".
+class AqmTest : public ::testing::TestWithParam<std::string> {
  protected:
-  // aqm reads the qdisc backlog through bpf_cast_to_kern_ctx.
-  void SetUp() override { SLUICE_REQUIRE_KERNEL(6, 2, "aqm (bpf_cast_to_kern_ctx)"); }
+  bool compat() const { return GetParam() == "aqm_compat"; }
+  // aqm reads the qdisc backlog through bpf_cast_to_kern_ctx; aqm_compat
+  // needs nothing newer than 6.1.
+  void SetUp() override {
+    if (!compat()) SLUICE_REQUIRE_KERNEL(6, 2, "aqm (bpf_cast_to_kern_ctx)");
+  }
   void load(const AqmParams& p) {
     require_root();
-    skel_ = std::make_unique<Skeleton<aqm>>();
-    auto* ro = (*skel_)->rodata;
+    skel_.reset();
+    compat_skel_.reset();
+    if (compat())
+      load_into(compat_skel_, p);
+    else
+      load_into(skel_, p);
+  }
+  template <typename S>
+  void load_into(std::unique_ptr<Skeleton<S>>& sk, const AqmParams& p) {
+    sk = std::make_unique<Skeleton<S>>();
+    auto* ro = (*sk)->rodata;
     ro->ecn_enabled = p.ecn;
     ro->ein_enabled = p.ein;
     ro->qlen_unit = SLUICE_AQM_UNIT_PACKETS;
@@ -74,21 +93,23 @@ class AqmTest : public ::testing::Test {
     ro->sample_source = SLUICE_AQM_SRC_SCRIPTED;
     ro->ein_field = p.field;
     ro->ein_mask = p.mask;
-    skel_->load();
+    sk->load();
+    prog_ = bpf_program__fd((*sk)->progs.aqm_egress);
+    script_map_ = bpf_map__fd((*sk)->maps.sl_aqm_script);
+    counters_map_ = bpf_map__fd((*sk)->maps.sl_counters);
+    state_map_ = bpf_map__fd((*sk)->maps.sl_aqm_state);
   }
-  int prog() const { return bpf_program__fd((*skel_)->progs.aqm_egress); }
+  int prog() const { return prog_; }
   void script(uint64_t t, uint64_t q) {
     sluice_aqm_script s{t, q};
     uint32_t k = 0;
-    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_aqm_script), &k, &s, 0), 0);
+    ASSERT_EQ(bpf_map_update_elem(script_map_, &k, &s, 0), 0);
   }
-  uint64_t reason(uint32_t r) const {
-    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
-  }
+  uint64_t reason(uint32_t r) const { return read_reason_counters(counters_map_)[r].packets; }
   sluice_aqm_state state() const {
     sluice_aqm_state s{};
     uint32_t k = 0;
-    bpf_map_lookup_elem_flags(bpf_map__fd((*skel_)->maps.sl_aqm_state), &k, &s, BPF_F_LOCK);
+    bpf_map_lookup_elem_flags(state_map_, &k, &s, BPF_F_LOCK);
     return s;
   }
   // Runs one packet with the queue at q at time t; returns the output.
@@ -106,6 +127,8 @@ class AqmTest : public ::testing::Test {
     return uint8_t((f[l3] & 0x0f) << 4 | f[l3 + 1] >> 4);
   }
   std::unique_ptr<Skeleton<aqm>> skel_;
+  std::unique_ptr<Skeleton<aqm_compat>> compat_skel_;
+  int prog_ = -1, script_map_ = -1, counters_map_ = -1, state_map_ = -1;
 };
 
 PacketSpec tcp_data(uint8_t tos = 0x02 /* ECT(0) */) {
@@ -115,7 +138,7 @@ PacketSpec tcp_data(uint8_t tos = 0x02 /* ECT(0) */) {
   return s;
 }
 
-TEST_F(AqmTest, EinFollowsAlgorithm1OnAHandScript) {
+TEST_P(AqmTest, EinFollowsAlgorithm1OnAHandScript) {
   AqmParams p;  // N = 4, threshold 1000 packets/s, HWM = K = 20
   load(p);
   Bytes pkt = build(tcp_data());
@@ -158,7 +181,7 @@ TEST_F(AqmTest, EinFollowsAlgorithm1OnAHandScript) {
   EXPECT_EQ(st.ein_hold, 2u) << "two samples kept by HighWaterMark";
 }
 
-TEST_F(AqmTest, EinMatchesAlgorithm1OnRandomScripts) {
+TEST_P(AqmTest, EinMatchesAlgorithm1OnRandomScripts) {
   for (uint32_t n : {1u, 5u, 50u, 255u}) {
     SCOPED_TRACE("N = " + std::to_string(n));
     AqmParams p;
@@ -191,7 +214,7 @@ TEST_F(AqmTest, EinMatchesAlgorithm1OnRandomScripts) {
   }
 }
 
-TEST_F(AqmTest, CeFollowsDctcpStepMarkingAndRfc3168) {
+TEST_P(AqmTest, CeFollowsDctcpStepMarkingAndRfc3168) {
   AqmParams p;
   p.ein = false;  // CE alone here
   load(p);
@@ -229,7 +252,7 @@ TEST_F(AqmTest, CeFollowsDctcpStepMarkingAndRfc3168) {
   EXPECT_EQ(reason(SLUICE_R_AQM_EIN) + reason(SLUICE_R_AQM_CE_EIN), 0u) << "EIN disabled";
 }
 
-TEST_F(AqmTest, EinGoesOnTcpDataOnly) {
+TEST_P(AqmTest, EinGoesOnTcpDataOnly) {
   AqmParams p;
   p.ecn = false;  // EIN alone here
   load(p);
@@ -258,7 +281,7 @@ TEST_F(AqmTest, EinGoesOnTcpDataOnly) {
   EXPECT_GE(reason(SLUICE_R_AQM_EIN), 3u);
 }
 
-TEST_F(AqmTest, EinInTheIpv4ReservedFlag) {
+TEST_P(AqmTest, EinInTheIpv4ReservedFlag) {
   AqmParams p;
   p.ecn = false;
   p.field = SLUICE_EIN_FIELD_IPV4_RSV;
@@ -279,5 +302,8 @@ TEST_F(AqmTest, EinInTheIpv4ReservedFlag) {
   Bytes v6pkt = build(v6);
   EXPECT_EQ(run(v6pkt, t += 1'000'000, 20), v6pkt) << "IPv6 has no such bit: unmarked";
 }
+
+INSTANTIATE_TEST_SUITE_P(Objects, AqmTest, ::testing::Values("aqm", "aqm_compat"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -43,6 +43,7 @@ TEST(PulserConfig, Defaults) {
   EXPECT_EQ(c.aqm.high_water(), 20u) << "HighWaterMark defaults to K";
   EXPECT_EQ(c.aqm.ein_samples, 50u);
   EXPECT_DOUBLE_EQ(c.aqm.ein_threshold, 0.25);
+  EXPECT_EQ(c.aqm.queue_source, AqmQueueSource::Auto);
 }
 
 TEST(PulserConfig, ValidCombinations) {
@@ -59,6 +60,10 @@ TEST(PulserConfig, ValidCombinations) {
   EXPECT_TRUE(cc.interfaces.empty());
   Config t = parse_config_string(kSwitch + "[ein]\nbit = \"tos:0x80\"\n");
   EXPECT_EQ(t.ein.mask, 0x80);
+  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"tracepoint\"\n").aqm.queue_source,
+            AqmQueueSource::Tracepoint);
+  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"kern-ctx\"\n").aqm.queue_source,
+            AqmQueueSource::KernCtx);
 }
 
 TEST(PulserConfig, InvalidCombinationsAreRefused) {
@@ -66,6 +71,7 @@ TEST(PulserConfig, InvalidCombinationsAreRefused) {
                       "aqm.ecn_threshold_packets", "not both"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\necn = false\nein = false\n", "aqm.ein", "mark nothing"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_samples = 0\n", "aqm.ein_samples", "out of range"));
+  EXPECT_TRUE(rejects(kSwitch + "[aqm]\nqueue_source = \"qdisc\"\n", "aqm.queue_source", "one of"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_samples = 256\n", "aqm.ein_samples", "out of range"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_threshold = 0\n", "aqm.ein_threshold", "out of range"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_threshold = \"fast\"\n", "aqm.ein_threshold", "expected a number"));
