@@ -39,7 +39,8 @@ static nlohmann::json pac_to_json(const PacConfig& p) {
           {"fail_open_ms", p.fail_open_ms}, {"reinject_mark", p.reinject_mark},
           {"idle_timeout_s", p.idle_timeout_s}, {"control_interval_min_us", p.control_interval_min_us},
           {"account_requests", p.account_requests}, {"cap_to_response", p.cap_to_response},
-          {"hold_requests", p.hold_requests},
+          {"hold_requests", p.hold_requests}, {"request_max_bytes", p.request_max_bytes},
+          {"trigger_age_min_us", p.trigger_age_min_us},
           {"local_ports", ranges(p.local_ports)}, {"remote_ports", ranges(p.remote_ports)},
           {"remote_prefixes", pfx}};
 }

@@ -196,6 +196,8 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get("account_requests", pc.account_requests);
   s.get("cap_to_response", pc.cap_to_response);
   s.get("hold_requests", pc.hold_requests);
+  s.get_int("request_max_bytes", pc.request_max_bytes, 1, 65535);
+  s.get_int("trigger_age_min_us", pc.trigger_age_min_us, 0, 1000000);
   if (auto n = s.node("lambda")) {
     auto v = n->value<double>();
     if (!v) s.problem("lambda", n, "expected a number");

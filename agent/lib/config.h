@@ -70,6 +70,8 @@ struct PacConfig {
   bool account_requests = true;               // a request counts its expected response as in flight
   bool cap_to_response = false;               // triggers never exceed what is left of a response
   bool hold_requests = false;                 // hold our data segments (requests) like ACKs (extension)
+  uint32_t request_max_bytes = 1024;          // larger data segments we send are bulk: never requests
+  uint32_t trigger_age_min_us = 1000;         // expected bytes older than max(2 RTT, this) that never came are written off (0: off)
   std::vector<PacPortRange> local_ports;      // empty = any
   std::vector<PacPortRange> remote_ports;     // empty = any
   std::vector<PacPrefix> remote_prefixes;     // empty = any

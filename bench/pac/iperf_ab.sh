@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# iperf3 through a 1 Gbit/s TBF link, with PAC on the receiver and without,
-# alternating (same run, same machine): bench/pac/iperf_ab.sh [ROUNDS] [SECONDS]
-# Prints one line per run and the ratio of the medians. Namespaces slkip-*.
+# iperf3 through a TBF link (1 Gbit/s, 128 KB by default), with PAC on the
+# receiver and without, alternating (same run, same machine):
+#   bench/pac/iperf_ab.sh [ROUNDS] [SECONDS]
+# RATE=100mbit BUFFER=32768 MTU=1 selects the 100 Mbit/s MTU-frame profile
+# (TSO/GSO/GRO off). Prints one line per run, retransmissions and bottleneck
+# drops, and the ratio of the medians. Namespaces slkip-*.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${SLUICE_BUILD_DIR:-$top/build}
@@ -18,7 +21,14 @@ ip link add ${p}a netns $p-s type veth peer name ${p}b netns $p-r
 ip -n $p-s addr add 10.99.0.1/24 dev ${p}a; ip -n $p-r addr add 10.99.0.2/24 dev ${p}b
 for n in s r; do ip -n $p-$n link set lo up; done
 ip -n $p-s link set ${p}a up; ip -n $p-r link set ${p}b up
-ip netns exec $p-s tc qdisc add dev ${p}a root tbf rate 1gbit burst 12500 limit 131072
+rate=${RATE:-1gbit} buffer=${BUFFER:-131072}
+case $rate in *mbit) burst=3000 ;; *gbit) burst=12500 ;; esac
+ip netns exec $p-s tc qdisc add dev ${p}a root tbf rate $rate burst $burst limit $buffer
+if [ -n "${MTU:-}" ]; then
+  ip netns exec $p-s ethtool -K ${p}a tso off gso off gro off >/dev/null 2>&1 || true
+  ip netns exec $p-r ethtool -K ${p}b tso off gso off gro off >/dev/null 2>&1 || true
+  ip -n $p-s link set ${p}a gso_max_segs 1 2>/dev/null || true
+fi
 mkdir -p "$tmp/bpffs" && mount -t bpf bpf "$tmp/bpffs"
 cat > "$tmp/pac.toml" <<EOT
 [agent]
@@ -28,22 +38,26 @@ control_socket = "$tmp/state/sock"
 [metrics]
 enabled = false
 [pac]
-buffer_bytes = 131072
+buffer_bytes = ${PAC_BUFFER:-$buffer}
+${PAC_EXTRA:-}
 [[interface]]
 name = "${p}b"
 mechanisms = ["pac"]
 EOT
-run() {  # $1 = port; prints Mbit/s received
+drops() { ip netns exec $p-s tc -s qdisc show dev ${p}a | awk '/dropped/ {gsub(",","",$7); print $7; exit}'; }
+run() {  # $1 = port; prints Mbit/s received (retransmissions and bottleneck drops on stderr)
   ip netns exec $p-r iperf3 -s -1 -p $1 >/dev/null 2>&1 & local srv=$!
+  local d0; d0=$(drops)
   sleep 0.3
   ip netns exec $p-s iperf3 -c 10.99.0.2 -p $1 -t $secs -C cubic -J 2>/dev/null |
-    python3 -c "import json,sys; print('%.1f' % (json.load(sys.stdin)['end']['sum_received']['bits_per_second']/1e6))"
+    python3 -c "import json,sys; e=json.load(sys.stdin)['end']; print('%.1f' % (e['sum_received']['bits_per_second']/1e6)); print('retransmits %d' % e['sum_sent'].get('retransmits', -1), file=sys.stderr)"
   wait $srv 2>/dev/null || true
+  echo "bottleneck drops $(( $(drops) - d0 ))" >&2
 }
 base=() pac=()
 for i in $(seq 1 $rounds); do
   b=$(run $((5300 + 2 * i))); base+=($b); echo "baseline run $i: $b Mbit/s"
-  ip netns exec $p-r "$build/agent/sluiced" -c "$tmp/pac.toml" > "$tmp/agent.log" 2>&1 & agent=$!
+  ip netns exec $p-r ${PAC_CHRT:-} "$build/agent/sluiced" -c "$tmp/pac.toml" > "$tmp/agent.log" 2>&1 & agent=$!
   for _ in $(seq 50); do grep -q PAC_STARTED "$tmp/agent.log" && break; sleep 0.1; done
   a=$(run $((5301 + 2 * i))); pac+=($a); echo "pac      run $i: $a Mbit/s"
   [ -n "${PAC_STATS:-}" ] && ip netns exec $p-r "$build/agent/sluicectl" --socket "$tmp/state/sock" stats --json > "$PAC_STATS.$i" 2>/dev/null || true

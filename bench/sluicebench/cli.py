@@ -86,6 +86,8 @@ def main(argv=None) -> int:
         p.add_argument("--no-plot", action="store_true", help="skip the PNG")
         p.add_argument("--no-build", action="store_true", help="do not build missing tools first")
         p.add_argument("--keep", action="store_true", help="leave the namespaces for inspection")
+        p.add_argument("--lab-tag", default="l", metavar="TAG",
+                       help="1-2 lowercase letters: namespaces and interfaces are named sl<TAG><run id>-*")
         p.add_argument("--fault", metavar="SPEC",
                        help="inject faults with sluice-fault during every point, e.g. "
                             "drop=0.001,seed=7 (keys: drop, corrupt, delay, delay-class, seed, proto, "
@@ -146,7 +148,7 @@ def main(argv=None) -> int:
                 targets += [t for t in getattr(v, "build_targets", []) if t not in targets]
             core.ensure_built(targets,
                               lambda m: print(f"[bench] {m}", file=sys.stderr))
-        with sluicelab.Lab(tag="l", keep=args.keep, verbose=args.verbose) as lab:
+        with sluicelab.Lab(tag=args.lab_tag, keep=args.keep, verbose=args.verbose) as lab:
             ctx = core.Context(args, lab)
             ctx.log(f"lab prefix {lab.prefix}, variants {', '.join(names)}")
             result = exp.run(ctx, variants)

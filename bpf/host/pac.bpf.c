@@ -31,6 +31,14 @@ const volatile __u8 cap_to_response = 0;
 /* Hold requests (data segments we send) like ACKs, their trigger being the
  * expected response (an extension beyond the paper, off by default). */
 const volatile __u8 hold_requests = 0;
+/* A data segment we send is a request (its response accounted, and held with
+ * hold_requests) only up to this payload; larger ones are bulk data: never
+ * held, their ACK field accounted like any ACK's. */
+const volatile __u32 request_max_bytes = 1024;
+/* Trigger age: expected bytes triggered longer ago than
+ * max(2 x the flow's RTT, trigger_age_min_ns) that have not arrived are
+ * written off (0 disables). */
+const volatile __u64 trigger_age_min_ns = 1000000ULL;
 const volatile __u32 n_local_ports = 0;
 const volatile struct sluice_pac_port_range local_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
 const volatile __u32 n_remote_ports = 0;
@@ -165,6 +173,72 @@ static __always_inline __u64 held_of(const struct sluice_pac_flow *f, const stru
 	return f->diverted > out ? f->diverted - out : 0;
 }
 
+static __always_inline void lower_in_flight(__s64 by)
+{
+	if (by <= 0)
+		return;
+	__s64 after = __sync_fetch_and_add(&pac.in_flight, -by) - by;
+	if (after < 0)
+		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+}
+
+/* The agent lowered in_flight globally (eq. 6 or an idle pipe) since this
+ * flow's expected bytes were counted: they are part of what it removed. */
+static __always_inline void sync_epoch(struct sluice_pac_flow *f)
+{
+	__u32 e = pac.epoch;
+	if (f->epoch != e) {
+		f->epoch = e;
+		f->expect = 0;
+		f->trig_cur = 0;
+		f->trig_prev = 0;
+	}
+}
+
+/* Trigger age windows: max(2 RTT, trigger_age_min_ns). The RTT is measured
+ * from the release of an ACK to the arrival of the data echoing its TSval,
+ * so it includes the sender's reaction and the bottleneck queue. */
+static __always_inline void age_rotate(struct sluice_pac_flow *f, __u64 now)
+{
+	__u64 w = (__u64)f->srtt_us * 2000;
+	if (w < trigger_age_min_ns)
+		w = trigger_age_min_ns;
+	__u64 el = now - f->age_start_ns;
+	if (f->age_start_ns && el < w)
+		return;
+	f->trig_prev = (f->age_start_ns && el < 2 * w) ? f->trig_cur : 0;
+	f->trig_cur = 0;
+	f->age_start_ns = now;
+}
+
+/* PAC §III-C names the sources of over-estimation (the sender's phase is
+ * unknown, the last ACKs of a transfer trigger nothing, ECN/flow control
+ * shrink the window) and corrects them in aggregate with eq. (6), which
+ * reacts only to a throughput drop. Per flow we can do better: data arrive
+ * in order, so the bytes still expected are the ones triggered last; if they
+ * exceed what the flow's ACKs triggered during the last age window (>= 2
+ * RTT), the excess was triggered earlier and never came: it is written off.
+ * Written off while data still arrives, it also says the sender grows slower
+ * than slow start: §III-C congestion avoidance. Returns the bytes written off. */
+static __always_inline __u64 age_expect(struct sluice_pac_flow *f, __u64 now, int infer)
+{
+	if (!trigger_age_min_ns)
+		return 0;
+	age_rotate(f, now);
+	__u64 recent = f->trig_cur + f->trig_prev;
+	if (f->expect <= recent)
+		return 0;
+	__u64 ph = f->expect - recent;
+	f->expect = recent;
+	lower_in_flight((__s64)ph);
+	f->phantom_bytes += ph;
+	__sync_fetch_and_add(&pac.phantom_bytes, ph);
+	__sync_fetch_and_add(&pac.phantom_events, 1);
+	if (infer && ph > (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS))
+		f->ca_inferred = 1;
+	return ph;
+}
+
 /* Eq. (3), bounded for request/response flows: a sender cannot send more
  * than it was asked for, and the last ACKs of a response trigger nothing
  * (§III-C names the end of a transfer as a source of over-estimation).
@@ -173,9 +247,15 @@ static __always_inline __u64 held_of(const struct sluice_pac_flow *f, const stru
  * is already expected in flight. Bulk flows (no request seen) are not
  * capped; eq. (6) corrects them. */
 static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
-					const struct sl_pkt *p)
+					const struct sl_pkt *p, __u8 sack)
 {
-	__u8 ca = f->ce_seen || (c && c->ca);
+	/* Eq. (3) for an ACK that does not advance: a duplicate ACK clocks out
+	 * a segment, but one without SACK whose window changed is a window
+	 * update, which the sender does not count as a duplicate (RFC 5681
+	 * §2): it sends new data only if it was window limited. */
+	if (f->ack_valid && p->ack_seq == f->last_ack && !sack && p->window != f->last_win)
+		return 0;
+	__u8 ca = f->ce_seen || f->ca_inferred || (c && c->ca);
 	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
 				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
 	if (cap_to_response && f->burst_bytes) {
@@ -210,10 +290,15 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
  * beyond it. `consume`: the request really leaves now (resets the
  * per-response counters); otherwise only a peek. */
 static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
-					     const struct sl_pkt *p, int consume)
+					     const struct sl_pkt *p, int consume, __u8 sack)
 {
 	__u64 b;
 	if (consume) {
+		/* A new request: the previous response is complete, and what is
+		 * still expected of it will not come (§III-C: the last ACKs of a
+		 * transfer trigger nothing). */
+		lower_in_flight((__s64)f->expect);
+		f->phantom_bytes += f->expect;
 		f->expect = 0;
 		b = request_burst(f);
 	} else {
@@ -221,7 +306,7 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 		if (!b)
 			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
 	}
-	__u32 t = trigger_of(f, c, p);
+	__u32 t = trigger_of(f, c, p, sack);
 	if (!account_requests)
 		return t;
 	if (b > (1u << 30))
@@ -237,13 +322,20 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 		__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
 		__sync_fetch_and_add(&f->trig_sum, trig);
 		__sync_fetch_and_add(&f->expect, trig);
+		age_rotate(f, now);
+		f->trig_cur += trig;
+		pac.last_trigger_ns = now;
 	}
 	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
 		f->last_ack = p->ack_seq;
 	f->ack_valid = 1;
 	f->last_win = p->window;
 	f->last_ns = now;
-	if (o->has_ts) {
+	/* RTT sample: from the first release carrying a TSval to the first data
+	 * echoing it. Linux's TSval ticks every ms, so later ACKs of the same
+	 * tick keep the first time: a sample may be long by up to a tick, never
+	 * short (the trigger age must not fire on data still in flight). */
+	if (o->has_ts && o->tsval != f->ts_val_sent) {
 		f->ts_val_sent = o->tsval;
 		f->ts_sent_ns = now;
 	}
@@ -328,6 +420,7 @@ int pac_ingress(struct __sk_buff *skb)
 		}
 	}
 	f->last_ns = now;
+	sync_epoch(f);
 	if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST)) {
 		f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
 		struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&pac_flow_ctl, &k);
@@ -348,6 +441,8 @@ int pac_ingress(struct __sk_buff *skb)
 		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
 	__sync_fetch_and_add(&f->cur_burst, len);
 	f->expect = f->expect > len ? f->expect - len : 0;
+	pac.last_data_ns = now;
+	age_expect(f, now, 1);
 	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
 	__u32 seg = segs > 1 && skb->gso_size ? skb->gso_size : len;
 	__sync_fetch_and_add(&f->bytes_rcvd, len);
@@ -388,8 +483,11 @@ int pac_ingress(struct __sk_buff *skb)
 	 * (A tail loss probe resends the highest segment instead and does not
 	 * count; a segment filling a hole starts at or above ack_high.) */
 	__u32 end = p.seq + len;
-	if (f->ack_high && !sl_seq_before(f->ack_high, end) && f->ack_valid && p.seq == f->last_ack)
+	if (f->ack_high && !sl_seq_before(f->ack_high, end) && f->ack_valid && p.seq == f->last_ack) {
 		__sync_fetch_and_add(&f->retrans_segs, 1);
+		/* §III-D: after a timeout the sender is in slow start. */
+		f->ca_inferred = 0;
+	}
 
 	struct tcp_opts o = {};
 	parse_opts(skb, &p, &o);
@@ -452,6 +550,7 @@ int pac_egress(struct __sk_buff *skb)
 		}
 		if (synack) {
 			__sync_fetch_and_add(&pac.in_flight, (__s64)SLUICE_PAC_IW_SEGS * SLUICE_PAC_DEFAULT_MSS);
+			pac.last_trigger_ns = now;
 			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
 			return SL_TC_NEXT;
 		}
@@ -460,12 +559,15 @@ int pac_egress(struct __sk_buff *skb)
 	struct tcp_opts o = {};
 	__u32 trig;
 
-	int request = p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
+	sync_epoch(f);
+	/* A request: a small data segment of ours. Bulk data we send is never
+	 * held and sets no response going; its ACK field counts like an ACK's. */
+	int request = p.payload_len && p.payload_len <= request_max_bytes && (p.tcp_flags & SL_TCP_ACK) &&
 		      !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
 	if (skb->mark == reinject_mark) {
 		/* Released by the agent: account it (eq. 4) and let it go. */
 		parse_opts(skb, &p, &o);
-		trig = request ? request_trigger(f, c, &p, 1) : trigger_of(f, c, &p);
+		trig = request ? request_trigger(f, c, &p, 1, o.has_sack) : trigger_of(f, c, &p, o.has_sack);
 		__sync_fetch_and_add(&f->reinjected, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_REINJECTED, skb->len);
@@ -481,7 +583,7 @@ int pac_egress(struct __sk_buff *skb)
 		/* Never held. Its ACK field still releases data: account it. */
 		if ((p.tcp_flags & SL_TCP_ACK) && !(p.tcp_flags & SL_TCP_SYN)) {
 			parse_opts(skb, &p, &o);
-			trig = request ? request_trigger(f, c, &p, 1) : trigger_of(f, c, &p);
+			trig = request ? request_trigger(f, c, &p, 1, o.has_sack) : trigger_of(f, c, &p, o.has_sack);
 			released(f, &p, trig, &o, now);
 		}
 		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST))
@@ -493,10 +595,10 @@ int pac_egress(struct __sk_buff *skb)
 	}
 
 	parse_opts(skb, &p, &o);
-	trig = request ? request_trigger(f, c, &p, 0) : trigger_of(f, c, &p);
+	trig = request ? request_trigger(f, c, &p, 0, o.has_sack) : trigger_of(f, c, &p, o.has_sack);
 	if (!agent_alive(now)) {
 		if (request)
-			trig = request_trigger(f, c, &p, 1);
+			trig = request_trigger(f, c, &p, 1, o.has_sack);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_FAIL_OPEN, skb->len);
 		return SL_TC_NEXT;
@@ -515,9 +617,26 @@ int pac_egress(struct __sk_buff *skb)
 	/* An empty pipe admits any single ACK: a trigger larger than the whole
 	 * threshold (a GSO-sized delta) must not wait forever. */
 	__s64 infl = pac.in_flight;
-	if (!held && (infl <= 0 || !trig || infl + (__s64)trig <= (__s64)pac.threshold)) {
+	int fits = infl <= 0 || !trig || infl + (__s64)trig <= (__s64)pac.threshold;
+	/* Release without the agent: our stack generates a new cumulative ACK
+	 * right when data arrives, i.e. right when eq. (5) makes room. If it
+	 * advances past the last released ACK, carries no SACK, and its flow is
+	 * the only one holding (no other flow's ACK waits for the room, so the
+	 * MLFQ order is not bypassed), it goes now: its eq. (3) trigger is
+	 * counted from the last released ACK and covers the held ones, which
+	 * the agent then drops as superseded (it is told below). This takes the
+	 * agent's wake-up latency off the ACK clock of a long flow. */
+	if (held && fits && !request && !o.has_sack && f->ack_valid &&
+	    sluice_pac_seq_delta(f->last_ack, p.ack_seq) > 0 && held >= pac.held) {
+		__sync_fetch_and_add(&f->admitted, 1);
+		released(f, &p, trig, &o, now);
+		emit_segment(&k, f, &p, 0, now);
+		sl_count(SLUICE_R_PAC_SUPERSEDE, skb->len);
+		return SL_TC_NEXT;
+	}
+	if (!held && fits) {
 		if (request)
-			trig = request_trigger(f, c, &p, 1);
+			trig = request_trigger(f, c, &p, 1, o.has_sack);
 		__sync_fetch_and_add(&f->admitted, 1);
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_ADMIT, skb->len);
@@ -565,7 +684,7 @@ int pac_egress(struct __sk_buff *skb)
 	ev->type = SLUICE_PAC_EV_HELD;
 	ev->tcp_flags = p.tcp_flags;
 	ev->flags = ((p.tcp_flags & SL_TCP_ECE) ? SLUICE_PAC_EVF_ECE : 0) |
-		    ((f->ce_seen || (c && c->ca)) ? SLUICE_PAC_EVF_CA : 0) |
+		    ((f->ce_seen || f->ca_inferred || (c && c->ca)) ? SLUICE_PAC_EVF_CA : 0) |
 		    (o.has_sack ? SLUICE_PAC_EVF_SACK : 0);
 	ev->ack_valid = f->ack_valid;
 	__sync_fetch_and_add(&f->diverted, 1);

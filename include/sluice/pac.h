@@ -72,9 +72,19 @@ struct sluice_pac_flow {
 	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */
 	__u8 rcv_valid;      /* rcv_high holds a value */
 	__u32 rcv_high;      /* highest seq + len received (host order) */
-	__u32 pad;
+	__u8 ca_inferred;    /* §III-C CA, inferred here: triggered bytes that never came */
+	__u8 pad[3];
 	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
 	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
+	/* Trigger age (README "PAC: estimate"): triggers released in the
+	 * current and the previous age window; expected bytes beyond their sum
+	 * were triggered at least one window ago and did not come. */
+	__u64 age_start_ns;
+	__u64 trig_cur;
+	__u64 trig_prev;
+	__u64 phantom_bytes; /* expected bytes written off as never coming */
+	__u32 epoch;         /* pac.epoch when expect was last valid */
+	__u32 pad2;
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -98,7 +108,13 @@ struct sluice_pac_state {
 	__u64 held;             /* ACKs queued in the agent (agent writes) */
 	__u64 wake_room;        /* trigger of the agent's head ACK (agent writes) */
 	__u32 wake_pending;     /* 1 while a wake event is unconsumed */
-	__u32 pad;
+	__u32 epoch;            /* bumped by the agent when it lowers in_flight
+				 * globally (eq. 6, idle pipe): per-flow expected
+				 * bytes of older epochs are void */
+	__u64 last_data_ns;     /* last data segment of a managed flow arrived */
+	__u64 last_trigger_ns;  /* last time in_flight was raised (eq. 4) */
+	__u64 phantom_bytes;    /* expected bytes written off (trigger age) */
+	__u64 phantom_events;
 };
 
 enum sluice_pac_event_type {
@@ -198,10 +214,12 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 152, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 192, "sluice_pac_flow ABI");
+static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 72, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 104, "sluice_pac_state ABI");
+static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");
 static_assert(offsetof(sluice_pac_event, frame) == 84, "sluice_pac_event ABI");

@@ -48,7 +48,8 @@
 	X(EIN_ECHO_UNMANAGED,   "pass", "EIN echo on a flow Pulser does not manage: ignored") \
 	X(EIN_ECHO_SET,         "pass", "EIN echo set on an outgoing ACK")        \
 	X(EIN_ECHO_STALE,       "pass", "EIN mark too old to echo: dropped")      \
-	X(EIN_REWRITE_FAILED,   "pass", "setting the echo bit failed")
+	X(EIN_REWRITE_FAILED,   "pass", "setting the echo bit failed")          \
+	X(PAC_SUPERSEDE,        "pass", "PAC: newer cumulative ACK fits, admitted ahead of its flow's held ACKs")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -5,6 +5,7 @@
 #include <linux/bpf.h>
 
 #include <cstring>
+#include <unistd.h>
 
 #include "lib/bpf_util.h"
 #include "lib/packet.h"
@@ -153,9 +154,13 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
          EXPECT_EQ(st_->in_flight, int64_t(9 * kMss)) << "a held ACK adds nothing yet";
        },
        [&] { st_->in_flight = 9 * kMss; }},
-      {"with an ACK of its flow held, the next ACK is held too even if it fits (order)",
+      {"with an ACK of its flow held and another flow's ACK waiting in the agent, the next ACK is held "
+       "too even if it fits (order, MLFQ)",
        build(ack(1000 + 3 * kMss)), kShot, [&](const RunResult&) { EXPECT_EQ(flow().diverted, 2u); },
-       [&] { st_->in_flight = 0; }},
+       [&] {
+         st_->in_flight = 0;
+         st_->held = 5;
+       }},
   };
   run_table(egress(), out);
 
@@ -172,7 +177,8 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   // The agent dropped the other one (stale): once pac_flow_ctl says so, the
   // flow has nothing held and ACKs are admitted again.
   st_->in_flight = 0;
-  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot) << "still one held";
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot) << "still one held (others too)";
+  st_->held = 0;
   sluice_pac_flow_ctl c{};
   c.dropped = 2;
   auto k = flow_key();
@@ -181,6 +187,104 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   EXPECT_EQ(reason(SLUICE_R_PAC_ADMIT), 2u);
   EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 3u);
   EXPECT_EQ(reason(SLUICE_R_PAC_REINJECTED), 1u);
+}
+
+TEST_F(PacBpfTest, NewerCumulativeAckSupersedesItsFlowsHeldAcks) {
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);  // last released: 1000 + MSS
+  st_->in_flight = 9 * kMss;
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + 2 * kMss))).retval, kShot);  // held
+  drain();
+  st_->held = 1;  // the agent holds that one ACK, of this flow
+
+  st_->in_flight = 9 * kMss;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 3 * kMss))).retval, kShot)
+      << "does not fit (9 + 2+2 MSS > 10): held behind the first";
+  drain();
+  st_->held = 2;
+
+  PacketSpec dup = ack(1000 + kMss);
+  EXPECT_EQ(run_tc(egress(), build(dup)).retval, kShot) << "a duplicate ACK never overtakes held ACKs";
+  PacketSpec sack = ack(1000 + 4 * kMss);
+  sack.tcp_options = tcp_opt_timestamps(100, 200);
+  sack.tcp_options.insert(sack.tcp_options.end(), {1, 1, 5, 10, 0, 0, 0x20, 0, 0, 0, 0x30, 0});
+  st_->in_flight = 0;
+  EXPECT_EQ(run_tc(egress(), build(sack)).retval, kShot) << "an ACK carrying SACK never overtakes held ACKs";
+  drain();
+  st_->held = 4;
+
+  // Data arrived (in_flight fell); the stack's next cumulative ACK fits:
+  // it goes in the kernel, its trigger counted from the last released ACK
+  // (delta 4 MSS + slow start 4 MSS), and the agent is told to drop the
+  // held ones it supersedes.
+  st_->in_flight = kMss;
+  RunResult r = run_tc(egress(), build(ack(1000 + 5 * kMss)));
+  EXPECT_EQ(r.retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(9 * kMss));
+  auto f = flow();
+  EXPECT_EQ(f.last_ack, 1000 + 5 * kMss);
+  EXPECT_EQ(reason(SLUICE_R_PAC_SUPERSEDE), 1u);
+  drain();
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].type, SLUICE_PAC_EV_SEGMENT);
+  EXPECT_EQ(events_[0].ack, 1000 + 5 * kMss);
+  EXPECT_EQ(events_[0].flags & SLUICE_PAC_EVF_INGRESS, 0);
+
+  // A held ACK of this flow re-injected late (the agent had not seen the
+  // event yet) is behind ACK_prev: it triggers nothing.
+  RunResult late = run_marked(build(ack(1000 + 2 * kMss)));
+  EXPECT_EQ(late.retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(9 * kMss));
+  EXPECT_EQ(flow().last_ack, 1000 + 5 * kMss);
+
+  // Another flow's ACK waits in the agent (pac.held counts more than this
+  // flow holds): the newer ACK waits its turn, MLFQ order is kept.
+  st_->held = 10;
+  st_->in_flight = 0;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 6 * kMss))).retval, kShot);
+  EXPECT_EQ(reason(SLUICE_R_PAC_SUPERSEDE), 1u);
+}
+
+// A 50 ms age window, so that a loaded machine cannot stretch the gap
+// between two test runs into a write-off.
+class PacBpfAgeTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override { s->rodata->trigger_age_min_ns = 50'000'000ull; }
+};
+
+TEST_F(PacBpfAgeTest, ExpectedBytesThatNeverCameAreWrittenOff) {
+  // No RTT sample: the age window is trigger_age_min.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);  // trigger 2 MSS
+  EXPECT_EQ(st_->in_flight, int64_t(2 * kMss));
+  EXPECT_EQ(flow().expect, 2 * kMss);
+  // Data right after the release: what is still expected was triggered
+  // within the window, it is kept.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss, 100))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(2 * kMss - 100));
+  EXPECT_EQ(flow().phantom_bytes, 0u);
+  EXPECT_EQ(flow().ca_inferred, 0);
+  // Two windows later the rest has not come: the sender did not take the
+  // slow-start increment. Written off, and the flow is in CA (§III-C).
+  usleep(110000);
+  alive();
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss + 100, 100))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, 0);
+  auto f = flow();
+  EXPECT_EQ(f.expect, 0u);
+  EXPECT_EQ(f.phantom_bytes, 2 * kMss - 200);
+  EXPECT_EQ(f.ca_inferred, 1);
+  EXPECT_EQ(st_->phantom_bytes, 2 * kMss - 200);
+  // In CA the next ACK's increment is MSS²/window (window unknown yet: MSS),
+  // not slow start's max(delta, MSS): delta 2 MSS -> 3 MSS, not 4.
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + 3 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(3 * kMss));
+  // A retransmission timeout puts it back into slow start (§III-D): data
+  // starting at the last released ACK, already acknowledged by a held ACK.
+  st_->in_flight = 1 << 30;
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + 5 * kMss))).retval, kShot);
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + 3 * kMss, kMss))).retval, kNext);
+  EXPECT_EQ(flow().retrans_segs, 1u);
+  EXPECT_EQ(flow().ca_inferred, 0);
 }
 
 TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {

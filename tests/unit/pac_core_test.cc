@@ -104,6 +104,21 @@ TEST(PacCorrection, AlphaWidensTheBoundAndHighAlphaKeepsTheEstimate) {
   EXPECT_FALSE(d.on_interval(0.81e8, 500000, 0));
 }
 
+TEST(PacCorrection, ADropWhileNothingIsHeldIsNotBlamedOnTheEstimate) {
+  DeviationCorrector c(0.8, 0.125);
+  c.on_interval(1e8, 100000, 0);
+  // BW_T halves, but no ACK was held in the interval: PAC slowed nothing
+  // (the sender paused), the estimate stays; the filters still move.
+  EXPECT_FALSE(c.on_interval(5e7, 200000, 0, /*holding=*/false));
+  EXPECT_DOUBLE_EQ(c.bw_s(), 1e8 - 5e7 / 8);
+  EXPECT_DOUBLE_EQ(c.in_flight_s(), 1e5 + (200000 - 1e5) / 8.0);
+  // The same drop while ACKs are held is corrected by eq. (6):
+  // in_flight_S·BW_T/BW_S = 112500 · 5e7 / 9.375e7 = 60000.
+  auto r = c.on_interval(5e7, 200000, 0, /*holding=*/true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, 60000);
+}
+
 // ---- §III-C phase inference -----------------------------------------------
 
 TEST(PacPhase, TwoConsecutiveShortfallsMeanCongestionAvoidance) {

@@ -38,9 +38,9 @@ uint64_t adapt_threshold(uint64_t threshold, double alpha, uint64_t buffer_size,
   return std::max(r, std::min(floor, buffer_size));
 }
 
-std::optional<int64_t> DeviationCorrector::on_interval(double bw, int64_t in_flight, double alpha) {
+std::optional<int64_t> DeviationCorrector::on_interval(double bw, int64_t in_flight, double alpha, bool holding) {
   std::optional<int64_t> out;
-  if (primed_ && bw_s_ > 0 && bw <= bw_s_ * lambda_) {
+  if (holding && primed_ && bw_s_ > 0 && bw <= bw_s_ * lambda_) {
     // in_flight = min{in_flight, in_flight_S · BW_T / (BW_S · (1 − α/2))}
     double denom = bw_s_ * (1.0 - alpha / 2.0);
     double target = denom > 0 ? inflight_s_ * bw / denom : static_cast<double>(in_flight);

@@ -48,9 +48,14 @@ class DeviationCorrector {
  public:
   DeviationCorrector(double lambda, double gain) : lambda_(lambda), gain_(gain) {}
   // bw: BW_T of this interval (bytes/s); in_flight: current estimate;
-  // alpha: ECN fraction. Returns the corrected in_flight when eq. (6)
-  // lowers it, nullopt otherwise. Then updates BW_S and in_flight_S.
-  std::optional<int64_t> on_interval(double bw, int64_t in_flight, double alpha);
+  // alpha: ECN fraction; holding: ACKs were held during the interval.
+  // Returns the corrected in_flight when eq. (6) lowers it, nullopt
+  // otherwise. Then updates BW_S and in_flight_S.
+  // A throughput drop is only blamed on the estimate while ACKs are held
+  // on it: otherwise PAC did not slow anything (the sender paused, GRO
+  // lumped the arrivals of a short interval), and lowering the estimate
+  // would only let the next ACKs overfill the buffer.
+  std::optional<int64_t> on_interval(double bw, int64_t in_flight, double alpha, bool holding = true);
   double bw_s() const { return bw_s_; }
   double in_flight_s() const { return inflight_s_; }
 

@@ -69,6 +69,8 @@ struct PacModule::Impl : Datapath {
   uint64_t interval_ns = 1'000'000;
   double alpha = 0;
   uint64_t corrections = 0, threshold_changes = 0, stalls = 0, expired = 0, ctl_write_failures = 0;
+  uint64_t idle_resets = 0;
+  uint64_t prev_held_events = 0;
   uint64_t last_expiry_ns = 0;
   std::unique_ptr<DeviationCorrector> corrector;
   std::unordered_map<sluice_pac_flow_key, std::pair<uint64_t, uint64_t>, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
@@ -145,7 +147,7 @@ struct PacModule::Impl : Datapath {
     bool first = true;
     size_t n_flows = 0;
     double srtt_sum = 0;
-    size_t srtt_n = 0;
+    double srtt_n = 0;
     std::vector<sluice_pac_flow_key> gone;
     bool do_expiry = now - last_expiry_ns > 1'000'000'000ull;
     for (;;) {
@@ -164,9 +166,13 @@ struct PacModule::Impl : Datapath {
         prev = {f.bytes_rcvd, f.trig_sum};
         if (d || dt_trig) {
           engine->on_flow_sample(k, d, dt_trig, f.ce_seen);
-          if (f.srtt_us) {
-            srtt_sum += f.srtt_us;
-            ++srtt_n;
+          // §III-C: the control interval is the average RTT of the flows;
+          // weighted by the bytes each brought in this interval, so an idle
+          // control connection (one RTT sample per second) does not stretch
+          // the interval of the flows that carry the traffic.
+          if (f.srtt_us && d) {
+            srtt_sum += double(f.srtt_us) * double(d);
+            srtt_n += d;
           }
         }
         if (do_expiry) {
@@ -214,9 +220,29 @@ struct PacModule::Impl : Datapath {
     double dt_s = double(dt) / 1e9;
     double bw = dt_s > 0 ? double(db) / dt_s : 0;
     int64_t inflight = load(&st->in_flight);
-    if (auto c = corrector->on_interval(bw, inflight, alpha)) {
+    uint64_t held_ev = engine->stats().held_events;
+    bool holding = (engine->held() > 0 || held_ev != prev_held_events);
+    prev_held_events = held_ev;
+    if (auto c = corrector->on_interval(bw, inflight, alpha, holding)) {
       lower_to(&st->in_flight, *c);
+      // Per-flow expected bytes are part of what was just removed.
+      __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
       ++corrections;
+    }
+    // The estimate says bytes are in flight, but nothing arrived and
+    // nothing was released for max(2 RTT, trigger_age_min): the pipe is
+    // empty (a bottleneck cannot stay busy and deliver nothing). What the
+    // estimate holds never comes; with ACKs held on it, nothing ever would
+    // (README "PAC: estimate").
+    inflight = load(&st->in_flight);
+    if (cfg.trigger_age_min_us && inflight > 0) {
+      uint64_t idle = std::max<uint64_t>(uint64_t(2 * avg_srtt_us * 1000), uint64_t(cfg.trigger_age_min_us) * 1000);
+      uint64_t last = std::max<uint64_t>(load(&st->last_data_ns), load(&st->last_trigger_ns));
+      if (last && now > last + idle) {
+        lower_to(&st->in_flight, 0);
+        __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
+        ++idle_resets;
+      }
     }
     if (load(&st->in_flight) < 0) {
       __s64 cur = load(&st->in_flight);
@@ -230,7 +256,12 @@ struct PacModule::Impl : Datapath {
     // ticks while idle.
     uint64_t want = uint64_t(avg_srtt_us * 1000);
     want = std::clamp<uint64_t>(want, uint64_t(cfg.control_interval_min_us) * 1000, 100'000'000ull);
-    if (!dp && !engine->held()) want = std::max<uint64_t>(want, 20'000'000ull);
+    // Slow ticks only once the interface has been quiet for a while: a
+    // single interval without data in the middle of a transfer is exactly
+    // when eq. (6) and the idle-pipe rule must keep running.
+    uint64_t last_data = load(&st->last_data_ns);
+    if (!engine->held() && (!last_data || now > last_data + 200'000'000ull))
+      want = std::max<uint64_t>(want, 20'000'000ull);
     if (want != interval_ns) {
       interval_ns = want;
       control->set_period(std::chrono::nanoseconds(interval_ns));
@@ -249,6 +280,8 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   s->rodata->account_requests = m.cfg.account_requests ? 1 : 0;
   s->rodata->cap_to_response = m.cfg.cap_to_response ? 1 : 0;
   s->rodata->hold_requests = m.cfg.hold_requests ? 1 : 0;
+  s->rodata->request_max_bytes = m.cfg.request_max_bytes;
+  s->rodata->trigger_age_min_ns = uint64_t(m.cfg.trigger_age_min_us) * 1000ull;
   s->rodata->n_local_ports = static_cast<__u32>(m.cfg.local_ports.size());
   for (size_t i = 0; i < m.cfg.local_ports.size(); ++i) {
     s->rodata->local_ports[i].lo = m.cfg.local_ports[i].lo;
@@ -353,6 +386,9 @@ nlohmann::json PacModule::stats() const {
       {"agent_flows", m.engine->flows()},
       {"heartbeat_age_ms", hb && now > hb ? (now - hb) / 1'000'000 : 0},
       {"corrections", m.corrections},
+      {"idle_resets", m.idle_resets},
+      {"phantom_bytes", load(&m.st->phantom_bytes)},
+      {"phantom_events", load(&m.st->phantom_events)},
       {"threshold_changes", m.threshold_changes},
       {"stalls", m.stalls},
       {"expired_flows", m.expired},
@@ -388,6 +424,10 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
     out.push_back({"sluice_pac_held_acks", "ACKs held in the MLFQ", false,
                    {{"iface", ifn}, {"level", std::to_string(l)}}, double(m.engine->held_at_level(l))});
   c("sluice_pac_corrections_total", "Deviation corrections applied (eq. 6)", {}, double(m.corrections));
+  c("sluice_pac_idle_resets_total", "In-flight estimate cleared: nothing arrived or left for 2 RTT", {},
+    double(m.idle_resets));
+  c("sluice_pac_phantom_bytes_total", "Expected bytes written off: triggered, never arrived (trigger age)", {},
+    double(load(&m.st->phantom_bytes)));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "threshold"}}, double(es.released));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "queue_full"}}, double(es.released_queue_full));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "max_hold"}}, double(es.released_max_hold));
