@@ -20,6 +20,18 @@ namespace {
 const char* kDefaultConfig = "/etc/sluice/sluiced.toml";
 
 // --check: print every probe, then whether each configured mechanism can run.
+// Parses the config file; on error prints it (naming the key, the value and
+// the reason) and returns false.
+bool load_config(const std::string& config_path, Config& cfg) {
+  try {
+    cfg = parse_config_file(config_path);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    return false;
+  }
+}
+
 int run_check(const std::string& config_path, bool have_config) {
   std::printf("kernel %s\n", kernel_release().c_str());
   FeatureReport rep = probe_features();
@@ -32,12 +44,7 @@ int run_check(const std::string& config_path, bool have_config) {
     return 0;
   }
   Config cfg;
-  try {
-    cfg = parse_config_file(config_path);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluiced: %s\n", e.what());
-    return 2;
-  }
+  if (!load_config(config_path, cfg)) return 2;
   int bad = 0;
   bool tc_ok = rep[Feature::Tcx].ok || rep[Feature::TcClsact].ok;
   if (cfg.agent.attach_mode == AttachMode::Tcx) tc_ok = rep[Feature::Tcx].ok;
@@ -105,12 +112,7 @@ int main(int argc, char** argv) {
   if (check) return run_check(config_path, have_config);
 
   Config cfg;
-  try {
-    cfg = parse_config_file(config_path);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluiced: %s\n", e.what());
-    return 2;
-  }
+  if (!load_config(config_path, cfg)) return 2;
   if (validate) {
     std::printf("%s: valid (%zu interface(s))\n", config_path.c_str(), cfg.interfaces.size());
     return 0;
