@@ -405,7 +405,12 @@ TEST_F(PulserTest, CwndBrakesToSafeDuringIncastAndComesBack) {
     const auto &a = tr[i - 1], &b = tr[i];
     if (a.t < t_braked || a.cwnd >= kSane || b.cwnd >= kSane) continue;
     bool step = b.t - a.t <= max_gap || (a.ssthresh <= 4 && b.ssthresh >= pre);
-    if (step && a.cwnd <= pre / 2 && b.cwnd >= pre) {
+    // Not the brake itself: an ECE while braking lifts cwnd to the data in
+    // flight so PRR reduces from there to cwnd_safe (ssthresh stays at
+    // cwnd_safe in CWR). A restore leaves the flow in Open or puts the saved
+    // window into ssthresh.
+    bool restored = b.ca_state == 0 || b.ssthresh >= pre;
+    if (step && restored && a.cwnd <= pre / 2 && b.cwnd >= pre) {
       back = b.cwnd;
       t_back = b.t;
       break;
