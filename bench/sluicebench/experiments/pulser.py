@@ -28,6 +28,7 @@ import statistics
 
 import sluicelab
 
+from .. import core
 from ..core import TOP, BenchError, Experiment, experiment
 from .. import util
 
@@ -113,18 +114,16 @@ class PulserExp(Experiment):
         out = os.path.join(ctx.tmp, f"pulser-flows-{tag}.json")
         rec = os.path.join(ctx.tmp, f"pulser-flows-{tag}.csv")
         iout = os.path.join(ctx.tmp, f"pulser-incast-{tag}.json")
-        servers, qm, inc = [], None, None
         # Bursts for as long as the Poisson flows run (estimated from the
         # workload's mean size).
         mean = self._cdf_mean(cdf)
         est_s = a.flows * mean * 8 / (load * a.rate * 1e6)
         burst_ms = a.incast_degree * a.incast_bytes * 8 / (a.rate * 1e3)
         rounds = max(3, int(est_s * 1000 / (a.incast_gap_ms + burst_ms * 2)))
-        try:
-            v.setup(ctx, topo)
-            servers = ctx.start_servers(senders, v.cc)
-            q0 = topo.qdisc_stats(topo.bottleneck)
-            qm = ctx.start_qmon([topo.bottleneck], name=f"qmon-{tag}")
+        incast = None
+        with core.Measurement(ctx, topo, v, tag) as m:
+            m.start(senders, [topo.bottleneck])
+            inc = None
             if a.incast_degree > 0:
                 iargv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
                          "--conns", str(a.incast_degree), "--bytes", str(a.incast_bytes),
@@ -133,6 +132,7 @@ class PulserExp(Experiment):
                 if v.cc:
                     iargv += ["--cc", v.cc]
                 inc = ctx.spawn(recv.ns, iargv, f"tg-incast-{tag}")
+                m.stop_on_finish("incast", lambda: ctx.stop(inc))
             argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
                     "--cdf", cdf, "--load", str(load), "--count", str(a.flows), "--seed", str(a.seed),
                     "--link-mbps", str(a.rate), "--pool", str(a.pool), "--records", rec, "--json", out,
@@ -140,36 +140,18 @@ class PulserExp(Experiment):
             if v.cc:
                 argv += ["--cc", v.cc]
             ctx.run_tool(recv.ns, argv, f"tg-flows-{tag}", timeout=a.timeout + 60)
-            incast = None
             if inc is not None:
                 try:
                     inc.wait(timeout=60)
                 except Exception:
                     ctx.log(f"{tag}: incast bursts outlasted the flows by 60 s; stopped")
                 ctx.stop(inc)
-                inc = None
                 if os.path.exists(iout):
                     with open(iout) as f:
                         incast = json.load(f)
-            qmon = ctx.stop_qmon(qm)
-            qm = None
-            q1 = topo.qdisc_stats(topo.bottleneck)
-            extra = v.metrics(ctx, topo) or {}
+            m.finish()
             ctx.save_artifacts(os.path.basename(out), os.path.basename(rec), os.path.basename(iout))
-        finally:
-            if inc is not None:
-                try:
-                    ctx.stop(inc)
-                except Exception:
-                    pass
-            if qm:
-                try:
-                    ctx.stop_qmon(qm)
-                except Exception:
-                    pass
-            ctx.stop_all(servers)
-            v.teardown(ctx, topo)
-        return self.row(load, rec, out, incast, qmon, q0, q1, extra)
+        return self.row(load, rec, out, incast, m)
 
     @staticmethod
     def _cdf_mean(path: str) -> float:
@@ -184,7 +166,8 @@ class PulserExp(Experiment):
             m += (p1 - p0) * (b0 + b1) / 2
         return m
 
-    def row(self, load, rec, out, incast, qmon, q0, q1, extra) -> dict:
+    def row(self, load, rec, out, incast, m: "core.Measurement") -> dict:
+        qmon, extra = m.qmon, dict(m.extra)
         a = self.args
         short, long_tput, n_long = [], [], 0
         with open(rec) as f:
@@ -209,7 +192,7 @@ class PulserExp(Experiment):
             "short_flows": len(short),
             "long_flows": n_long,
             "short_fct_mean_us": round(statistics.mean(short), 1) if short else None,
-            "drops": q1.get("drops", 0) - q0.get("drops", 0),
+            "drops": m.bottleneck_delta("drops"),
             "retrans_segs": tg["summary"]["retrans_segs"],
             "rto_flows": tg["summary"]["rto_flows"],
             "achieved_load": round(tg["summary"]["achieved_load"], 4),
@@ -222,6 +205,7 @@ class PulserExp(Experiment):
             row["incast_rounds"] = len(rms)
             row["incast_round_ms_p50"] = round(_pct(rms, 0.5), 2) if rms else None
             row["incast_round_ms_p99"] = round(_pct(rms, 0.99), 2) if rms else None
+        row.update(m.faults)
         row.update(extra)
         return row
 
