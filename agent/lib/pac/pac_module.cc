@@ -19,6 +19,14 @@ namespace sluice::pac {
 
 namespace {
 
+// The in-flight estimate counts TCP payload (eq. 4/5); a switch buffer (and
+// a Linux qdisc limit) counts frames. §III-B's threshold = buffer size, in
+// payload: the buffer holds buffer / (MSS + headers) full segments of MSS
+// payload (Ethernet 14 + IPv4 20 + TCP with timestamps 32 = 66 bytes).
+uint64_t payload_capacity(uint64_t buffer_bytes) {
+  return buffer_bytes * SLUICE_PAC_DEFAULT_MSS / (SLUICE_PAC_DEFAULT_MSS + 66);
+}
+
 template <typename T>
 T load(const T* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -37,7 +45,7 @@ void lower_to(__s64* p, __s64 v) {
 
 Params params_of(const PacConfig& c) {
   Params p;
-  p.buffer_bytes = c.buffer_bytes;
+  p.buffer_bytes = payload_capacity(c.buffer_bytes);
   p.level_bytes = c.mlfq_level_bytes;
   p.lambda = c.lambda;
   p.max_held = c.max_held;
@@ -211,7 +219,7 @@ struct PacModule::Impl : Datapath {
     alpha = dp ? std::min(1.0, double(dce) / double(dp)) : 0.0;
     if (cfg.ecn) {
       uint64_t thr = load(&st->threshold);
-      uint64_t nt = adapt_threshold(thr, alpha, cfg.buffer_bytes, engine->params().min_threshold);
+      uint64_t nt = adapt_threshold(thr, alpha, engine->params().buffer_bytes, engine->params().min_threshold);
       if (nt != thr) {
         store(&st->threshold, nt);
         ++threshold_changes;
@@ -313,7 +321,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
       if (bpf_map_delete_elem(fd, &k) != 0) break;
     }
   }
-  store(&m.st->threshold, m.cfg.buffer_bytes);
+  store(&m.st->threshold, payload_capacity(m.cfg.buffer_bytes));
   m.reinjector = std::make_unique<Reinjector>(m.ifname, m.cfg.reinject_mark);
   m.engine = std::make_unique<Engine>(params_of(m.cfg), m);
   m.corrector = std::make_unique<DeviationCorrector>(m.cfg.lambda, m.engine->params().ewma_gain);
@@ -335,8 +343,8 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });
   m.control = ctx.loop.every(std::chrono::nanoseconds(m.interval_ns), [&m] { m.on_control(); });
-  SLOG_INFO("PAC_STARTED", "{}: PAC threshold {} B, MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
-            m.ifname, m.cfg.buffer_bytes, m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
+  SLOG_INFO("PAC_STARTED", "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
+            m.ifname, m.cfg.buffer_bytes, payload_capacity(m.cfg.buffer_bytes), m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
 }
 
 PacModule::~PacModule() {
