@@ -198,6 +198,7 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get("hold_requests", pc.hold_requests);
   s.get_int("request_max_bytes", pc.request_max_bytes, 1, 65535);
   s.get_int("trigger_age_min_us", pc.trigger_age_min_us, 0, 1000000);
+  s.get_int("busy_poll_us", pc.busy_poll_us, 0, 10000);
   if (auto n = s.node("lambda")) {
     auto v = n->value<double>();
     if (!v) s.problem("lambda", n, "expected a number");

@@ -466,6 +466,7 @@ fail_open_ms = 50
 reinject_mark = 0x1234
 idle_timeout_s = 60
 control_interval_min_us = 500
+busy_poll_us = 50
 local_ports = [5201, "9000-9100"]
 remote_ports = ["7000"]
 remote_prefixes = ["10.0.0.0/8", "fd00::/16"]
@@ -478,6 +479,7 @@ mechanisms = ["pac"]
   EXPECT_DOUBLE_EQ(c.pac.lambda, 0.7);
   EXPECT_FALSE(c.pac.ecn);
   EXPECT_EQ(c.pac.reinject_mark, 0x1234u);
+  EXPECT_EQ(c.pac.busy_poll_us, 50u);
   ASSERT_EQ(c.pac.local_ports.size(), 2u);
   EXPECT_EQ(c.pac.local_ports[1].lo, 9000);
   EXPECT_EQ(c.pac.local_ports[1].hi, 9100);
@@ -501,6 +503,8 @@ TEST(PacConfig, BadValuesNameTheKey) {
   bad("local_ports = [\"9100-9000\"]", "pac.local_ports[0]");
   bad("remote_prefixes = [\"10.0.0.0/33\"]", "pac.remote_prefixes[0]");
   bad("fail_open_ms = 500", "pac.fail_open_ms");
+  bad("busy_poll_us = 20000", "pac.busy_poll_us");
+  bad("busy_poll_us = -1", "pac.busy_poll_us");
   bad("buffer = 1", "pac.buffer");
   // PAC runs on hosts only.
   try {

@@ -140,6 +140,8 @@ mechanisms = ["pac"]
                     out["p50_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.50)
                     out["p99_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.99)
                     out["pac_hold_mean_us"] = round(s["hold_time_mean_us"], 1)
+                    out["pac_avg_srtt_us"] = round(s.get("avg_srtt_us", 0), 1)
+                    out["pac_busy_poll_us"] = s.get("busy_poll_us", 0)
                     for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
                               "dropped_teardown", "send_failures", "corrections", "stalls"):
                         out[f"pac_{k}"] = s[k]
@@ -167,6 +169,17 @@ class PacRequests(Pac):
     name = "pac-req"
     help = "PAC with hold_requests: requests (our data segments) are held like ACKs, their trigger the response"
     extra_config = "hold_requests = true\ncap_to_response = true"
+
+    @classmethod
+    def add_args(cls, parser):
+        pass  # shares the --pac-* options
+
+
+@variant
+class PacRequestsSleep(Pac):
+    name = "pac-req-sleep"
+    help = "pac-req with busy_poll_us = 0: the agent sleeps in epoll while ACKs are held (ablation of the polling)"
+    extra_config = "hold_requests = true\ncap_to_response = true\nbusy_poll_us = 0"
 
     @classmethod
     def add_args(cls, parser):
