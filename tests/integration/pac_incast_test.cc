@@ -158,8 +158,10 @@ TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
               (unsigned long long)c[SLUICE_R_PAC_DIVERT].packets, (unsigned long long)c[SLUICE_R_PAC_ADMIT].packets);
   EXPECT_GT(c[SLUICE_R_PAC_DIVERT].packets, 0u) << "PAC never held an ACK";
   EXPECT_GT(c[SLUICE_R_PAC_REINJECTED].packets, 0u);
-  // Same run, same machine: ratios, not absolute numbers.
-  EXPECT_GT(pac.goodput_mbps, 1.5 * base.goodput_mbps);
+  // Same run, same machine: ratios, not absolute numbers. Two runs of the
+  // baseline differ by up to ~20% here, so 1.25x is an improvement noise
+  // does not make (quiet machine: 1.7x; loaded 2-core machine: 1.45-1.7x).
+  EXPECT_GT(pac.goodput_mbps, 1.25 * base.goodput_mbps);
   EXPECT_LT(pac.timeouts * 2, base.timeouts);
   EXPECT_LE(pac.goodput_mbps, kLinkMbps * 1.05) << "goodput above the link rate: measurement broken";
 }
