@@ -39,24 +39,6 @@ using namespace sluice::test;
 
 namespace {
 
-// Enters a network namespace for this thread while in scope.
-class InNetns {
- public:
-  explicit InNetns(const std::string& ns) {
-    old_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) throw std::runtime_error("setns " + ns);
-    close(fd);
-  }
-  ~InNetns() {
-    setns(old_, CLONE_NEWNET);
-    close(old_);
-  }
-
- private:
-  int old_;
-};
-
 // The root qdisc's backlog as the kernel reports it over netlink.
 class QdiscStats {
  public:

@@ -36,25 +36,6 @@ namespace {
 
 const std::string kTag = "pu";
 
-// Enters a network namespace for this thread while in scope. Sockets keep
-// the namespace they were created in.
-class InNetns {
- public:
-  explicit InNetns(const std::string& ns) {
-    old_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) throw std::runtime_error("setns " + ns);
-    close(fd);
-  }
-  ~InNetns() {
-    setns(old_, CLONE_NEWNET);
-    close(old_);
-  }
-
- private:
-  int old_;
-};
-
 bool cc_available(const std::string& name) {
   std::ifstream f("/proc/sys/net/ipv4/tcp_available_congestion_control");
   std::string w;

@@ -1,6 +1,7 @@
 #include "lib/netns_fixture.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 namespace sluice::test {
@@ -228,6 +230,22 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
     if (std::chrono::steady_clock::now() > end) return pred();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+InNetns::InNetns(const std::string& ns) {
+  old_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (old_ < 0 || fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    if (fd >= 0) close(fd);
+    if (old_ >= 0) close(old_);
+    throw std::runtime_error("setns " + ns);
+  }
+  close(fd);
+}
+
+InNetns::~InNetns() {
+  setns(old_, CLONE_NEWNET);
+  close(old_);
 }
 
 }  // namespace sluice::test

@@ -94,4 +94,18 @@ std::string build_path(const std::string& rel);
 // Polls `pred` every 20 ms until true or `timeout`; returns the last value.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
+// Enters the named network namespace (/run/netns/NAME) for the calling
+// thread while in scope; throws if it cannot. Sockets keep the namespace
+// they were created in.
+class InNetns {
+ public:
+  explicit InNetns(const std::string& ns);
+  ~InNetns();
+  InNetns(const InNetns&) = delete;
+  InNetns& operator=(const InNetns&) = delete;
+
+ private:
+  int old_ = -1;
+};
+
 }  // namespace sluice::test
