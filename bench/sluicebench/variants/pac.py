@@ -9,11 +9,8 @@ of the hold-time histogram: the bucket's upper bound), pac_* counters.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
-from ..core import BenchError, Variant, variant
+from ..agents import Agents
+from ..core import Variant, variant
 
 
 def _percentile_from_hist(zero: int, hist: list, q: float):
@@ -54,62 +51,40 @@ class Pac(Variant):
 
     def __init__(self, args):
         super().__init__(args)
-        self.agents = []
-        self.mounts = []
+        self.agents = Agents("pac")
         self.killer = None
         self.point_no = 0
-
-    def _bpffs(self, ctx):
-        d = os.path.join(ctx.tmp, "pac-bpffs")
-        if d not in self.mounts:
-            os.makedirs(d, exist_ok=True)
-            subprocess.run(["mount", "-t", "bpf", "bpf", d], check=True)
-            self.mounts.append(d)
-        return d
 
     def setup(self, ctx, topo):
         args = ctx.args
         thr = args.pac_threshold or getattr(args, "buffer", 0) or 131072
         self.point_no += 1
-        bpffs = self._bpffs(ctx)
+        bpffs = self.agents.bpffs(ctx)
+        extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
+        # The agent is on the path of every held ACK: when the traffic
+        # generator runs under SCHED_FIFO (--sched fifo, senders 10,
+        # receiver 11) the agent runs one level above it, or busy senders
+        # would starve the receiver's ACK clock.
+        pre = []
+        if getattr(args, "sched", "normal") == "fifo" and ctx._fifo_ok():
+            pre = ["chrt", "-f", "12"]
         for recv in topo.receivers:
             tag = f"{recv.name}-{self.point_no}"
-            state = os.path.join(ctx.tmp, f"pac-state-{tag}")
-            os.makedirs(state, exist_ok=True)
-            cfg = os.path.join(ctx.tmp, f"sluiced-pac-{tag}.toml")
-            extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
-            with open(cfg, "w") as f:
-                f.write(f"""[agent]
-pin_root = "{bpffs}/{tag}"
-state_dir = "{state}"
-control_socket = "{state}/sluiced.sock"
-log_level = "info"
-[metrics]
-enabled = false
-[pac]
+            a = self.agents.start(ctx, recv.ns, tag, f"{bpffs}/{tag}", f"""[pac]
 buffer_bytes = {thr}
 {self.extra_config}
 {extra}
 [[interface]]
 name = "{recv.ports[0].ifname}"
 mechanisms = ["pac"]
-""")
-            # The agent is on the path of every held ACK: when the traffic
-            # generator runs under SCHED_FIFO (--sched fifo, senders 10,
-            # receiver 11) the agent runs one level above it, or busy
-            # senders would starve the receiver's ACK clock.
-            pre = []
-            if getattr(args, "sched", "normal") == "fifo" and ctx._fifo_ok():
-                pre = ["chrt", "-f", "12"]
-            p = ctx.spawn(recv.ns, pre + [ctx.tool("sluiced"), "--config", cfg], f"sluiced-pac-{tag}")
-            ctx.wait_for_log(p, "PAC_STARTED", timeout=10)
-            self.agents.append((recv, p, f"{state}/sluiced.sock"))
+""", role="receiver", prefix=pre)
+            ctx.wait_for_log(a.proc, "PAC_STARTED", timeout=10)
         if args.pac_kill_at > 0:
             import threading
-            agents = list(self.agents)
+            procs = [a.proc for a in self.agents.list]
 
             def kill():
-                for _, p, _ in agents:
+                for p in procs:
                     if p.poll() is None:
                         ctx.log(f"pac: kill -9 sluiced (pid {p.pid}) mid-incast")
                         p.kill()
@@ -118,16 +93,11 @@ mechanisms = ["pac"]
 
     def metrics(self, ctx, topo):
         out = {"held_acks": 0, "admitted_acks": 0, "p50_ack_delay_us": None, "p99_ack_delay_us": None}
-        for recv, p, sock in self.agents:
-            if p.poll() is not None:
-                out["pac_agent_exited"] = p.returncode
+        for a in self.agents.list:
+            if a.proc.poll() is not None:
+                out["pac_agent_exited"] = a.proc.returncode
                 continue
-            r = subprocess.run(["ip", "netns", "exec", recv.ns, ctx.tool("sluicectl"), "--socket", sock,
-                                "stats", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               timeout=10)
-            if r.returncode != 0:
-                raise BenchError(f"sluicectl stats failed: {r.stderr[-500:]}")
-            j = json.loads(r.stdout)
+            j = self.agents.ctl(ctx, a, "stats")
             for ifc in j["interfaces"]:
                 for m in ifc["modules"]:
                     if m["name"] != "pac":
@@ -153,15 +123,7 @@ mechanisms = ["pac"]
         if self.killer:
             self.killer.cancel()
             self.killer = None
-        for _, p, _ in self.agents:
-            try:
-                ctx.stop(p)
-            except Exception:
-                pass
-        self.agents = []
-        for d in self.mounts:
-            subprocess.run(["umount", "-l", d], check=False)
-        self.mounts = []
+        self.agents.stop(ctx)
 
 
 @variant

@@ -16,19 +16,8 @@ cc_repairs, ...), for pulser echoes_set/echoes_received (hosts).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
-from ..core import BenchError, Variant, variant
-
-
-def _sluicectl(ctx, ns, sock, cmd):
-    r = subprocess.run(["ip", "netns", "exec", ns, ctx.tool("sluicectl"), "--socket", sock, cmd, "--json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=15)
-    if r.returncode != 0:
-        raise BenchError(f"sluicectl {cmd} failed: {r.stderr[-500:]}")
-    return json.loads(r.stdout)
+from ..agents import Agents
+from ..core import Variant, variant
 
 
 class _SluiceSwitch(Variant):
@@ -57,41 +46,21 @@ class _SluiceSwitch(Variant):
 
     def __init__(self, args):
         super().__init__(args)
-        self.agents = []      # (node ns, process, socket, role)
-        self.mounts = []
+        self.agents = Agents("pulser")
         self.point_no = 0
-
-    def _bpffs(self, ctx):
-        d = os.path.join(ctx.tmp, "pulser-bpffs")
-        if d not in self.mounts:
-            os.makedirs(d, exist_ok=True)
-            subprocess.run(["mount", "-t", "bpf", "bpf", d], check=True)
-            self.mounts.append(d)
-        return d
 
     def _names(self, ctx):
         stem = f"sl{ctx.lab.runid}"
         return stem + "_d", stem + "_p"
 
-    def _write(self, ctx, tag, body):
-        state = os.path.join(ctx.tmp, f"pulser-state-{tag}")
-        os.makedirs(state, exist_ok=True)
-        cfg = os.path.join(ctx.tmp, f"sluiced-{tag}.toml")
+    def _start(self, ctx, ns, tag, role, body):
         # One pin_root for every agent of the point: sl_ein_sk is shared by
         # the hosts' ein programs and the switch agent's sluice_pulser.
-        with open(cfg, "w") as f:
-            f.write(f"""[agent]
-pin_root = "{self._bpffs(ctx)}/p{self.point_no}"
-state_dir = "{state}"
-control_socket = "{state}/sluiced.sock"
-log_level = "info"
-[metrics]
-enabled = false
-[ein]
+        pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}"
+        return self.agents.start(ctx, ns, tag, pin_root, f"""[ein]
 bit = "{self.args.ein_bit}"
 echo_fresh_us = {self.args.ein_fresh_us}
-{body}""")
-        return cfg, f"{state}/sluiced.sock"
+{body}""", role=role)
 
     def setup(self, ctx, topo):
         a = self.args
@@ -105,7 +74,7 @@ echo_fresh_us = {self.args.ein_fresh_us}
         hw = f"ein_high_water = {a.aqm_high_water}\n" if a.aqm_high_water else ""
         bn = topo.bottleneck
         rate = getattr(a, "rate", 100)
-        cfg, sock = self._write(ctx, f"sw-{self.name}-{self.point_no}", f"""[cc]
+        self._start(ctx, bn.ns, f"sw-{self.name}-{self.point_no}", "switch", f"""[cc]
 register = [{regs}]
 dctcp_name = "{dname}"
 pulser_name = "{pname}"
@@ -121,28 +90,23 @@ role = "switch-port"
 mechanisms = ["aqm"]
 line_rate_mbps = {int(rate)}
 """)
-        procs = [(bn.ns, ctx.spawn(bn.ns, [ctx.tool("sluiced"), "--config", cfg], f"sluiced-sw-{self.name}"),
-                  sock, "switch")]
         if self.host_ein:
             for h in topo.hosts:
-                hcfg, hsock = self._write(ctx, f"{h.name}-{self.name}-{self.point_no}", f"""[[interface]]
+                self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", f"""[[interface]]
 name = "{h.ports[0].ifname}"
 role = "host"
 mechanisms = ["ein"]
 """)
-                procs.append((h.ns, ctx.spawn(h.ns, [ctx.tool("sluiced"), "--config", hcfg],
-                                              f"sluiced-{h.name}-{self.name}"), hsock, "host"))
-        self.agents = procs
-        for ns, p, sock, role in procs:
-            ctx.wait_for_log(p, "AGENT_STARTED", timeout=30)
+        for ag in self.agents.list:
+            ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=30)
 
     def metrics(self, ctx, topo):
         out = {"ce_marks": 0, "ein_marks": 0, "incasts_detected": 0}
-        for ns, p, sock, role in self.agents:
-            if p.poll() is not None:
-                out["agent_exited"] = p.returncode
+        for ag in self.agents.list:
+            if ag.proc.poll() is not None:
+                out["agent_exited"] = ag.proc.returncode
                 continue
-            st = _sluicectl(ctx, ns, sock, "stats")
+            st = self.agents.ctl(ctx, ag, "stats")
             for ifc in st["interfaces"]:
                 for m in ifc["modules"]:
                     s = m.get("stats", {})
@@ -153,8 +117,8 @@ mechanisms = ["ein"]
                         for k in ("echoes_set", "echoes_received", "marks_recorded", "marks_unmanaged",
                                   "echoes_stale"):
                             out[k] = out.get(k, 0) + s.get(k, 0)
-            if role == "switch" and self.register:
-                status = _sluicectl(ctx, ns, sock, "status")
+            if ag.role == "switch" and self.register:
+                status = self.agents.ctl(ctx, ag, "status")
                 for c in status.get("congestion_control", []):
                     for k in ("sockets", "alpha_updates", "ecn_cuts", "loss_events", "repairs", "brakes",
                               "brake_extends", "restores", "brakes_abandoned", "ein_acks"):
@@ -164,15 +128,7 @@ mechanisms = ["ein"]
 
     def teardown(self, ctx, topo):
         # Hosts first, the switch (which holds the registrations) last.
-        for ns, p, sock, role in reversed(self.agents):
-            try:
-                ctx.stop(p)
-            except Exception:
-                pass
-        self.agents = []
-        for d in self.mounts:
-            subprocess.run(["umount", "-l", d], check=False)
-        self.mounts = []
+        self.agents.stop(ctx)
 
 
 @variant

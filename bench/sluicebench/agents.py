@@ -1,0 +1,76 @@
+"""sluiced agents a variant runs inside lab namespaces.
+
+One private bpffs per variant (the lab's namespaces do not see
+/sys/fs/bpf), a config and a state directory per agent, `sluicectl --json`
+queries, and teardown: agents stopped in reverse start order (so a switch
+agent that registered congestion controls goes last), bpffs unmounted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Optional
+
+from .core import BenchError
+
+
+class Agent:
+    def __init__(self, ns: str, proc: subprocess.Popen, sock: str, role: str):
+        self.ns, self.proc, self.sock, self.role = ns, proc, sock, role
+
+
+class Agents:
+    def __init__(self, stem: str):
+        self.stem = stem          # names the bpffs, state dirs, configs and logs
+        self.list: list = []
+        self._mount: Optional[str] = None
+
+    def bpffs(self, ctx) -> str:
+        if not self._mount:
+            d = os.path.join(ctx.tmp, f"{self.stem}-bpffs")
+            os.makedirs(d, exist_ok=True)
+            subprocess.run(["mount", "-t", "bpf", "bpf", d], check=True)
+            self._mount = d
+        return self._mount
+
+    def start(self, ctx, ns: str, tag: str, pin_root: str, body: str, role: str = "",
+              prefix: Optional[list] = None) -> Agent:
+        """Writes the config ([agent] paths, metrics off, then `body`) and
+        spawns sluiced in `ns` (under `prefix`, e.g. chrt). Does not wait."""
+        state = os.path.join(ctx.tmp, f"{self.stem}-state-{tag}")
+        os.makedirs(state, exist_ok=True)
+        cfg = os.path.join(ctx.tmp, f"sluiced-{self.stem}-{tag}.toml")
+        sock = f"{state}/sluiced.sock"
+        with open(cfg, "w") as f:
+            f.write(f"""[agent]
+pin_root = "{pin_root}"
+state_dir = "{state}"
+control_socket = "{sock}"
+log_level = "info"
+[metrics]
+enabled = false
+{body}""")
+        p = ctx.spawn(ns, (prefix or []) + [ctx.tool("sluiced"), "--config", cfg], f"sluiced-{self.stem}-{tag}")
+        a = Agent(ns, p, sock, role)
+        self.list.append(a)
+        return a
+
+    def ctl(self, ctx, a: Agent, cmd: str) -> dict:
+        r = subprocess.run(["ip", "netns", "exec", a.ns, ctx.tool("sluicectl"), "--socket", a.sock, cmd, "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=15)
+        if r.returncode != 0:
+            raise BenchError(f"sluicectl {cmd} failed: {r.stderr[-500:]}")
+        return json.loads(r.stdout)
+
+    def stop(self, ctx):
+        for a in reversed(self.list):
+            try:
+                ctx.stop(a.proc)
+            except Exception:
+                pass
+        self.list = []
+        if self._mount:
+            subprocess.run(["umount", "-l", self._mount], check=False)
+            self._mount = None
