@@ -140,6 +140,13 @@ struct PacModule::Impl : Datapath {
   // of at most kPollSlice, posted back to the loop, so the heartbeat and
   // the control interval keep their timers.
   static constexpr uint64_t kPollSliceNs = 250'000;
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
   void poll_held() {
     if (!busy_poll_ns || poll_posted) return;
     uint64_t start = monotonic_ns(), now = start;
@@ -164,7 +171,7 @@ struct PacModule::Impl : Datapath {
         });
         break;
       }
-      __builtin_ia32_pause();
+      cpu_relax();
     }
     poll_ns += now - start;
   }
