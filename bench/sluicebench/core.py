@@ -118,6 +118,15 @@ class Experiment:
     def __init__(self, args: argparse.Namespace):
         self.args = args
 
+    def cdf_path(self) -> str:
+        """The flow-size CDF --workload names: a file path, or the name of
+        one in bench/cdf/."""
+        w = self.args.workload
+        p = w if os.path.sep in w or w.endswith(".cdf") else os.path.join(TOP, "bench", "cdf", w + ".cdf")
+        if not os.path.isfile(p):
+            raise BenchError(f"--workload {w}: no CDF file {p}")
+        return p
+
     def run(self, ctx: "Context", variants: list) -> dict:
         raise NotImplementedError
 

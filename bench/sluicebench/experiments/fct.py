@@ -17,7 +17,7 @@ import os
 import sluicelab
 
 from .. import core
-from ..core import TOP, BenchError, Experiment, experiment
+from ..core import TOP, Experiment, experiment
 from .. import util
 
 
@@ -47,13 +47,6 @@ class Fct(Experiment):
         p.add_argument("--burst", type=util.size, default=0)
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
         p.add_argument("--timeout", type=float, default=900, help="seconds per variant")
-
-    def cdf_path(self) -> str:
-        w = self.args.workload
-        p = w if os.path.sep in w or w.endswith(".cdf") else os.path.join(TOP, "bench", "cdf", w + ".cdf")
-        if not os.path.isfile(p):
-            raise BenchError(f"--workload {w}: no CDF file {p}")
-        return p
 
     def params(self) -> dict:
         a = self.args

@@ -29,7 +29,7 @@ import statistics
 import sluicelab
 
 from .. import core
-from ..core import TOP, BenchError, Experiment, experiment
+from ..core import TOP, Experiment, experiment
 from .. import util
 
 
@@ -67,13 +67,6 @@ class PulserExp(Experiment):
         p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
-
-    def cdf_path(self) -> str:
-        w = self.args.workload
-        p = w if os.path.sep in w or w.endswith(".cdf") else os.path.join(TOP, "bench", "cdf", w + ".cdf")
-        if not os.path.isfile(p):
-            raise BenchError(f"--workload {w}: no CDF file {p}")
-        return p
 
     def params(self) -> dict:
         a = self.args
