@@ -5,30 +5,15 @@
 #include <fstream>
 
 #include "lib/config.h"
+#include "lib/config_check.h"
 
 using namespace sluice;
 
 namespace {
 
-// Parses and returns the problems (empty if valid).
-std::vector<ConfigProblem> problems(const std::string& toml) {
-  try {
-    parse_config_string(toml);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
-::testing::AssertionResult rejects(const std::string& toml, const std::string& key, const std::string& reason_part) {
-  auto ps = problems(toml);
-  for (const auto& p : ps)
-    if (p.key == key && p.reason.find(reason_part) != std::string::npos) return ::testing::AssertionSuccess();
-  std::string got;
-  for (const auto& p : ps) got += "\n  " + p.to_string();
-  return ::testing::AssertionFailure() << "expected a problem at " << key << " containing \"" << reason_part
-                                       << "\", got:" << (got.empty() ? " none" : got);
-}
+// tests/lib/config_check.h
+constexpr auto& problems = test::config_problems;
+constexpr auto& rejects = test::config_rejects;
 
 const char* kMinimal = "[[interface]]\nname = \"eth0\"\n";
 

@@ -3,29 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "lib/config.h"
+#include "lib/config_check.h"
 #include "sluice/pulser.h"
 
 using namespace sluice;
 
 namespace {
 
-std::vector<ConfigProblem> problems(const std::string& toml) {
-  try {
-    parse_config_string(toml);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
-::testing::AssertionResult rejects(const std::string& toml, const std::string& key, const std::string& part) {
-  std::string got;
-  for (const auto& p : problems(toml)) {
-    if (p.key == key && p.reason.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-    got += "\n  " + p.to_string();
-  }
-  return ::testing::AssertionFailure() << "expected " << key << " ~ \"" << part << "\", got:" << (got.empty() ? " none" : got);
-}
+// tests/lib/config_check.h
+constexpr auto& rejects = test::config_rejects;
 
 const std::string kSwitch =
     "[[interface]]\nname = \"sw0\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\nline_rate_mbps = 100\n";
