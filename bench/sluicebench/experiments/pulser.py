@@ -65,6 +65,9 @@ class PulserExp(Experiment):
         p.add_argument("--mode", choices=("gso", "mtu"), default="mtu",
                        help="mtu: one frame per skb (per-packet marking and EIN samples)")
         p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
+        p.add_argument("--burst", type=util.size, default=0,
+                       help="bottleneck token bucket in bytes (0 = the lab's 100 us at the rate, >= 2 frames; "
+                            "at 1 Gbit/s give 64K, bench/README.md \"Token bucket\")")
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
 
@@ -75,6 +78,7 @@ class PulserExp(Experiment):
                 "long_min": a.long_min, "incast_degree": a.incast_degree, "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer,
                 "mode": a.mode, "switch": a.switch,
+                "burst": a.burst or sluicelab.Shape(a.rate).default_burst(),
                 "aqm_k_packets": getattr(a, "aqm_k", None),
                 "ein_samples": getattr(a, "aqm_ein_samples", None),
                 "ein_threshold": getattr(a, "aqm_ein_threshold", None),
@@ -86,7 +90,7 @@ class PulserExp(Experiment):
         cdf = self.cdf_path()
         ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
         topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
-                              switch=a.switch)
+                              switch=a.switch, burst=a.burst or None)
         rows = {v.name: [] for v in variants}
         for load in self.loads:
             for v in variants:

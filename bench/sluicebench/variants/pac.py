@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..agents import Agents
 from ..core import Variant, variant
+from .. import util
 
 
 def _percentile_from_hist(zero: int, hist: list, q: float):
@@ -56,6 +57,10 @@ class Pac(Variant):
                             help="extra [pac] TOML lines, ';'-separated (e.g. 'max_hold_ms = 20')")
         parser.add_argument("--pac-kill-at", type=float, default=0,
                             help="seconds after the point starts to kill -9 the agent (fail-open demo)")
+        parser.add_argument("--pac-ecn-k", type=util.size, default=0,
+                            help="the bottleneck port marks CE above this many bytes (sluiced aqm, DCTCP step "
+                                 "marking) and the hosts negotiate ECN, so PAC's threshold follows eq. (2); "
+                                 "the paper's testbed: 15K (10 packets). 0 = no marking")
 
     extra_config = ""
 
@@ -64,6 +69,10 @@ class Pac(Variant):
         self.agents = Agents("pac")
         self.killer = None
         self.point_no = 0
+        # §III-B eq. (2) needs CE marks: with --pac-ecn-k the senders are
+        # ECN-capable (kernel cubic then also halves on ECE, as the paper's
+        # unmodified senders would) and the bottleneck marks.
+        self.ecn = bool(getattr(args, "pac_ecn_k", 0))
 
     def setup(self, ctx, topo):
         args = ctx.args
@@ -89,9 +98,23 @@ name = "{recv.ports[0].ifname}"
 mechanisms = ["pac"]
 """, role="receiver", prefix=pre)
             ctx.wait_for_log(a.proc, "PAC_STARTED", timeout=10)
+        if self.ecn:
+            bn = topo.bottleneck
+            rate = getattr(args, "core_rate", 0) or getattr(args, "rate", 1000)
+            a = self.agents.start(ctx, bn.ns, f"sw-{self.point_no}", f"{bpffs}/sw-{self.point_no}", f"""[aqm]
+ecn = true
+ecn_threshold_bytes = {args.pac_ecn_k}
+ein = false
+[[interface]]
+name = "{bn.ifname}"
+role = "switch-port"
+mechanisms = ["aqm"]
+line_rate_mbps = {int(rate)}
+""", role="switch")
+            ctx.wait_for_log(a.proc, "AGENT_STARTED", timeout=30)
         if args.pac_kill_at > 0:
             import threading
-            procs = [a.proc for a in self.agents.list]
+            procs = [a.proc for a in self.agents.list if a.role == "receiver"]
 
             def kill():
                 for p in procs:
@@ -110,6 +133,8 @@ mechanisms = ["pac"]
             j = self.agents.ctl(ctx, a, "stats")
             for ifc in j["interfaces"]:
                 for m in ifc["modules"]:
+                    if m["name"] == "aqm":
+                        out["ce_marks"] = out.get("ce_marks", 0) + m["stats"].get("ce_marks", 0)
                     if m["name"] != "pac":
                         continue
                     s = m["stats"]
@@ -122,6 +147,8 @@ mechanisms = ["pac"]
                     out["pac_hold_mean_us"] = round(s["hold_time_mean_us"], 1)
                     out["pac_avg_srtt_us"] = round(s.get("avg_srtt_us", 0), 1)
                     out["pac_busy_poll_us"] = s.get("busy_poll_us", 0)
+                    out["pac_threshold_changes"] = s.get("threshold_changes", 0)
+                    out["pac_threshold_bytes"] = s.get("threshold_bytes", 0)
                     for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
                               "dropped_teardown", "send_failures", "corrections", "stalls"):
                         out[f"pac_{k}"] = s[k]
