@@ -42,25 +42,14 @@ static __always_inline int parse_tcp(struct __sk_buff *skb, struct sl_pkt *p)
 	struct sl_cursor c;
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
 	int r = sl_parse(&c, p);
-	switch (r) {
-	case SL_PARSE_OK:
-		if (p->proto == IPPROTO_TCP_NUM)
-			return 0;
-		sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
-		return -1;
-	case SL_PARSE_NOT_IP:
-		sl_count(SLUICE_R_PASS_NOT_IP, skb->len);
-		return -1;
-	case SL_PARSE_OTHER_L4:
-		sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
-		return -1;
-	case SL_PARSE_FRAGMENT:
-		sl_count(SLUICE_R_PASS_IP_FRAGMENT, skb->len);
-		return -1;
-	default:
-		sl_count(SLUICE_R_PASS_MALFORMED, skb->len);
+	if (r != SL_PARSE_OK) {
+		sl_count(sl_parse_reason(r), skb->len);
 		return -1;
 	}
+	if (p->proto == IPPROTO_TCP_NUM)
+		return 0;
+	sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
+	return -1;
 }
 
 /* The local socket of a packet. `incoming`: the packet's destination is

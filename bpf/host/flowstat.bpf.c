@@ -61,20 +61,8 @@ static __always_inline int flowstat(struct __sk_buff *skb, __u8 dir)
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
 
 	int r = sl_parse(&c, &p);
-	switch (r) {
-	case SL_PARSE_OK:
-		break;
-	case SL_PARSE_NOT_IP:
-		sl_count_skb(SLUICE_R_PASS_NOT_IP, skb);
-		return SL_TC_NEXT;
-	case SL_PARSE_OTHER_L4:
-		sl_count_skb(SLUICE_R_PASS_OTHER_L4, skb);
-		return SL_TC_NEXT;
-	case SL_PARSE_FRAGMENT:
-		sl_count_skb(SLUICE_R_PASS_IP_FRAGMENT, skb);
-		return SL_TC_NEXT;
-	default:
-		sl_count_skb(SLUICE_R_PASS_MALFORMED, skb);
+	if (r != SL_PARSE_OK) {
+		sl_count_skb(sl_parse_reason(r), skb);
 		return SL_TC_NEXT;
 	}
 

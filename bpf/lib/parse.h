@@ -9,6 +9,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "sluice/reasons.h"
 
 #ifndef ETH_P_IP
 #define ETH_P_IP 0x0800
@@ -70,6 +71,22 @@ enum sl_parse_result {
 	SL_PARSE_OTHER_L4,
 	SL_PARSE_FRAGMENT,
 };
+
+/* The pass-through reason a program counts for a packet sl_parse() did not
+ * accept (r != SL_PARSE_OK). */
+static __always_inline __u32 sl_parse_reason(int r)
+{
+	switch (r) {
+	case SL_PARSE_NOT_IP:
+		return SLUICE_R_PASS_NOT_IP;
+	case SL_PARSE_OTHER_L4:
+		return SLUICE_R_PASS_OTHER_L4;
+	case SL_PARSE_FRAGMENT:
+		return SLUICE_R_PASS_IP_FRAGMENT;
+	default:
+		return SLUICE_R_PASS_MALFORMED;
+	}
+}
 
 /* What one parse of an Ethernet frame yields. Addresses and ports stay in
  * network order; seq/ack are host order. */
