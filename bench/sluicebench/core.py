@@ -136,6 +136,31 @@ class Experiment:
     def plot(self, result: dict, path: str):
         pass
 
+    # Helpers for table() and plot().
+    @staticmethod
+    def points(result: dict):
+        """(point index, variant, row) in table order: every variant's row of
+        point 0, then of point 1, ... (rows are aligned by index)."""
+        names = list(result["variants"])
+        for i in range(len(result["variants"][names[0]]) if names else 0):
+            for v in names:
+                yield i, v, result["variants"][v][i]
+
+    @staticmethod
+    def subplots(*args, **kw):
+        """matplotlib's subplots on the headless Agg backend."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt.subplots(*args, **kw)
+
+    @staticmethod
+    def save(fig, path: str):
+        import matplotlib.pyplot as plt
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
 
 # ---------------------------------------------------------------------------
 # Tools

@@ -118,21 +118,15 @@ class Fairness(Experiment):
         lines = [f"fairness: {p['flows']} long flows joining every {p['stagger_s']:g} s, "
                  f"{p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, {p['mode']} mode",
                  f"{'phase':>5} {'flows':>5} {'variant':12} {'aggregate':>9} {'%link':>6} {'jain':>6}  per-flow Mbit/s"]
-        names = list(result["variants"])
-        for k in range(len(result["variants"][names[0]])):
-            for v in names:
-                r = result["variants"][v][k]
-                lines.append(f"{r['phase']:>5} {r['active']:>5} {v:12} {r['aggregate_mbps']:>9.1f} "
-                             f"{100 * r['utilisation']:>5.1f}% {r['jain']:>6.3f}  "
-                             + " ".join(f"{x:.0f}" for x in r["flow_mbps"]))
+        for _, v, r in self.points(result):
+            lines.append(f"{r['phase']:>5} {r['active']:>5} {v:12} {r['aggregate_mbps']:>9.1f} "
+                         f"{100 * r['utilisation']:>5.1f}% {r['jain']:>6.3f}  "
+                         + " ".join(f"{x:.0f}" for x in r["flow_mbps"]))
         return "\n".join(lines)
 
     def plot(self, result, path):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         p = result["params"]
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (ax1, ax2) = self.subplots(1, 2, figsize=(11, 4))
         for v, rows in result["variants"].items():
             xs = [r["phase"] for r in rows]
             ax1.plot(xs, [r["aggregate_mbps"] for r in rows], marker="o", label=v)
@@ -151,6 +145,4 @@ class Fairness(Experiment):
         ax2.set_ylim(0, 1.05)
         ax1.set_title(f"{p['flows']} long flows, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer'] // 1024} KB")
         ax2.set_title(f"joins/leaves every {p['stagger_s']:g} s")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        self.save(fig, path)

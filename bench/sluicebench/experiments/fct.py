@@ -139,14 +139,10 @@ class Fct(Experiment):
                  f"{p['hosts']} senders, buffer {p['buffer']} B, {p['mode']} mode",
                  f"{'bucket':>12} {'variant':12} {'flows':>6} {'p50_us':>10} {'p99_us':>11} "
                  f"{'slow_p50':>8} {'slow_p99':>8}"]
-        names = list(result["variants"])
-        nb = len(result["variants"][names[0]])
-        for i in range(nb):
-            for v in names:
-                r = result["variants"][v][i]
-                lines.append(f"{r['bucket']:>12} {v:12} {r['count']:>6} {r['fct_p50_us']:>10.0f} "
-                             f"{r['fct_p99_us']:>11.0f} {r['slowdown_p50']:>8.2f} {r['slowdown_p99']:>8.2f}")
-        for v in names:
+        for _, v, r in self.points(result):
+            lines.append(f"{r['bucket']:>12} {v:12} {r['count']:>6} {r['fct_p50_us']:>10.0f} "
+                         f"{r['fct_p99_us']:>11.0f} {r['slowdown_p50']:>8.2f} {r['slowdown_p99']:>8.2f}")
+        for v in result["variants"]:
             r = result["variants"][v][-1]
             lines.append(f"{v}: drops {r['drops']}, retrans {r['retrans_segs']}, flows with RTO {r['rto_flows']}, "
                          f"achieved load {r['achieved_load']:.2f}, queue max {r['max_queue_bytes']} B "
@@ -154,13 +150,10 @@ class Fct(Experiment):
         return "\n".join(lines)
 
     def plot(self, result, path):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         p = result["params"]
         names = list(result["variants"])
         buckets = [r["bucket"] for r in result["variants"][names[0]]]
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axes = self.subplots(1, 2, figsize=(11, 4))
         width = 0.8 / (2 * len(names))
         for k, (metric, ax, ylabel) in enumerate((("fct", axes[0], "FCT (ms)"),
                                                     ("slowdown", axes[1], "FCT slowdown"))):
@@ -181,6 +174,4 @@ class Fct(Experiment):
             ax.legend(fontsize=8)
         axes[0].set_title(f"{p['workload']} at {p['load']:.0%} of {p['rate_mbit']:g} Mbit/s, {p['flows']} flows")
         axes[1].set_title(f"{p['hosts']} senders, buffer {p['buffer'] // 1024} KB, {p['mode']}")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        self.save(fig, path)

@@ -318,22 +318,17 @@ class Incast(Experiment):
                  f"{p['mode']} mode, {p['bytes_per_sender']} B per sender, {p['rounds']} rounds",
                  f"{'senders':>7} {'variant':12} {'goodput':>9} {'%link':>6} {'rto_rnds':>8} "
                  f"{'drops':>7} {'retrans':>7} {'maxq_B':>8} {'round_p50_ms':>12}"]
-        names = list(result["variants"])
-        for i, n in enumerate(p["senders"]):
-            for v in names:
-                r = result["variants"][v][i]
-                mq = r["max_queue_bytes"]
-                lines.append(f"{n:>7} {v:12} {r['goodput_mbps']:>9.1f} {100 * r['goodput_mbps'] / r['link_mbps']:>5.1f}% "
+        for i, v, r in self.points(result):
+            n = p["senders"][i]
+            mq = r["max_queue_bytes"]
+            lines.append(f"{n:>7} {v:12} {r['goodput_mbps']:>9.1f} {100 * r['goodput_mbps'] / r['link_mbps']:>5.1f}% "
                              f"{r['rto_rounds']:>4}/{r['rounds']:<3} {r['drops']:>7} {r['retrans_segs']:>7} "
                              f"{'-' if mq is None else mq:>8} {r['round_ms_p50']:>12.2f}")
         return "\n".join(lines)
 
     def plot(self, result, path):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         p = result["params"]
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (ax1, ax2) = self.subplots(1, 2, figsize=(11, 4))
         for v, rows in result["variants"].items():
             xs = [r["senders"] for r in rows]
             ax1.plot(xs, [r["goodput_mbps"] for r in rows], marker="o", label=v)
@@ -358,6 +353,4 @@ class Incast(Experiment):
         ax2.set_title(f"{p['bytes_per_sender'] // 1024} KB per sender, {p['rounds']} rounds")
         for ax in (ax1, ax2):
             ax.grid(True, alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        self.save(fig, path)

@@ -215,15 +215,14 @@ class PulserExp(Experiment):
                  f"{'load':>5} {'variant':8} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
                  f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
         names = list(result["variants"])
-        for i, load in enumerate(p["loads"]):
-            for v in names:
-                r = result["variants"][v][i]
-                lines.append(f"{load:>5.0%} {v:8} {r['short_fct_p50_us'] or 0:>12.0f} "
-                             f"{r['short_fct_p99_us'] or 0:>12.0f} {r['long_throughput_mbps'] or 0:>11.2f} "
-                             f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
-                             f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
-                             f"{r.get('incast_round_ms_p50') or 0:>13.1f}")
-            if "dctcp" in names and "pulser" in names:
+        for i, v, r in self.points(result):
+            load = p["loads"][i]
+            lines.append(f"{load:>5.0%} {v:8} {r['short_fct_p50_us'] or 0:>12.0f} "
+                         f"{r['short_fct_p99_us'] or 0:>12.0f} {r['long_throughput_mbps'] or 0:>11.2f} "
+                         f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
+                         f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
+                         f"{r.get('incast_round_ms_p50') or 0:>13.1f}")
+            if v == names[-1] and "dctcp" in names and "pulser" in names:
                 d, q = result["variants"]["dctcp"][i], result["variants"]["pulser"][i]
                 if d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
                     lines.append(f"      pulser/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
@@ -231,13 +230,10 @@ class PulserExp(Experiment):
         return "\n".join(lines)
 
     def plot(self, result, path):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         p = result["params"]
         names = list(result["variants"])
         loads = [x * 100 for x in p["loads"]]
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        fig, axes = self.subplots(1, 3, figsize=(14, 4))
         for v in names:
             rows = result["variants"][v]
             axes[0].plot(loads, [r["short_fct_p99_us"] / 1e3 for r in rows], "o-", label=f"{v} p99")
@@ -255,6 +251,4 @@ class PulserExp(Experiment):
             ax.legend(fontsize=7)
         axes[1].set_title(f"{p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, incast {p['incast_degree']} x "
                           f"{p['incast_bytes'] // 1024} KB / {p['incast_gap_ms']} ms")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        self.save(fig, path)
