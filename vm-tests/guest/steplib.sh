@@ -13,6 +13,8 @@
 #   vm_note MSG       a remark shown next to PASS in the summary
 #   vm_kernel_at_least MAJOR MINOR
 #   vm_netns NAME     create a network namespace (removed at exit)
+#   vm_veth NS_A IF_A ADDR_A NS_B IF_B ADDR_B
+#                     a veth pair between two namespaces, addressed (CIDR) and up
 #   vm_bg NAME CMD..  start CMD in the background, log to /tmp/NAME.log,
 #                     killed at exit; its PID is in $VM_BG_PID
 #   vm_wait_for SEC CMD..   retry CMD every 0.2 s until it succeeds
@@ -56,6 +58,14 @@ vm_netns() {
   ip netns add "$1" || vm_fail "ip netns add $1"
   _vm_netns+=("$1")
   ip -n "$1" link set lo up
+}
+
+vm_veth() {
+  ip link add "$2" netns "$1" type veth peer name "$5" netns "$4" || vm_fail "create veth $2"
+  ip -n "$1" addr add "$3" dev "$2" || vm_fail "address $3 on $2"
+  ip -n "$4" addr add "$6" dev "$5" || vm_fail "address $6 on $5"
+  ip -n "$1" link set "$2" up
+  ip -n "$4" link set "$5" up
 }
 
 vm_bg() {

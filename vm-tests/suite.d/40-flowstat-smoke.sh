@@ -9,11 +9,7 @@
 a=slvmfa b=slvmfb ifa=slvmfa0 ifb=slvmfb0
 vm_netns $a
 vm_netns $b
-ip link add $ifa netns $a type veth peer name $ifb netns $b || vm_fail "create veth"
-ip -n $a addr add 10.77.0.1/24 dev $ifa
-ip -n $b addr add 10.77.0.2/24 dev $ifb
-ip -n $a link set $ifa up
-ip -n $b link set $ifb up
+vm_veth $a $ifa 10.77.0.1/24 $b $ifb 10.77.0.2/24
 
 run=/tmp/flowstat-smoke
 mkdir -p $run

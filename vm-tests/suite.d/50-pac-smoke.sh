@@ -14,11 +14,7 @@ rate_mbit=50
 s=slvmps r=slvmpr ifs=slvmps0 ifr=slvmpr0
 vm_netns $s
 vm_netns $r
-ip link add $ifs netns $s type veth peer name $ifr netns $r || vm_fail "create veth"
-ip -n $s addr add 10.79.0.1/24 dev $ifs
-ip -n $r addr add 10.79.0.2/24 dev $ifr
-ip -n $s link set $ifs up
-ip -n $r link set $ifr up
+vm_veth $s $ifs 10.79.0.1/24 $r $ifr 10.79.0.2/24
 ip netns exec $s ethtool -K $ifs tso off gso off >/dev/null 2>&1
 tc -n $s qdisc add dev $ifs root tbf rate ${rate_mbit}mbit burst 32k limit 32768 ||
   vm_fail "tbf bottleneck"

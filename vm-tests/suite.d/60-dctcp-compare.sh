@@ -31,11 +31,7 @@ grep -qw dctcp /proc/sys/net/ipv4/tcp_available_congestion_control ||
 s=slvmds r=slvmdr ifs=slvmds0 ifr=slvmdr0
 vm_netns $s
 vm_netns $r
-ip link add $ifs netns $s type veth peer name $ifr netns $r || vm_fail "create veth"
-ip -n $s addr add 10.78.0.1/24 dev $ifs
-ip -n $r addr add 10.78.0.2/24 dev $ifr
-ip -n $s link set $ifs up
-ip -n $r link set $ifr up
+vm_veth $s $ifs 10.78.0.1/24 $r $ifr 10.78.0.2/24
 # MTU-sized frames into the marking queue (per-packet marking, as a switch).
 ip netns exec $s ethtool -K $ifs tso off gso off >/dev/null 2>&1
 for n in $s $r; do ip netns exec $n sysctl -qw net.ipv4.tcp_ecn=1; done

@@ -31,11 +31,7 @@ grep -qw slvm_pulser /proc/sys/net/ipv4/tcp_available_congestion_control &&
 s1=slvmus1 s2=slvmus2 w=slvmuw r=slvmur
 for n in $s1 $s2 $w $r; do vm_netns $n; done
 link() {  # ns_a if_a addr_a ns_b if_b addr_b
-  ip link add "$2" netns "$1" type veth peer name "$5" netns "$4" || vm_fail "veth $2"
-  ip -n "$1" addr add "$3" dev "$2"
-  ip -n "$4" addr add "$6" dev "$5"
-  ip -n "$1" link set "$2" up
-  ip -n "$4" link set "$5" up
+  vm_veth "$@"
   # MTU-sized frames: per-packet queue samples and marks, as at a switch.
   ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null 2>&1
   ip netns exec "$4" ethtool -K "$5" tso off gso off gro off >/dev/null 2>&1
