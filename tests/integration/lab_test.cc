@@ -391,6 +391,43 @@ TEST(BenchRun, IncastWritesJsonRowsAndPlot) {
   EXPECT_NE(p.log().find("senders variant"), std::string::npos) << "no table printed";
 }
 
+// The 1g-gso profile's token bucket (64 KB, bench/README.md "Token bucket")
+// is what the bottleneck TBF gets; another --rate gets the lab default.
+TEST(BenchRun, ProfileBurstReachesTheBottleneck) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("l");
+  setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
+  struct Case {
+    std::vector<std::string> args;
+    uint64_t burst;
+  };
+  for (const Case& c : {Case{{}, 65536}, Case{{"--rate", "100"}, 3028}}) {
+    std::string out = lab.tmpdir() + "/burst.json";
+    std::vector<std::string> argv = {bench_run(), "incast", "--senders", "1", "--rounds", "1", "--repeat", "1",
+                                     "--no-build", "--no-plot", "--keep", "--json", out};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Process p = lab.spawn("", argv, "bench");
+    int st = p.wait(std::chrono::seconds(120));
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << p.log();
+    json r = read_json(out);
+    EXPECT_EQ(r["params"]["burst"], c.burst);
+    // "sw-down=<ns>:<ifname>": the kept lab's bottleneck port.
+    std::string spec = r["topology"]["bottleneck"];
+    std::string ns = spec.substr(spec.find('=') + 1, spec.find(':') - spec.find('=') - 1);
+    std::string dev = spec.substr(spec.find(':') + 1);
+    std::string prefix = ns.substr(0, ns.find('-') + 1);
+    std::string tc = lab.out("tc -n " + ns + " -j qdisc show dev " + dev);
+    std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo down " + prefix + " >/dev/null 2>&1").c_str());
+    EXPECT_TRUE(lab_namespaces(prefix).empty()) << "kept lab not removed";
+    json q = json::parse(tc);
+    ASSERT_FALSE(q.empty()) << tc;
+    EXPECT_EQ(q[0]["kind"], "tbf") << tc;
+    // tc reports the bucket after its own time conversion (65536 -> 65500).
+    uint64_t burst = q[0]["options"]["burst"].get<uint64_t>();
+    EXPECT_NEAR(double(burst), double(c.burst), 0.01 * double(c.burst)) << tc;
+  }
+}
+
 TEST(BenchRun, CtrlCLeavesNothingBehind) {
   ASSERT_EQ(geteuid(), 0u);
   Lab lab("l");
