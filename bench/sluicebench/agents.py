@@ -16,6 +16,20 @@ from typing import Optional
 from .core import BenchError
 
 
+def aqm_port(port) -> str:
+    """The [[interface]] table that puts the aqm mechanism on a lab switch
+    port; its line rate is the rate the port is shaped to (a port without a
+    shaper has none, and aqm does not guess one)."""
+    if port.shape is None:
+        raise BenchError(f"{port.ifname}: not shaped, so no line rate for aqm")
+    return f"""[[interface]]
+name = "{port.ifname}"
+role = "switch-port"
+mechanisms = ["aqm"]
+line_rate_mbps = {int(port.shape.rate_mbit)}
+"""
+
+
 class Agent:
     def __init__(self, ns: str, proc: subprocess.Popen, sock: str, role: str):
         self.ns, self.proc, self.sock, self.role = ns, proc, sock, role

@@ -9,7 +9,7 @@ of the hold-time histogram: the bucket's upper bound), pac_* counters.
 
 from __future__ import annotations
 
-from ..agents import Agents
+from ..agents import Agents, aqm_port
 from ..core import Variant, variant
 from .. import util
 
@@ -100,17 +100,11 @@ mechanisms = ["pac"]
             ctx.wait_for_log(a.proc, "PAC_STARTED", timeout=10)
         if self.ecn:
             bn = topo.bottleneck
-            rate = getattr(args, "core_rate", 0) or getattr(args, "rate", 1000)
             a = self.agents.start(ctx, bn.ns, f"sw-{self.point_no}", f"{bpffs}/sw-{self.point_no}", f"""[aqm]
 ecn = true
 ecn_threshold_bytes = {args.pac_ecn_k}
 ein = false
-[[interface]]
-name = "{bn.ifname}"
-role = "switch-port"
-mechanisms = ["aqm"]
-line_rate_mbps = {int(rate)}
-""", role="switch")
+{aqm_port(bn)}""", role="switch")
             ctx.wait_for_log(a.proc, "AGENT_STARTED", timeout=30)
         if args.pac_kill_at > 0:
             import threading
@@ -175,11 +169,7 @@ class PacRequests(Pac):
 
 
 @variant
-class PacRequestsSleep(Pac):
+class PacRequestsSleep(PacRequests):
     name = "pac-req-sleep"
     help = "pac-req with busy_poll_us = 0: the agent sleeps in epoll while ACKs are held (ablation of the polling)"
-    extra_config = "hold_requests = true\ncap_to_response = true\nbusy_poll_us = 0"
-
-    @classmethod
-    def add_args(cls, parser):
-        pass  # shares the --pac-* options
+    extra_config = PacRequests.extra_config + "\nbusy_poll_us = 0"

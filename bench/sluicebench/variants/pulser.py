@@ -16,7 +16,7 @@ cc_repairs, ...), for pulser echoes_set/echoes_received (hosts).
 
 from __future__ import annotations
 
-from ..agents import Agents
+from ..agents import Agents, aqm_port
 from ..core import Variant, variant
 
 
@@ -73,7 +73,6 @@ echo_fresh_us = {self.args.ein_fresh_us}
         regs = ", ".join(f'"{r}"' for r in self.register)
         hw = f"ein_high_water = {a.aqm_high_water}\n" if a.aqm_high_water else ""
         bn = topo.bottleneck
-        rate = getattr(a, "rate", 100)
         self._start(ctx, bn.ns, f"sw-{self.name}-{self.point_no}", "switch", f"""[cc]
 register = [{regs}]
 dctcp_name = "{dname}"
@@ -84,12 +83,7 @@ pulser_cwnd_safe = {a.pulser_cwnd_safe}
 ecn_threshold_packets = {a.aqm_k}
 ein_samples = {a.aqm_ein_samples}
 ein_threshold = {a.aqm_ein_threshold}
-{hw}[[interface]]
-name = "{bn.ifname}"
-role = "switch-port"
-mechanisms = ["aqm"]
-line_rate_mbps = {int(rate)}
-""")
+{hw}{aqm_port(bn)}""")
         if self.host_ein:
             for h in topo.hosts:
                 self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", f"""[[interface]]
