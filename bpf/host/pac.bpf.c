@@ -490,7 +490,7 @@ int pac_ingress(struct __sk_buff *skb)
 
 	/* Wake the agent once in_flight has room for its head ACK. */
 	__s64 infl = pac.in_flight;
-	if (pac.held && !pac.wake_pending && (infl <= 0 || infl + (__s64)pac.wake_room <= (__s64)pac.threshold) &&
+	if (pac.held && !pac.wake_pending && sluice_pac_fits(infl, pac.wake_room, pac.threshold) &&
 	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
 		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
 		if (ev) {
@@ -602,10 +602,8 @@ int pac_egress(struct __sk_buff *skb)
 	}
 	/* Algorithm 1 line 11, in the kernel: admit when nothing of this flow
 	 * waits ahead of it and the trigger fits. */
-	/* An empty pipe admits any single ACK: a trigger larger than the whole
-	 * threshold (a GSO-sized delta) must not wait forever. */
 	__s64 infl = pac.in_flight;
-	int fits = infl <= 0 || !trig || infl + (__s64)trig <= (__s64)pac.threshold;
+	int fits = sluice_pac_fits(infl, trig, pac.threshold);
 	/* Release without the agent: our stack generates a new cumulative ACK
 	 * right when data arrives, i.e. right when eq. (5) makes room. If it
 	 * advances past the last released ACK, carries no SACK, and its flow is

@@ -167,6 +167,17 @@ static inline __s32 sluice_pac_seq_delta(__u32 a, __u32 b)
 	return (__s32)(b - a);
 }
 
+/* Algorithm 1 line 11: may an ACK (or held request) whose trigger is `trig`
+ * leave now? It fits when in_flight + trig <= threshold; an empty pipe
+ * admits any single one (a trigger larger than the whole threshold, a
+ * GSO-sized delta or a whole response, must not wait forever), and one
+ * that triggers nothing cannot overfill anything. One rule for the kernel's
+ * admission, its wake-up of the agent and the agent's release. */
+static inline int sluice_pac_fits(__s64 in_flight, __u64 trig, __u64 threshold)
+{
+	return in_flight <= 0 || trig == 0 || in_flight + (__s64)trig <= (__s64)threshold;
+}
+
 /* PAC §III-C eq. (3): bytes of new data an ACK is expected to trigger.
  *   delta = ACK_q - ACK_prev (sequence space, wraps)
  *   SS: delta + Increment_SS; CA: delta + MSS*MSS/Window; ECE: delta only.

@@ -62,6 +62,18 @@ TEST(PacTrigger, SequenceNumbersWrap) {
 
 // ---- eq. (2) -------------------------------------------------------------
 
+// Algorithm 1 line 11 (shared by the kernel's admission and wake-up and the
+// agent's release): in_flight + trigger <= threshold, an empty pipe admits
+// anything, a trigger of 0 always fits.
+TEST(PacFits, Algorithm1Line11) {
+  EXPECT_TRUE(sluice_pac_fits(100000, 31072, 131072));   // exactly at the threshold
+  EXPECT_FALSE(sluice_pac_fits(100000, 31073, 131072));  // one byte over
+  EXPECT_TRUE(sluice_pac_fits(0, 1 << 20, 131072));      // empty pipe: any single ACK
+  EXPECT_TRUE(sluice_pac_fits(-5000, 1 << 20, 131072));  // over-corrected estimate counts as empty
+  EXPECT_TRUE(sluice_pac_fits(500000, 0, 131072));       // triggers nothing
+  EXPECT_FALSE(sluice_pac_fits(131073, 1, 131072));
+}
+
 TEST(PacThreshold, Equation2) {
   EXPECT_EQ(adapt_threshold(100000, 0.5, 131072, 2896), 75000u);   // ×(1 − 0.25)
   EXPECT_EQ(adapt_threshold(100000, 1.0, 131072, 2896), 50000u);   // ×(1 − 0.5)

@@ -322,13 +322,7 @@ size_t Engine::release(uint64_t now_ns) {
   // Algorithm 1 lines 9-14.
   while (Flow* f = head_flow()) {
     uint32_t trig = trigger(*f, f->q.front());
-    int64_t inflight = dp_.in_flight();
-    uint64_t thr = dp_.threshold();
-    // An empty pipe releases any single ACK (its trigger may exceed the
-    // whole threshold: GSO-sized deltas).
-    // An ACK that triggers nothing new (its data was counted already, e.g.
-    // by its request) cannot overfill anything.
-    if (inflight > 0 && trig && inflight + static_cast<int64_t>(trig) > static_cast<int64_t>(thr)) break;
+    if (!sluice_pac_fits(dp_.in_flight(), trig, dp_.threshold())) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
   }

@@ -152,10 +152,8 @@ struct PacModule::Impl : Datapath {
     uint64_t start = monotonic_ns(), now = start;
     while (engine->held()) {
       int n = ring_buffer__consume(rb);
-      int64_t infl = load(&st->in_flight);
-      uint64_t room = load(&st->wake_room);
+      bool fits = sluice_pac_fits(load(&st->in_flight), load(&st->wake_room), load(&st->threshold));
       now = monotonic_ns();
-      bool fits = infl <= 0 || room == 0 || infl + int64_t(room) <= int64_t(load(&st->threshold));
       if (n > 0 || fits) {
         if (engine->release(now) || n > 0) poll_progress = now;
         ++poll_passes;
