@@ -41,6 +41,7 @@ static nlohmann::json pac_to_json(const PacConfig& p) {
           {"account_requests", p.account_requests}, {"cap_to_response", p.cap_to_response},
           {"hold_requests", p.hold_requests}, {"request_max_bytes", p.request_max_bytes},
           {"trigger_age_min_us", p.trigger_age_min_us}, {"busy_poll_us", p.busy_poll_us},
+          {"rwnd_cap_bytes", p.rwnd_cap_bytes},
           {"local_ports", ranges(p.local_ports)}, {"remote_ports", ranges(p.remote_ports)},
           {"remote_prefixes", pfx}};
 }

@@ -199,6 +199,12 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get_int("request_max_bytes", pc.request_max_bytes, 1, 65535);
   s.get_int("trigger_age_min_us", pc.trigger_age_min_us, 0, 1000000);
   s.get_int("busy_poll_us", pc.busy_poll_us, 0, 10000);
+  if (auto n = s.node("rwnd_cap_bytes")) {
+    auto v = n->value<int64_t>();
+    if (!v || (*v != 0 && (*v < 4096 || *v > (int64_t(1) << 30))))
+      s.problem("rwnd_cap_bytes", n, "expected 0 (off) or a byte count from 4096 to 1073741824");
+    else pc.rwnd_cap_bytes = uint32_t(*v);
+  }
   if (auto n = s.node("lambda")) {
     auto v = n->value<double>();
     if (!v) s.problem("lambda", n, "expected a number");

@@ -39,6 +39,12 @@ const volatile __u32 request_max_bytes = 1024;
  * max(2 x the flow's RTT, trigger_age_min_ns) that have not arrived are
  * written off (0 disables). */
 const volatile __u64 trigger_age_min_ns = 1000000ULL;
+/* Receive-window cap (an extension beyond the paper, 0 = off): the window
+ * our segments advertise is clamped to this many bytes, so no sender can
+ * have more of one flow in flight, and no trigger (an ACK's or a request's)
+ * can exceed what the window lets out. Needs the connection's window scale:
+ * only connections whose SYN or SYN-ACK of ours this program saw are capped. */
+const volatile __u32 rwnd_cap_bytes = 0;
 const volatile __u32 n_local_ports = 0;
 const volatile struct sluice_pac_port_range local_ports[SLUICE_PAC_MAX_PORT_RANGES] = {};
 const volatile __u32 n_remote_ports = 0;
@@ -239,13 +245,97 @@ static __always_inline __u64 age_expect(struct sluice_pac_flow *f, __u64 now, in
 	return ph;
 }
 
+/* Our window scale (RFC 7323 §2.2) from the options of a SYN or SYN-ACK
+ * (`n` bytes at `off`): shift + 1, or 1 when the option is absent (windows
+ * unscaled); 0 when unreadable. A global function: the verifier checks its
+ * option walk once, not at every call site. */
+__noinline int sl_syn_wscale(struct __sk_buff *skb, __u32 off, __u32 n)
+{
+	__u8 b[40] = {};
+	__u32 skip = 0;
+
+	if (!skb || !n)
+		return 1;
+	if (n > sizeof(b))
+		n = sizeof(b);
+	if (bpf_skb_load_bytes(skb, off, b, n))
+		return 0;
+	for (int i = 0; i < 38; i++) {
+		if ((__u32)i >= n)
+			break;
+		if (skip) {
+			skip--;
+			continue;
+		}
+		__u8 kind = b[i];
+		if (kind == 0)
+			break;
+		if (kind == 1)
+			continue;
+		__u8 len = b[i + 1];
+		if (kind == 3 && len == 3 && (__u32)i + 2 < n)
+			return (b[i + 2] > 14 ? 14 : b[i + 2]) + 1;
+		if (len < 2)
+			break;
+		skip = len - 1;
+	}
+	return 1;
+}
+
+static __always_inline __u8 syn_wscale(struct __sk_buff *skb, const struct sl_pkt *p)
+{
+	return (__u8)sl_syn_wscale(skb, p->l4_off + 20, p->tcp_doff > 20 ? p->tcp_doff - 20 : 0);
+}
+
+/* With rwnd_cap_bytes: bytes the window of the segment `p` lets the sender
+ * send beyond what it has sent already (eq. 3 cannot trigger more): the
+ * right edge ACK + window less the highest byte received and this flow's
+ * triggered bytes not yet arrived. -1: no bound known. */
+static __always_inline __s64 window_room(const struct sluice_pac_flow *f, const struct sl_pkt *p)
+{
+	if (!rwnd_cap_bytes || !f->wscale || !(p->tcp_flags & SL_TCP_ACK))
+		return -1;
+	__s64 room = (__s64)((__u64)p->window << (f->wscale - 1));
+	if (f->rcv_valid)
+		room += sluice_pac_seq_delta(f->rcv_high, p->ack_seq);
+	room -= (__s64)f->expect;
+	return room < 0 ? 0 : room;
+}
+
+static __always_inline __u32 cap_to_window(__u32 t, const struct sluice_pac_flow *f, const struct sl_pkt *p)
+{
+	__s64 room = window_room(f, p);
+	return room >= 0 && (__s64)t > room ? (__u32)room : t;
+}
+
+/* Clamp the window our segment advertises to rwnd_cap_bytes (never to 0
+ * from non-zero, never a SYN's, which is unscaled), fixing the checksum
+ * incrementally as set_echo() does in ein.bpf.c. */
+static __always_inline void clamp_window(struct __sk_buff *skb, struct sl_pkt *p, const struct sluice_pac_flow *f)
+{
+	if (!rwnd_cap_bytes || !f->wscale || !p->window || (p->tcp_flags & SL_TCP_SYN))
+		return;
+	__u32 cap = rwnd_cap_bytes >> (f->wscale - 1);
+	if (!cap)
+		cap = 1;
+	if (p->window <= cap)
+		return;
+	__be16 oldw = bpf_htons(p->window), neww = bpf_htons((__u16)cap);
+	if (bpf_l4_csum_replace(skb, p->l4_off + 16, oldw, neww, sizeof(neww)) ||
+	    bpf_skb_store_bytes(skb, p->l4_off + 14, &neww, sizeof(neww), 0))
+		return;
+	p->window = (__u16)cap;
+	__sync_fetch_and_add(&pac.rwnd_clamped, 1);
+}
+
 /* Eq. (3), bounded for request/response flows: a sender cannot send more
  * than it was asked for, and the last ACKs of a response trigger nothing
  * (§III-C names the end of a transfer as a source of over-estimation).
  * Once a flow's response size is known (burst_bytes, from the previous
  * request) a trigger is capped by what is left of the response beyond what
  * is already expected in flight. Bulk flows (no request seen) are not
- * capped; eq. (6) corrects them. */
+ * capped; eq. (6) corrects them. With rwnd_cap_bytes, every trigger is also
+ * bounded by the room the window leaves. */
 static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
 					const struct sl_pkt *p, __u8 sack)
 {
@@ -265,7 +355,7 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 		if ((__s64)t > room)
 			t = (__u32)room;
 	}
-	return t;
+	return cap_to_window(t, f, p);
 }
 
 /* A data segment from the receiver (a request) is what sets the sender's
@@ -311,7 +401,7 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 		return t;
 	if (b > (1u << 30))
 		b = 1u << 30;
-	return b > t ? (__u32)b : t;
+	return cap_to_window(b > t ? (__u32)b : t, f, p);
 }
 
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
@@ -415,6 +505,10 @@ int pac_ingress(struct __sk_buff *skb)
 		if (held_of(f, c))
 			emit_segment(&k, f, &p, SLUICE_PAC_EVF_INGRESS, now);
 	}
+	/* The sender's SYN-ACK without a window scale option: neither side
+	 * scales (RFC 7323 §2.2), whatever our SYN offered. */
+	if (rwnd_cap_bytes && (p.tcp_flags & SL_TCP_SYN) && f->wscale > 1 && syn_wscale(skb, &p) == 1)
+		f->wscale = 1;
 	if (!p.payload_len) {
 		sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
 		return SL_TC_NEXT;
@@ -525,7 +619,10 @@ int pac_egress(struct __sk_buff *skb)
 		 * window unprompted by any ACK: the flow starts here. A bare ACK
 		 * of a flow without data (handshake) passes untouched. */
 		int synack = (p.tcp_flags & (SL_TCP_SYN | SL_TCP_ACK)) == (SL_TCP_SYN | SL_TCP_ACK);
-		if (!synack && !p.payload_len) {
+		/* With rwnd_cap_bytes our SYN starts the flow too: it carries the
+		 * window scale every later window of ours is read with. */
+		int syn = (p.tcp_flags & (SL_TCP_SYN | SL_TCP_ACK)) == SL_TCP_SYN && rwnd_cap_bytes;
+		if (!synack && !syn && !p.payload_len) {
 			sl_count(SLUICE_R_PAC_UNKNOWN_FLOW, skb->len);
 			return SL_TC_NEXT;
 		}
@@ -536,7 +633,14 @@ int pac_egress(struct __sk_buff *skb)
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
 			return SL_TC_NEXT;
 		}
+		if (syn) {
+			f->wscale = syn_wscale(skb, &p);
+			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
+			return SL_TC_NEXT;
+		}
 		if (synack) {
+			if (rwnd_cap_bytes)
+				f->wscale = syn_wscale(skb, &p);
 			__sync_fetch_and_add(&pac.in_flight, (__s64)SLUICE_PAC_IW_SEGS * SLUICE_PAC_DEFAULT_MSS);
 			pac.last_trigger_ns = now;
 			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
@@ -548,6 +652,13 @@ int pac_egress(struct __sk_buff *skb)
 	__u32 trig;
 
 	sync_epoch(f);
+	if (rwnd_cap_bytes) {
+		/* A SYN of ours on a known key (the port reused) starts over. */
+		if (p.tcp_flags & SL_TCP_SYN)
+			f->wscale = syn_wscale(skb, &p);
+		else
+			clamp_window(skb, &p, f);
+	}
 	/* A request: a small data segment of ours. Bulk data we send is never
 	 * held and sets no response going; its ACK field counts like an ACK's. */
 	int request = p.payload_len && p.payload_len <= request_max_bytes && (p.tcp_flags & SL_TCP_ACK) &&

@@ -73,7 +73,8 @@ struct sluice_pac_flow {
 	__u8 rcv_valid;      /* rcv_high holds a value */
 	__u32 rcv_high;      /* highest seq + len received (host order) */
 	__u8 ca_inferred;    /* §III-C CA, inferred here: triggered bytes that never came */
-	__u8 pad[3];
+	__u8 wscale;         /* our window scale + 1, from our SYN/SYN-ACK (rwnd_cap_bytes); 0 = unknown */
+	__u8 pad[2];
 	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
 	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
 	/* Trigger age (README "PAC: estimate"): triggers released in the
@@ -115,6 +116,7 @@ struct sluice_pac_state {
 	__u64 last_trigger_ns;  /* last time in_flight was raised (eq. 4) */
 	__u64 phantom_bytes;    /* expected bytes written off (trigger age) */
 	__u64 phantom_events;
+	__u64 rwnd_clamped;     /* segments whose receive window was capped (rwnd_cap_bytes) */
 };
 
 enum sluice_pac_event_type {
@@ -229,7 +231,7 @@ static_assert(sizeof(sluice_pac_flow) == 192, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 104, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 112, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

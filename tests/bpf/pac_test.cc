@@ -484,3 +484,102 @@ TEST_F(PacBpfRequestsTest, RequestsAreHeldLikeAcksAndLookSent) {
 }
 
 }  // namespace
+
+namespace {
+
+// rwnd_cap_bytes (an extension, README "PAC: receive-window cap"): our
+// segments' window is clamped, read with the scale of our own SYN, and no
+// trigger exceeds the room the window leaves.
+class PacBpfRwndCapTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override { s->rodata->rwnd_cap_bytes = 16384; }
+};
+
+std::vector<uint8_t> syn_options(int wscale) {
+  std::vector<uint8_t> o = {2, 4, 0x05, 0xb4, 4, 2};
+  auto ts = tcp_opt_timestamps(100, 0);
+  o.insert(o.end(), ts.begin() + 2, ts.end());  // drop the helper's 2 NOPs: kind 8 directly
+  if (wscale >= 0) {
+    o.push_back(1);
+    o.insert(o.end(), {3, 3, uint8_t(wscale)});
+  }
+  return o;
+}
+
+uint16_t window_of(const Bytes& frame) {
+  size_t off = l4_offset(frame) + 14;
+  return uint16_t(frame[off] << 8 | frame[off + 1]);
+}
+
+TEST_F(PacBpfRwndCapTest, OurWindowIsClampedWithOurScaleAndBoundsTheTrigger) {
+  PacketSpec syn = ack(0, 0x02);
+  syn.tcp_options = syn_options(7);
+  ASSERT_EQ(run_tc(egress(), build(syn)).retval, kNext) << "a SYN is never held";
+  EXPECT_EQ(flow().wscale, 8) << "our SYN starts the flow and gives the scale (7, stored + 1)";
+  PacketSpec synack = data(999, 0);
+  synack.flags = 0x12;
+  synack.tcp_options = syn_options(9);
+  ASSERT_EQ(run_tc(ingress(), build(synack)).retval, kNext);
+  EXPECT_EQ(flow().wscale, 8) << "the sender's own scale does not matter";
+
+  // 512 << 7 = 64 KB advertised: clamped to 16 KB = 128 << 7.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  st_->in_flight = 0;
+  RunResult r = run_tc(egress(), build(ack(1000 + kMss)));
+  ASSERT_EQ(r.retval, kNext);
+  EXPECT_EQ(window_of(r.out), 128);
+  std::string why;
+  EXPECT_TRUE(checksums_ok(r.out, &why)) << why;
+  EXPECT_EQ(st_->rwnd_clamped, 1u);
+  EXPECT_EQ(st_->in_flight, int64_t(2 * kMss)) << "first ACK: one MSS acked + one MSS of slow start";
+
+  // Twelve segments arrive, then one ACK for them all: eq. (3) in slow
+  // start says 24 MSS, the window lets out 16 KB beyond what arrived.
+  for (uint32_t i = 1; i <= 12; ++i) ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(flow().expect, 0u);
+  st_->in_flight = 0;
+  r = run_tc(egress(), build(ack(1000 + 13 * kMss)));
+  ASSERT_EQ(r.retval, kNext);
+  EXPECT_EQ(st_->in_flight, 16384) << "the trigger is bounded by the room the window leaves";
+  EXPECT_EQ(window_of(r.out), 128);
+
+  // A window already below the cap, and a zero window, are left alone.
+  PacketSpec small = ack(1000 + 13 * kMss);
+  small.window = 100;
+  r = run_tc(egress(), build(small));
+  EXPECT_EQ(window_of(r.out), 100);
+  PacketSpec zero = ack(1000 + 13 * kMss);
+  zero.window = 0;
+  r = run_tc(egress(), build(zero));
+  EXPECT_EQ(window_of(r.out), 0) << "a zero window stays zero";
+  EXPECT_EQ(st_->rwnd_clamped, 2u);
+}
+
+TEST_F(PacBpfRwndCapTest, UnscaledAndUnknownConnections) {
+  // Our SYN offers scaling, the sender's SYN-ACK does not: no side scales.
+  PacketSpec syn = ack(0, 0x02);
+  syn.sport = 40001;
+  syn.tcp_options = syn_options(7);
+  ASSERT_EQ(run_tc(egress(), build(syn)).retval, kNext);
+  PacketSpec synack = data(999, 0);
+  synack.dport = 40001;
+  synack.flags = 0x12;
+  synack.tcp_options = syn_options(-1);
+  ASSERT_EQ(run_tc(ingress(), build(synack)).retval, kNext);
+  EXPECT_EQ(flow(flow_key(5201, 40001)).wscale, 1);
+  PacketSpec a = ack(1000);
+  a.sport = 40001;
+  a.window = 20000;
+  RunResult r = run_tc(egress(), build(a));
+  EXPECT_EQ(window_of(r.out), 16384) << "unscaled: the cap in bytes";
+  std::string why;
+  EXPECT_TRUE(checksums_ok(r.out, &why)) << why;
+
+  // A connection that was open before the program (no SYN seen) is never
+  // clamped: its scale is unknown.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  r = run_tc(egress(), build(ack(1000 + kMss)));
+  EXPECT_EQ(window_of(r.out), 512);
+  EXPECT_EQ(flow().wscale, 0);
+}
+
+}  // namespace

@@ -345,6 +345,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   s->rodata->hold_requests = m.cfg.hold_requests ? 1 : 0;
   s->rodata->request_max_bytes = m.cfg.request_max_bytes;
   s->rodata->trigger_age_min_ns = uint64_t(m.cfg.trigger_age_min_us) * 1000ull;
+  s->rodata->rwnd_cap_bytes = m.cfg.rwnd_cap_bytes;
   s->rodata->n_local_ports = static_cast<__u32>(m.cfg.local_ports.size());
   for (size_t i = 0; i < m.cfg.local_ports.size(); ++i) {
     s->rodata->local_ports[i].lo = m.cfg.local_ports[i].lo;
@@ -453,6 +454,7 @@ nlohmann::json PacModule::stats() const {
       {"idle_resets", m.idle_resets},
       {"phantom_bytes", load(&m.st->phantom_bytes)},
       {"phantom_events", load(&m.st->phantom_events)},
+      {"rwnd_clamped", load(&m.st->rwnd_clamped)},
       {"threshold_changes", m.threshold_changes},
       {"stalls", m.stalls},
       {"busy_poll_us", m.poll_ns / 1000},
