@@ -291,20 +291,23 @@ static __always_inline __u8 syn_wscale(struct __sk_buff *skb, const struct sl_pk
  * send beyond what it has sent already (eq. 3 cannot trigger more): the
  * right edge ACK + window less the highest byte received and this flow's
  * triggered bytes not yet arrived. -1: no bound known. */
-static __always_inline __s64 window_room(const struct sluice_pac_flow *f, const struct sl_pkt *p)
+static __always_inline __s64 window_room(const struct sluice_pac_flow *f, const struct sl_pkt *p, __u64 expect)
 {
 	if (!rwnd_cap_bytes || !f->wscale || !(p->tcp_flags & SL_TCP_ACK))
 		return -1;
 	__s64 room = (__s64)((__u64)p->window << (f->wscale - 1));
 	if (f->rcv_valid)
 		room += sluice_pac_seq_delta(f->rcv_high, p->ack_seq);
-	room -= (__s64)f->expect;
+	room -= (__s64)expect;
 	return room < 0 ? 0 : room;
 }
 
-static __always_inline __u32 cap_to_window(__u32 t, const struct sluice_pac_flow *f, const struct sl_pkt *p)
+/* `expect`: the flow's bytes already expected in flight when `t` is
+ * accounted (a request's own accounting voids them first). */
+static __always_inline __u32 cap_to_window(__u32 t, const struct sluice_pac_flow *f, const struct sl_pkt *p,
+					   __u64 expect)
 {
-	__s64 room = window_room(f, p);
+	__s64 room = window_room(f, p, expect);
 	return room >= 0 && (__s64)t > room ? (__u32)room : t;
 }
 
@@ -355,7 +358,7 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 		if ((__s64)t > room)
 			t = (__u32)room;
 	}
-	return cap_to_window(t, f, p);
+	return cap_to_window(t, f, p, f->expect);
 }
 
 /* A data segment from the receiver (a request) is what sets the sender's
@@ -401,7 +404,10 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 		return t;
 	if (b > (1u << 30))
 		b = 1u << 30;
-	return cap_to_window(b > t ? (__u32)b : t, f, p);
+	/* Peeked or consumed, the same bound: when it leaves, the request
+	 * voids what the flow still expected (the agent releases a held one
+	 * on the peeked value, the kernel accounts the consumed one). */
+	return cap_to_window(b > t ? (__u32)b : t, f, p, 0);
 }
 
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
@@ -678,6 +684,12 @@ int pac_egress(struct __sk_buff *skb)
 	__u64 held = held_of(f, c);
 	int pure = !p.payload_len && (p.tcp_flags & SL_TCP_ACK) &&
 		   !(p.tcp_flags & (SL_TCP_SYN | SL_TCP_FIN | SL_TCP_RST));
+	if (pure && !f->rcv_valid && !f->ack_valid) {
+		/* Our handshake's last ACK (the flow started at our SYN): it
+		 * acknowledges no data and lets nothing out. */
+		sl_count(SLUICE_R_PAC_UNKNOWN_FLOW, skb->len);
+		return SL_TC_NEXT;
+	}
 	if (!pure && !(hold_requests && request)) {
 		/* Never held. Its ACK field still releases data: account it. */
 		if ((p.tcp_flags & SL_TCP_ACK) && !(p.tcp_flags & SL_TCP_SYN)) {

@@ -479,6 +479,7 @@ reinject_mark = 0x1234
 idle_timeout_s = 60
 control_interval_min_us = 500
 busy_poll_us = 50
+rwnd_cap_bytes = 12288
 local_ports = [5201, "9000-9100"]
 remote_ports = ["7000"]
 remote_prefixes = ["10.0.0.0/8", "fd00::/16"]
@@ -492,6 +493,7 @@ mechanisms = ["pac"]
   EXPECT_FALSE(c.pac.ecn);
   EXPECT_EQ(c.pac.reinject_mark, 0x1234u);
   EXPECT_EQ(c.pac.busy_poll_us, 50u);
+  EXPECT_EQ(c.pac.rwnd_cap_bytes, 12288u);
   ASSERT_EQ(c.pac.local_ports.size(), 2u);
   EXPECT_EQ(c.pac.local_ports[1].lo, 9000);
   EXPECT_EQ(c.pac.local_ports[1].hi, 9100);
@@ -517,6 +519,8 @@ TEST(PacConfig, BadValuesNameTheKey) {
   bad("fail_open_ms = 500", "pac.fail_open_ms");
   bad("busy_poll_us = 20000", "pac.busy_poll_us");
   bad("busy_poll_us = -1", "pac.busy_poll_us");
+  bad("rwnd_cap_bytes = 1000", "pac.rwnd_cap_bytes");
+  bad("rwnd_cap_bytes = \"12K\"", "pac.rwnd_cap_bytes");
   bad("buffer = 1", "pac.buffer");
   // PAC runs on hosts only.
   try {

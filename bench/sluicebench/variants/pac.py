@@ -143,6 +143,7 @@ ein = false
                     out["pac_busy_poll_us"] = s.get("busy_poll_us", 0)
                     out["pac_threshold_changes"] = s.get("threshold_changes", 0)
                     out["pac_threshold_bytes"] = s.get("threshold_bytes", 0)
+                    out["pac_rwnd_clamped"] = s.get("rwnd_clamped", 0)
                     for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
                               "dropped_teardown", "send_failures", "corrections", "stalls"):
                         out[f"pac_{k}"] = s[k]
