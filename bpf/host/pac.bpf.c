@@ -258,8 +258,16 @@ __noinline int sl_syn_wscale(struct __sk_buff *skb, __u32 off, __u32 n)
 		return 1;
 	if (n > sizeof(b))
 		n = sizeof(b);
-	if (bpf_skb_load_bytes(skb, off, b, n))
-		return 0;
+	/* Options come in 4-byte words: load them word by word, each load of
+	 * constant size (the 6.1 verifier loses the bounds of a variable
+	 * length that clang range-checks through a copy). */
+#pragma unroll
+	for (int w = 0; w < 10; w++) {
+		if ((__u32)w * 4 >= n)
+			break;
+		if (bpf_skb_load_bytes(skb, off + w * 4, &b[w * 4], 4))
+			return 0;
+	}
 	for (int i = 0; i < 38; i++) {
 		if ((__u32)i >= n)
 			break;
