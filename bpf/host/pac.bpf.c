@@ -418,6 +418,49 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 	return cap_to_window(b > t ? (__u32)b : t, f, p, 0);
 }
 
+/* pac.bound (rwnd_cap_bytes with cap_to_response): this flow's share is
+ * min(edge - highest byte received, what is left of its response), 0 for
+ * flows without a request (bulk: in_flight alone covers them) or after its
+ * FIN/RST. The exchange keeps Σ shares == pac.bound whatever interleaves. */
+static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
+{
+	__u8 be = (__u8)pac.bound_epoch;
+	if (f->bepoch != be) {
+		/* The agent cleared pac.bound (idle pipe) since this share was
+		 * added: it is no longer in the sum. */
+		f->bepoch = be;
+		f->contrib = 0;
+	}
+	__u64 old = __sync_lock_test_and_set(&f->contrib, (__u64)c);
+	if ((__s64)old != c)
+		__sync_fetch_and_add(&pac.bound, c - (__s64)old);
+}
+
+static __always_inline void bound_update(struct sluice_pac_flow *f)
+{
+	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !f->edge_valid || !f->rcv_valid ||
+	    !f->burst_bytes)
+		return;
+	__s64 c = f->fin_rst ? 0 : sluice_pac_seq_delta(f->rcv_high, f->edge);
+	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
+	if (c > rem)
+		c = rem;
+	bound_set(f, c < 0 ? 0 : c);
+}
+
+/* What admission compares with the threshold: the eq. (4)/(5) estimate, or
+ * the drift-free bound where it is larger. */
+static __always_inline __s64 admit_in_flight(void)
+{
+	__s64 a = pac.in_flight;
+	if (rwnd_cap_bytes && cap_to_response) {
+		__s64 b = pac.bound;
+		if (b > a)
+			a = b;
+	}
+	return a;
+}
+
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
 static __always_inline void released(struct sluice_pac_flow *f, const struct sl_pkt *p, __u32 trig,
 				     const struct tcp_opts *o, __u64 now)
@@ -435,6 +478,18 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 	f->ack_valid = 1;
 	f->last_win = p->window;
 	f->last_ns = now;
+	if (rwnd_cap_bytes && f->wscale && (p->tcp_flags & SL_TCP_ACK)) {
+		__u32 edge = p->ack_seq + ((__u32)p->window << (f->wscale - 1));
+		if (!f->edge_valid || sluice_pac_seq_delta(f->edge, edge) > 0)
+			f->edge = edge;
+		f->edge_valid = 1;
+		if (!f->rcv_valid) {
+			/* Nothing received yet: the sender's next byte is our ACK. */
+			f->rcv_high = p->ack_seq;
+			f->rcv_valid = 1;
+		}
+		bound_update(f);
+	}
 	/* RTT sample: from the first release carrying a TSval to the first data
 	 * echoing it. Linux's TSval ticks every ms, so later ACKs of the same
 	 * tick keep the first time: a sample may be long by up to a tick, never
@@ -515,6 +570,8 @@ int pac_ingress(struct __sk_buff *skb)
 	sync_epoch(f);
 	if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST)) {
 		f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
+		if (f->contrib)
+			bound_set(f, 0);
 		struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&pac_flow_ctl, &k);
 		if (held_of(f, c))
 			emit_segment(&k, f, &p, SLUICE_PAC_EVF_INGRESS, now);
@@ -573,6 +630,7 @@ int pac_ingress(struct __sk_buff *skb)
 	} else if (sl_seq_before(f->rcv_high, p.seq + len)) {
 		f->rcv_high = p.seq + len;
 	}
+	bound_update(f);
 	/* Data our stack already acknowledged (even if that ACK is still held)
 	 * is a duplicate. One that starts at the last ACK we released (the
 	 * sender's snd_una) is a retransmission timeout: §III-D's stale case.
@@ -597,7 +655,7 @@ int pac_ingress(struct __sk_buff *skb)
 	}
 
 	/* Wake the agent once in_flight has room for its head ACK. */
-	__s64 infl = pac.in_flight;
+	__s64 infl = admit_in_flight();
 	if (pac.held && !pac.wake_pending && sluice_pac_fits(infl, pac.wake_room, pac.threshold) &&
 	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
 		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&pac_events, sizeof(*ev), 0);
@@ -733,7 +791,7 @@ int pac_egress(struct __sk_buff *skb)
 	}
 	/* Algorithm 1 line 11, in the kernel: admit when nothing of this flow
 	 * waits ahead of it and the trigger fits. */
-	__s64 infl = pac.in_flight;
+	__s64 infl = admit_in_flight();
 	int fits = sluice_pac_fits(infl, trig, pac.threshold);
 	/* Release without the agent: our stack generates a new cumulative ACK
 	 * right when data arrives, i.e. right when eq. (5) makes room. If it

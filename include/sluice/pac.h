@@ -74,7 +74,8 @@ struct sluice_pac_flow {
 	__u32 rcv_high;      /* highest seq + len received (host order) */
 	__u8 ca_inferred;    /* §III-C CA, inferred here: triggered bytes that never came */
 	__u8 wscale;         /* our window scale + 1, from our SYN/SYN-ACK (rwnd_cap_bytes); 0 = unknown */
-	__u8 pad[2];
+	__u8 edge_valid;     /* edge holds a value */
+	__u8 bepoch;         /* low byte of pac.bound_epoch when contrib was last valid */
 	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
 	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
 	/* Trigger age (README "PAC: estimate"): triggers released in the
@@ -85,7 +86,8 @@ struct sluice_pac_flow {
 	__u64 trig_prev;
 	__u64 phantom_bytes; /* expected bytes written off as never coming */
 	__u32 epoch;         /* pac.epoch when expect was last valid */
-	__u32 pad2;
+	__u32 edge;          /* right edge of the windows released: ACK + window (rwnd_cap_bytes) */
+	__u64 contrib;       /* this flow's share of pac.bound */
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -117,6 +119,14 @@ struct sluice_pac_state {
 	__u64 phantom_bytes;    /* expected bytes written off (trigger age) */
 	__u64 phantom_events;
 	__u64 rwnd_clamped;     /* segments whose receive window was capped (rwnd_cap_bytes) */
+	/* With rwnd_cap_bytes and cap_to_response: Σ over request/response
+	 * flows of min(edge − highest byte received, what is left of the
+	 * response), an upper bound of their data in flight that cannot drift
+	 * (recomputed from sequence numbers at every packet). Admission uses
+	 * max(in_flight, bound). */
+	__s64 bound;
+	__u32 bound_epoch;      /* bumped by the agent when it clears bound (idle pipe) */
+	__u32 pad3;
 };
 
 enum sluice_pac_event_type {
@@ -227,11 +237,11 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 192, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 200, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 112, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 128, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

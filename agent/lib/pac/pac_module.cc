@@ -96,7 +96,14 @@ struct PacModule::Impl : Datapath {
   }
 
   // Datapath
-  int64_t in_flight() override { return load(&st->in_flight); }
+  int64_t in_flight() override { return admit_in_flight(); }
+  // What the datapath compares with the threshold: the estimate, or the
+  // drift-free bound where larger (rwnd_cap_bytes with cap_to_response).
+  int64_t admit_in_flight() {
+    int64_t a = load(&st->in_flight);
+    if (cfg.rwnd_cap_bytes && cfg.cap_to_response) a = std::max<int64_t>(a, load(&st->bound));
+    return a;
+  }
   uint64_t threshold() override { return load(&st->threshold); }
   bool send(const sluice_pac_flow_key&, const HeldAck& a) override {
     HeldAck copy = a;
@@ -152,7 +159,7 @@ struct PacModule::Impl : Datapath {
     uint64_t start = monotonic_ns(), now = start;
     while (engine->held()) {
       int n = ring_buffer__consume(rb);
-      bool fits = sluice_pac_fits(load(&st->in_flight), load(&st->wake_room), load(&st->threshold));
+      bool fits = sluice_pac_fits(admit_in_flight(), load(&st->wake_room), load(&st->threshold));
       now = monotonic_ns();
       if (n > 0 || fits) {
         if (engine->release(now) || n > 0) poll_progress = now;
@@ -250,6 +257,10 @@ struct PacModule::Impl : Datapath {
     if (do_expiry) {
       last_expiry_ns = now;
       for (const auto& k : gone) {
+        sluice_pac_flow f{};
+        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0 && f.contrib &&
+            f.bepoch == uint8_t(load(&st->bound_epoch)))
+          __atomic_fetch_sub(&st->bound, __s64(f.contrib), __ATOMIC_ACQ_REL);
         bpf_map_delete_elem(flows_fd, &k);
         bpf_map_delete_elem(ctl_fd, &k);
         prev_flow_bytes.erase(k);
@@ -295,13 +306,18 @@ struct PacModule::Impl : Datapath {
     // empty (a bottleneck cannot stay busy and deliver nothing). What the
     // estimate holds never comes; with ACKs held on it, nothing ever would
     // (README "PAC: estimate").
-    inflight = load(&st->in_flight);
+    inflight = admit_in_flight();
     if (cfg.trigger_age_min_us && inflight > 0) {
       uint64_t idle = std::max<uint64_t>(uint64_t(2 * avg_srtt_us * 1000), uint64_t(cfg.trigger_age_min_us) * 1000);
       uint64_t last = std::max<uint64_t>(load(&st->last_data_ns), load(&st->last_trigger_ns));
       if (last && now > last + idle) {
         lower_to(&st->in_flight, 0);
         __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
+        // The bound too: what it still counts (a lost tail) never comes.
+        if (load(&st->bound) != 0) {
+          store(&st->bound, __s64(0));
+          __atomic_fetch_add(&st->bound_epoch, 1u, __ATOMIC_ACQ_REL);
+        }
         ++idle_resets;
       }
     }
@@ -455,6 +471,7 @@ nlohmann::json PacModule::stats() const {
       {"phantom_bytes", load(&m.st->phantom_bytes)},
       {"phantom_events", load(&m.st->phantom_events)},
       {"rwnd_clamped", load(&m.st->rwnd_clamped)},
+      {"bound_bytes", load(&m.st->bound)},
       {"threshold_changes", m.threshold_changes},
       {"stalls", m.stalls},
       {"busy_poll_us", m.poll_ns / 1000},
