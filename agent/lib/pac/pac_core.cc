@@ -101,6 +101,12 @@ uint32_t Engine::trigger(const Flow& f, const HeldAck& a) const {
   bool ca = f.ce_ca || f.phase.ca() || (a.flags & SLUICE_PAC_EVF_CA);
   uint32_t t = sluice_pac_trigger(f.last_ack, f.ack_valid ? 1 : 0, a.ack, f.mss, f.window, ca ? 1 : 0,
                                   (a.flags & SLUICE_PAC_EVF_ECE) ? 1 : 0);
+  if (p_.requests_yield && !a.req_bytes && f.ack_valid) {
+    // Under a capped window an ACK moves the window's right edge by what it
+    // acknowledges: that is all it can let out (a duplicate, nothing).
+    int32_t d = sluice_pac_seq_delta(f.last_ack, a.ack);
+    t = std::min<uint32_t>(t, d > 0 ? uint32_t(d) : 0u);
+  }
   return std::max(t, a.req_bytes);
 }
 
@@ -248,11 +254,28 @@ Engine::Flow* Engine::head_flow() {
   return nullptr;
 }
 
+// With requests_yield: the first flow, in MLFQ order, whose head is an ACK.
+Engine::Flow* Engine::first_ack_flow() {
+  for (auto& l : rr_)
+    for (const auto& k : l) {
+      Flow& f = flows_.at(k);
+      if (!f.q.front().req_bytes) return &f;
+    }
+  return nullptr;
+}
+
 uint64_t Engine::head_trigger() const {
   for (const auto& l : rr_)
     if (!l.empty()) {
       const Flow& f = flows_.at(l.front());
-      return trigger(f, f.q.front());
+      uint64_t t = trigger(f, f.q.front());
+      if (p_.requests_yield && f.q.front().req_bytes)
+        for (const auto& l2 : rr_)
+          for (const auto& k : l2) {
+            const Flow& g = flows_.at(k);
+            if (!g.q.front().req_bytes) return std::min<uint64_t>(t, trigger(g, g.q.front()));
+          }
+      return t;
     }
   return 0;
 }
@@ -322,7 +345,11 @@ size_t Engine::release(uint64_t now_ns) {
   // Algorithm 1 lines 9-14.
   while (Flow* f = head_flow()) {
     uint32_t trig = trigger(*f, f->q.front());
-    if (!sluice_pac_fits(dp_.in_flight(), trig, dp_.threshold())) break;
+    if (!sluice_pac_fits(dp_.in_flight(), trig, dp_.threshold())) {
+      if (!p_.requests_yield || !f->q.front().req_bytes) break;
+      f = first_ack_flow();
+      if (!f || !sluice_pac_fits(dp_.in_flight(), trigger(*f, f->q.front()), dp_.threshold())) break;
+    }
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
   }

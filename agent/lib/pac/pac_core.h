@@ -37,6 +37,10 @@ struct Params {
   uint64_t max_hold_request_ns = 1'000'000'000;  // ...nor a held request (hold_requests)
   uint64_t min_threshold = 2 * SLUICE_PAC_DEFAULT_MSS;
   bool ecn = true;                            // adapt the threshold to α (eq. 2)
+  // A held request whose response does not fit yields to held ACKs that
+  // do (responses in progress finish before new ones start). Set with
+  // rwnd_cap_bytes, where an ACK of a capped flow only refills its window.
+  bool requests_yield = false;
 };
 
 // PAC §III-B eq. (2): threshold ← threshold·(1−α/2) if α > 0, else
@@ -204,6 +208,7 @@ class Engine {
   // Sends the head ACK of f; returns false on failure (ACK dropped).
   void send_head(Flow& f, uint64_t now_ns, ReleaseWhy why);
   Flow* head_flow();
+  Flow* first_ack_flow();
   void update_wake();
 
   Params p_;

@@ -51,6 +51,7 @@ Params params_of(const PacConfig& c) {
   p.max_held = c.max_held;
   p.max_hold_ns = uint64_t(c.max_hold_ms) * 1'000'000ull;
   p.max_hold_request_ns = uint64_t(c.max_hold_request_ms) * 1'000'000ull;
+  p.requests_yield = c.rwnd_cap_bytes && c.hold_requests;
   p.ecn = c.ecn;
   return p;
 }
