@@ -377,10 +377,14 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 {
 	__u64 b = f->cur_burst;
 	f->cur_burst = 0;
-	if (!b && !f->burst_bytes)
+	if (!b && !f->burst_bytes) {
 		b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
-	else if (!b)
+		f->bflags |= SLUICE_PAC_BF_GUESS;
+	} else if (!b) {
 		b = f->burst_bytes;
+	} else {
+		f->bflags &= ~SLUICE_PAC_BF_GUESS;
+	}
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
 }
@@ -438,12 +442,16 @@ static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
 
 static __always_inline void bound_update(struct sluice_pac_flow *f)
 {
-	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !f->edge_valid || !f->rcv_valid ||
-	    !f->burst_bytes)
+	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !(f->bflags & SLUICE_PAC_BF_EDGE) ||
+	    !f->rcv_valid || !f->burst_bytes)
 		return;
 	__s64 c = f->fin_rst ? 0 : sluice_pac_seq_delta(f->rcv_high, f->edge);
+	/* The first response's size is a guess (one initial window): bound
+	 * by the window alone, or a response larger than the guess would drop
+	 * out of the sum while it still comes. Once it ends the flow's open
+	 * window counts until the next request or an idle reset clears it. */
 	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
-	if (c > rem)
+	if (!(f->bflags & SLUICE_PAC_BF_GUESS) && c > rem)
 		c = rem;
 	bound_set(f, c < 0 ? 0 : c);
 }
@@ -480,9 +488,9 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 	f->last_ns = now;
 	if (rwnd_cap_bytes && f->wscale && (p->tcp_flags & SL_TCP_ACK)) {
 		__u32 edge = p->ack_seq + ((__u32)p->window << (f->wscale - 1));
-		if (!f->edge_valid || sluice_pac_seq_delta(f->edge, edge) > 0)
+		if (!(f->bflags & SLUICE_PAC_BF_EDGE) || sluice_pac_seq_delta(f->edge, edge) > 0)
 			f->edge = edge;
-		f->edge_valid = 1;
+		f->bflags |= SLUICE_PAC_BF_EDGE;
 		if (!f->rcv_valid) {
 			/* Nothing received yet: the sender's next byte is our ACK. */
 			f->rcv_high = p->ack_seq;

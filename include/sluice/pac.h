@@ -74,7 +74,7 @@ struct sluice_pac_flow {
 	__u32 rcv_high;      /* highest seq + len received (host order) */
 	__u8 ca_inferred;    /* §III-C CA, inferred here: triggered bytes that never came */
 	__u8 wscale;         /* our window scale + 1, from our SYN/SYN-ACK (rwnd_cap_bytes); 0 = unknown */
-	__u8 edge_valid;     /* edge holds a value */
+	__u8 bflags;         /* SLUICE_PAC_BF_* */
 	__u8 bepoch;         /* low byte of pac.bound_epoch when contrib was last valid */
 	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
 	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
@@ -128,6 +128,9 @@ struct sluice_pac_state {
 	__u32 bound_epoch;      /* bumped by the agent when it clears bound (idle pipe) */
 	__u32 pad3;
 };
+
+#define SLUICE_PAC_BF_EDGE 0x01  /* sluice_pac_flow.edge holds a value */
+#define SLUICE_PAC_BF_GUESS 0x02 /* burst_bytes is the initial-window guess, not a measured response */
 
 enum sluice_pac_event_type {
 	SLUICE_PAC_EV_HELD = 1,    /* an ACK to hold; frame attached */
