@@ -295,6 +295,64 @@ static __always_inline __u8 syn_wscale(struct __sk_buff *skb, const struct sl_pk
 	return (__u8)sl_syn_wscale(skb, p->l4_off + 20, p->tcp_doff > 20 ? p->tcp_doff - 20 : 0);
 }
 
+/* pac.bound (rwnd_cap_bytes with cap_to_response): this flow's share is
+ * min(edge - highest byte received, what is left of its response), 0 for
+ * flows without a request (bulk: in_flight alone covers them) or after its
+ * FIN/RST. The exchange keeps Σ shares == pac.bound whatever interleaves. */
+static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
+{
+	__u8 be = (__u8)pac.bound_epoch;
+	if (f->bepoch != be) {
+		/* The agent cleared pac.bound (idle pipe) since this share was
+		 * added: it is no longer in the sum. */
+		f->bepoch = be;
+		f->contrib = 0;
+	}
+	__u64 old = __sync_lock_test_and_set(&f->contrib, (__u64)c);
+	if ((__s64)old != c)
+		__sync_fetch_and_add(&pac.bound, c - (__s64)old);
+}
+
+/* A flow whose share of in flight is its pac.bound share (a request/response
+ * flow with a capped window): eq. (4)/(5) leave pac.in_flight to the others. */
+static __always_inline int covered(const struct sluice_pac_flow *f)
+{
+	return rwnd_cap_bytes && cap_to_response && f->wscale && (f->bflags & SLUICE_PAC_BF_EDGE) && f->rcv_valid &&
+	       f->burst_bytes;
+}
+
+/* This flow's share of pac.bound as the sum still counts it. */
+static __always_inline __s64 cur_contrib(const struct sluice_pac_flow *f)
+{
+	return f->bepoch == (__u8)pac.bound_epoch ? (__s64)f->contrib : 0;
+}
+
+static __always_inline void bound_update(struct sluice_pac_flow *f)
+{
+	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !(f->bflags & SLUICE_PAC_BF_EDGE) ||
+	    !f->rcv_valid || !f->burst_bytes)
+		return;
+	__s64 c = f->fin_rst ? 0 : sluice_pac_seq_delta(f->rcv_high, f->edge);
+	/* The first response's size is a guess (one initial window): bound
+	 * by the window alone, or a response larger than the guess would drop
+	 * out of the sum while it still comes. Once it ends the flow's open
+	 * window counts until the next request or an idle reset clears it. */
+	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
+	if (!(f->bflags & SLUICE_PAC_BF_GUESS) && c > rem)
+		c = rem;
+	bound_set(f, c < 0 ? 0 : c);
+}
+
+/* What admission compares with the threshold: the eq. (4)/(5) estimate of
+ * the flows the bound does not cover, plus the bound. */
+static __always_inline __s64 admit_in_flight(void)
+{
+	__s64 a = pac.in_flight;
+	if (rwnd_cap_bytes && cap_to_response)
+		a += pac.bound;
+	return a;
+}
+
 /* With rwnd_cap_bytes: bytes the window of the segment `p` lets the sender
  * send beyond what it has sent already (eq. 3 cannot trigger more): the
  * right edge ACK + window less the highest byte received and this flow's
@@ -307,6 +365,9 @@ static __always_inline __s64 window_room(const struct sluice_pac_flow *f, const 
 	if (f->rcv_valid)
 		room += sluice_pac_seq_delta(f->rcv_high, p->ack_seq);
 	room -= (__s64)expect;
+	/* A covered flow: what the release adds to its bound share. */
+	if (covered(f))
+		room -= cur_contrib(f);
 	return room < 0 ? 0 : room;
 }
 
@@ -422,70 +483,10 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 	return cap_to_window(b > t ? (__u32)b : t, f, p, 0);
 }
 
-/* pac.bound (rwnd_cap_bytes with cap_to_response): this flow's share is
- * min(edge - highest byte received, what is left of its response), 0 for
- * flows without a request (bulk: in_flight alone covers them) or after its
- * FIN/RST. The exchange keeps Σ shares == pac.bound whatever interleaves. */
-static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
-{
-	__u8 be = (__u8)pac.bound_epoch;
-	if (f->bepoch != be) {
-		/* The agent cleared pac.bound (idle pipe) since this share was
-		 * added: it is no longer in the sum. */
-		f->bepoch = be;
-		f->contrib = 0;
-	}
-	__u64 old = __sync_lock_test_and_set(&f->contrib, (__u64)c);
-	if ((__s64)old != c)
-		__sync_fetch_and_add(&pac.bound, c - (__s64)old);
-}
-
-static __always_inline void bound_update(struct sluice_pac_flow *f)
-{
-	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !(f->bflags & SLUICE_PAC_BF_EDGE) ||
-	    !f->rcv_valid || !f->burst_bytes)
-		return;
-	__s64 c = f->fin_rst ? 0 : sluice_pac_seq_delta(f->rcv_high, f->edge);
-	/* The first response's size is a guess (one initial window): bound
-	 * by the window alone, or a response larger than the guess would drop
-	 * out of the sum while it still comes. Once it ends the flow's open
-	 * window counts until the next request or an idle reset clears it. */
-	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
-	if (!(f->bflags & SLUICE_PAC_BF_GUESS) && c > rem)
-		c = rem;
-	bound_set(f, c < 0 ? 0 : c);
-}
-
-/* What admission compares with the threshold: the eq. (4)/(5) estimate, or
- * the drift-free bound where it is larger. */
-static __always_inline __s64 admit_in_flight(void)
-{
-	__s64 a = pac.in_flight;
-	if (rwnd_cap_bytes && cap_to_response) {
-		__s64 b = pac.bound;
-		if (b > a)
-			a = b;
-	}
-	return a;
-}
-
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
 static __always_inline void released(struct sluice_pac_flow *f, const struct sl_pkt *p, __u32 trig,
 				     const struct tcp_opts *o, __u64 now)
 {
-	if (trig) {
-		__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
-		__sync_fetch_and_add(&f->trig_sum, trig);
-		__sync_fetch_and_add(&f->expect, trig);
-		age_rotate(f, now);
-		f->trig_cur += trig;
-		pac.last_trigger_ns = now;
-	}
-	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
-		f->last_ack = p->ack_seq;
-	f->ack_valid = 1;
-	f->last_win = p->window;
-	f->last_ns = now;
 	if (rwnd_cap_bytes && f->wscale && (p->tcp_flags & SL_TCP_ACK)) {
 		__u32 edge = p->ack_seq + ((__u32)p->window << (f->wscale - 1));
 		if (!(f->bflags & SLUICE_PAC_BF_EDGE) || sluice_pac_seq_delta(f->edge, edge) > 0)
@@ -496,8 +497,29 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 			f->rcv_high = p->ack_seq;
 			f->rcv_valid = 1;
 		}
-		bound_update(f);
 	}
+	int cov = covered(f);
+	if (cov && f->expect) {
+		/* Covered from now on: its estimate leaves pac.in_flight. */
+		lower_in_flight((__s64)f->expect);
+		f->expect = 0;
+	}
+	if (trig) {
+		if (!cov) {
+			__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
+			__sync_fetch_and_add(&f->expect, trig);
+			age_rotate(f, now);
+			f->trig_cur += trig;
+		}
+		__sync_fetch_and_add(&f->trig_sum, trig);
+		pac.last_trigger_ns = now;
+	}
+	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
+		f->last_ack = p->ack_seq;
+	f->ack_valid = 1;
+	f->last_win = p->window;
+	f->last_ns = now;
+	bound_update(f);
 	/* RTT sample: from the first release carrying a TSval to the first data
 	 * echoing it. Linux's TSval ticks every ms, so later ACKs of the same
 	 * tick keep the first time: a sample may be long by up to a tick, never
@@ -593,13 +615,18 @@ int pac_ingress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 
-	/* PAC §III-C eq. (5): in_flight -= L. */
+	/* PAC §III-C eq. (5): in_flight -= L (a covered flow's data lowers
+	 * its bound share instead, below). */
 	__u32 len = p.payload_len;
-	__s64 after = __sync_fetch_and_add(&pac.in_flight, -(__s64)len) - (__s64)len;
-	/* In-flight data cannot be negative: more arrived than was estimated
-	 * (an unaccounted burst). Clamp so it does not become credit. */
-	if (after < 0)
-		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+	int cov = covered(f);
+	if (!cov) {
+		__s64 after = __sync_fetch_and_add(&pac.in_flight, -(__s64)len) - (__s64)len;
+		/* In-flight data cannot be negative: more arrived than was
+		 * estimated (an unaccounted burst). Clamp so it does not become
+		 * credit. */
+		if (after < 0)
+			__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+	}
 	__sync_fetch_and_add(&f->cur_burst, len);
 	f->expect = f->expect > len ? f->expect - len : 0;
 	pac.last_data_ns = now;
@@ -629,9 +656,11 @@ int pac_ingress(struct __sk_buff *skb)
 	} else if (sl_seq_before(f->rcv_high, p.seq)) {
 		__u32 gap = p.seq - f->rcv_high;
 		if (gap < (16u << 20)) {
-			__s64 a2 = __sync_fetch_and_add(&pac.in_flight, -(__s64)gap) - (__s64)gap;
-			if (a2 < 0)
-				__sync_val_compare_and_swap(&pac.in_flight, a2, 0);
+			if (!cov) {
+				__s64 a2 = __sync_fetch_and_add(&pac.in_flight, -(__s64)gap) - (__s64)gap;
+				if (a2 < 0)
+					__sync_val_compare_and_swap(&pac.in_flight, a2, 0);
+			}
 			__sync_fetch_and_add(&f->gap_bytes, gap);
 		}
 		f->rcv_high = p.seq + len;

@@ -98,11 +98,12 @@ struct PacModule::Impl : Datapath {
 
   // Datapath
   int64_t in_flight() override { return admit_in_flight(); }
-  // What the datapath compares with the threshold: the estimate, or the
-  // drift-free bound where larger (rwnd_cap_bytes with cap_to_response).
+  // What the datapath compares with the threshold: the estimate of the
+  // flows the bound does not cover, plus the bound (rwnd_cap_bytes with
+  // cap_to_response; admit_in_flight() in bpf/host/pac.bpf.c).
   int64_t admit_in_flight() {
     int64_t a = load(&st->in_flight);
-    if (cfg.rwnd_cap_bytes && cfg.cap_to_response) a = std::max<int64_t>(a, load(&st->bound));
+    if (cfg.rwnd_cap_bytes && cfg.cap_to_response) a += load(&st->bound);
     return a;
   }
   uint64_t threshold() override { return load(&st->threshold); }
