@@ -817,6 +817,14 @@ int pac_egress(struct __sk_buff *skb)
 		sl_count(SLUICE_R_PAC_FAIL_OPEN, skb->len);
 		return SL_TC_NEXT;
 	}
+	/* Our TCP resends a request the agent still holds once its RTO passes
+	 * (the original looks sent but nothing answers it). The copy would be
+	 * held as a second request, and both released: absorb it; the held
+	 * original leaves in its turn. (RTOs back off, so it also stops.) */
+	if (request && held && f->req_end && !sl_seq_before(f->req_end, p.seq + p.payload_len)) {
+		sl_count(SLUICE_R_PAC_REQUEST_DUP, skb->len);
+		return SL_TC_STOLEN;
+	}
 	/* A window update after a zero window is never held: holding it could
 	 * leave the sender in persist mode. Held ACKs it overtakes are stale. */
 	if (f->ack_valid && f->last_win == 0 && p.window != 0) {
@@ -891,6 +899,8 @@ int pac_egress(struct __sk_buff *skb)
 	ev->mss = f->mss;
 	ev->retrans_segs = f->retrans_segs;
 	ev->req_bytes = request ? trig : 0;
+	if (request && (!f->req_end || sl_seq_before(f->req_end, p.seq + p.payload_len)))
+		f->req_end = p.seq + p.payload_len;
 	ev->window = p.window;
 	ev->frame_len = (__u16)len;
 	ev->type = SLUICE_PAC_EV_HELD;

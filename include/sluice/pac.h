@@ -88,6 +88,8 @@ struct sluice_pac_flow {
 	__u32 epoch;         /* pac.epoch when expect was last valid */
 	__u32 edge;          /* right edge of the windows released: ACK + window (rwnd_cap_bytes) */
 	__u64 contrib;       /* this flow's share of pac.bound */
+	__u32 req_end;       /* end (seq + len) of the last request handed to the agent */
+	__u32 pad3;
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -240,7 +242,7 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 200, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");

@@ -49,7 +49,8 @@
 	X(EIN_ECHO_SET,         "pass", "EIN echo set on an outgoing ACK")        \
 	X(EIN_ECHO_STALE,       "pass", "EIN mark too old to echo: dropped")      \
 	X(EIN_REWRITE_FAILED,   "pass", "setting the echo bit failed")          \
-	X(PAC_SUPERSEDE,        "pass", "PAC: newer cumulative ACK fits, admitted ahead of its flow's held ACKs")
+	X(PAC_SUPERSEDE,        "pass", "PAC: newer cumulative ACK fits, admitted ahead of its flow's held ACKs") \
+	X(PAC_REQUEST_DUP,      "drop", "PAC: our TCP resent a request the agent still holds: absorbed")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,
