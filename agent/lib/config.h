@@ -62,7 +62,8 @@ struct PacConfig {
   bool ecn = true;                            // adapt the threshold to α (eq. 2)
   uint32_t max_held = 8192;                   // hold queue size (full: release, never drop)
   uint32_t max_hold_ms = 50;                  // no ACK is held longer
-  uint32_t max_hold_request_ms = 1000;        // no request (hold_requests) is held longer
+  uint32_t max_hold_request_ms = 5000;        // no request (hold_requests) is held longer: a request waits
+                                              // behind the responses ahead of it (256 x 64 KB at 100 Mbit/s: 1.4 s)
   uint32_t fail_open_ms = 60;                 // BPF stops diverting when the heartbeat is older
   uint32_t reinject_mark = 0x50ac;            // skb->mark of re-injected ACKs
   uint32_t idle_timeout_s = 300;              // flow state dropped after this idle time

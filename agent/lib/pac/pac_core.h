@@ -34,7 +34,7 @@ struct Params {
   double ewma_gain = 0.125;                   // BW_S and in_flight_S filters
   size_t max_held = 8192;                     // hold queue size; full -> release head
   uint64_t max_hold_ns = 50'000'000;          // never hold an ACK longer
-  uint64_t max_hold_request_ns = 1'000'000'000;  // ...nor a held request (hold_requests)
+  uint64_t max_hold_request_ns = 5'000'000'000;  // ...nor a held request (hold_requests)
   uint64_t min_threshold = 2 * SLUICE_PAC_DEFAULT_MSS;
   bool ecn = true;                            // adapt the threshold to α (eq. 2)
   // A held request whose response does not fit yields to held ACKs that

@@ -40,6 +40,21 @@ def default_threshold(buffer: int) -> int:
     return buffer * 3 // 4
 
 
+def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> int:
+    """rwnd_cap_bytes for the agent: `arg` is "auto", "off" or a size.
+    auto: half the threshold, for the variants that hold requests, when one
+    response is larger than the threshold (one released request could then
+    overfill the buffer by itself: README "PAC", receive-window cap);
+    otherwise off."""
+    if arg == "off":
+        return 0
+    if arg != "auto":
+        return util.size(arg)
+    if holds_requests and response > threshold:
+        return max(threshold // 2, 4096)
+    return 0
+
+
 @variant
 class Pac(Variant):
     name = "pac"
@@ -57,6 +72,10 @@ class Pac(Variant):
                             help="extra [pac] TOML lines, ';'-separated (e.g. 'max_hold_ms = 20')")
         parser.add_argument("--pac-kill-at", type=float, default=0,
                             help="seconds after the point starts to kill -9 the agent (fail-open demo)")
+        parser.add_argument("--pac-rwnd-cap", default="auto",
+                            help="rwnd_cap_bytes: clamp the window the receiver advertises (an extension); "
+                                 "auto = half the threshold for pac-req when a response is larger than the "
+                                 "threshold, else off; 'off'; or bytes (K suffix ok)")
         parser.add_argument("--pac-ecn-k", type=util.size, default=0,
                             help="the bottleneck port marks CE above this many bytes (sluiced aqm, DCTCP step "
                                  "marking) and the hosts negotiate ECN, so PAC's threshold follows eq. (2); "
@@ -77,6 +96,10 @@ class Pac(Variant):
     def setup(self, ctx, topo):
         args = ctx.args
         thr = args.pac_threshold or default_threshold(getattr(args, "buffer", 0) or 131072)
+        # The response size auto needs: --bytes-per-sender (with --total-bytes
+        # it depends on the point's N; auto then leaves the cap off).
+        response = 0 if getattr(args, "total_bytes", 0) else (getattr(args, "bytes_per_sender", 0) or 0)
+        cap = rwnd_cap(args.pac_rwnd_cap, thr, response, "hold_requests = true" in self.extra_config)
         self.point_no += 1
         bpffs = self.agents.bpffs(ctx)
         extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
@@ -91,6 +114,7 @@ class Pac(Variant):
             tag = f"{recv.name}-{self.point_no}"
             a = self.agents.start(ctx, recv.ns, tag, f"{bpffs}/{tag}", f"""[pac]
 buffer_bytes = {thr}
+rwnd_cap_bytes = {cap}
 {self.extra_config}
 {extra}
 [[interface]]
