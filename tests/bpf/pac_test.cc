@@ -583,3 +583,67 @@ TEST_F(PacBpfRwndCapTest, UnscaledAndUnknownConnections) {
 }
 
 }  // namespace
+
+namespace {
+
+// The drift-free bound (rwnd_cap_bytes + cap_to_response): a capped
+// request/response flow counts as min(window edge - highest byte received,
+// rest of the response), in pac.bound instead of pac.in_flight.
+class PacBpfBoundTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override {
+    s->rodata->rwnd_cap_bytes = 16384;
+    s->rodata->hold_requests = 1;
+    s->rodata->cap_to_response = 1;
+  }
+};
+
+TEST_F(PacBpfBoundTest, CappedRequestResponseFlowsAreCountedByTheirWindow) {
+  PacketSpec syn = ack(0, 0x02);
+  syn.tcp_options = syn_options(7);
+  ASSERT_EQ(run_tc(egress(), build(syn)).retval, kNext);
+  st_->threshold = 40000;
+
+  // First request: the response size is unknown (one initial window is
+  // the guess), so the flow counts its whole window: 16 KB.
+  PacketSpec req = ack(1000, 0x18);
+  req.payload = 32;
+  ASSERT_EQ(run_tc(egress(), build(req)).retval, kNext);
+  EXPECT_EQ(st_->in_flight, 0) << "a covered flow is not in the eq. (4) estimate";
+  EXPECT_EQ(st_->bound, 16384);
+  EXPECT_TRUE(flow().bflags & SLUICE_PAC_BF_GUESS);
+
+  // Four segments arrive: the bound falls by what arrived.
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(st_->bound, int64_t(16384 - 4 * kMss));
+  EXPECT_EQ(st_->in_flight, 0);
+  // Their ACK moves the window's edge by 4 MSS: the bound is the window again.
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->bound, 16384);
+
+  // The next request: the response was 4 MSS (measured now), so the flow
+  // counts at most 4 MSS however large its window.
+  PacketSpec req2 = ack(1000 + 4 * kMss, 0x18);
+  req2.payload = 32;
+  req2.seq = 33;
+  ASSERT_EQ(run_tc(egress(), build(req2)).retval, kNext);
+  EXPECT_FALSE(flow().bflags & SLUICE_PAC_BF_GUESS);
+  EXPECT_EQ(st_->bound, int64_t(4 * kMss));
+  for (uint32_t i = 4; i < 8; ++i) ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(st_->bound, 0) << "the whole response arrived";
+
+  // A request that does not fit is held; our TCP's resend of it while it is
+  // held is absorbed (looks sent), not held a second time.
+  st_->threshold = 1;
+  st_->bound = 5000;  // room taken by other flows
+  PacketSpec req3 = ack(1000 + 8 * kMss, 0x18);
+  req3.payload = 32;
+  req3.seq = 65;
+  drain();
+  ASSERT_EQ(run_tc(egress(), build(req3)).retval, 4);
+  ASSERT_EQ(run_tc(egress(), build(req3)).retval, 4);
+  drain();
+  EXPECT_EQ(events_.size(), 1u) << "one held request, not two";
+  EXPECT_EQ(reason(SLUICE_R_PAC_REQUEST_DUP), 1u);
+}
+
+}  // namespace

@@ -388,6 +388,36 @@ TEST(PacEngine, HeldRequestsWaitLongerThanAcks) {
   EXPECT_EQ(e.stats().released_max_hold, 1u);
 }
 
+TEST(PacEngine, UnderACappedWindowARequestThatDoesNotFitYieldsToAcksThatDo) {
+  FakeDatapath dp;
+  dp.inflight = 6 * kMss;
+  dp.thr = 10 * kMss;
+  Params p;
+  p.requests_yield = true;
+  Engine e(p, dp);
+  auto req = held(1, 1000, 1000, 1000);
+  req.req_bytes = 8 * kMss;  // its response does not fit yet
+  e.on_event(req, 0);
+  // An ACK of a response in progress (flow 2, a later level-0 arrival):
+  // eq. (3) in slow start says 2 x 2 MSS; under a capped window it moves
+  // the window's edge by the 2 MSS it acknowledges, no more.
+  e.on_event(held(2, 5000 + 2 * kMss, 1000, 5000), 0);
+  EXPECT_EQ(e.head_trigger(), 2 * kMss) << "the agent is woken for the ACK that can go";
+  EXPECT_EQ(e.release(1), 1u);
+  ASSERT_EQ(dp.sent.size(), 1u);
+  EXPECT_EQ(dp.sent[0].first.rport, 2) << "the ACK went, the request still waits";
+  dp.inflight = 0;
+  EXPECT_EQ(e.release(2), 1u);
+  EXPECT_EQ(dp.sent[1].first.rport, 1);
+  // Without requests_yield (the paper's Algorithm 1) the head blocks.
+  FakeDatapath dp2;
+  dp2.inflight = 6 * kMss;
+  Engine e2(Params{}, dp2);
+  e2.on_event(req, 0);
+  e2.on_event(held(2, 5000 + 2 * kMss, 1000, 5000), 0);
+  EXPECT_EQ(e2.release(1), 0u);
+}
+
 TEST(PacEngine, AnAckThatTriggersNothingIsNeverHeldBack) {
   FakeDatapath dp;
   dp.inflight = 100 * kMss;  // far above the threshold
