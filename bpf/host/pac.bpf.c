@@ -69,6 +69,16 @@ struct {
 	__type(value, struct sluice_pac_flow_ctl);
 } pac_flow_ctl SEC(".maps");
 
+/* Flows whose first response (size unknown) is in progress: watched for its
+ * end, one slot per arriving data segment (bound_watch()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_PAC_GUESS_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_pac_flow_key);
+} pac_guess SEC(".maps");
+__u32 guess_next = 0, guess_scan = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22); /* ~14k held ACK records */
@@ -343,6 +353,40 @@ static __always_inline void bound_update(struct sluice_pac_flow *f)
 	bound_set(f, c < 0 ? 0 : c);
 }
 
+/* A flow's first response has no known size, so the bound counts its whole
+ * window, also after the response ended. Rather than wait for the agent's
+ * idle reset (which needs the whole pipe quiet, i.e. every other flow done
+ * too), each data segment that arrives checks one watched flow: quiet for
+ * max(2 x its RTT, trigger_age_min_ns) (nothing either way: its response is
+ * over, or not begun after a release that long ago) means its share goes.
+ * A flow that sends again is counted again by its next segment. */
+static __always_inline void bound_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
+{
+	if (!rwnd_cap_bytes || !cap_to_response)
+		return;
+	if ((f->bflags & SLUICE_PAC_BF_GUESS) && !(f->bflags & SLUICE_PAC_BF_LISTED) && cur_contrib(f) > 0) {
+		__u32 slot = __sync_fetch_and_add(&guess_next, 1) % SLUICE_PAC_GUESS_SLOTS;
+		bpf_map_update_elem(&pac_guess, &slot, k, BPF_ANY);
+		f->bflags |= SLUICE_PAC_BF_LISTED;
+	}
+	__u32 idx = __sync_fetch_and_add(&guess_scan, 1) % SLUICE_PAC_GUESS_SLOTS;
+	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&pac_guess, &idx);
+	if (!gk || !gk->family)
+		return;
+	struct sluice_pac_flow *g = bpf_map_lookup_elem(&pac_flows, gk);
+	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
+		return;
+	__u64 quiet = (__u64)g->srtt_us * 2000;
+	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
+	if (quiet < floor)
+		quiet = floor;
+	if (now > g->last_ns && now - g->last_ns > quiet) {
+		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+		if (cur_contrib(g) > 0)
+			bound_set(g, 0);
+	}
+}
+
 /* What admission compares with the threshold: the eq. (4)/(5) estimate of
  * the flows the bound does not cover, plus the bound. */
 static __always_inline __s64 admit_in_flight(void)
@@ -444,7 +488,7 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 	} else if (!b) {
 		b = f->burst_bytes;
 	} else {
-		f->bflags &= ~SLUICE_PAC_BF_GUESS;
+		f->bflags &= ~(SLUICE_PAC_BF_GUESS | SLUICE_PAC_BF_LISTED);
 	}
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
@@ -668,6 +712,7 @@ int pac_ingress(struct __sk_buff *skb)
 		f->rcv_high = p.seq + len;
 	}
 	bound_update(f);
+	bound_watch(&k, f, now);
 	/* Data our stack already acknowledged (even if that ACK is still held)
 	 * is a duplicate. One that starts at the last ACK we released (the
 	 * sender's snd_una) is a retransmission timeout: §III-D's stale case.
