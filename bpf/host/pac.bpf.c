@@ -69,15 +69,15 @@ struct {
 	__type(value, struct sluice_pac_flow_ctl);
 } pac_flow_ctl SEC(".maps");
 
-/* Flows whose first response (size unknown) is in progress: watched for its
- * end, one slot per arriving data segment (bound_watch()). */
+/* Flows whose response is in progress and still counted in pac.bound:
+ * watched for its end, one slot per arriving data segment (bound_watch()). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLUICE_PAC_GUESS_SLOTS);
+	__uint(max_entries, SLUICE_PAC_WATCH_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sluice_pac_flow_key);
-} pac_guess SEC(".maps");
-__u32 guess_next = 0, guess_scan = 0;
+} pac_watch SEC(".maps");
+__u32 watch_next = 0, watch_scan = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -321,6 +321,10 @@ static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
 	__u64 old = __sync_lock_test_and_set(&f->contrib, (__u64)c);
 	if ((__s64)old != c)
 		__sync_fetch_and_add(&pac.bound, c - (__s64)old);
+	/* Nothing counted: no longer watched (its next response lists it anew,
+	 * even if a stale slot of pac_watch still names it). */
+	if (!c)
+		f->bflags &= ~SLUICE_PAC_BF_LISTED;
 }
 
 /* A flow whose share of in flight is its pac.bound share (a request/response
@@ -337,53 +341,77 @@ static __always_inline __s64 cur_contrib(const struct sluice_pac_flow *f)
 	return f->bepoch == (__u8)pac.bound_epoch ? (__s64)f->contrib : 0;
 }
 
+/* What a Linux sender can still send into `room` bytes of window beyond the
+ * highest byte received: whole segments only (tcp_snd_wnd_test() sends a
+ * segment only when all of it fits; a shorter one is only the tail of what
+ * it has to send, which the response's rest bounds). Counting the part of a
+ * window no segment fits would make k capped windows look larger than the
+ * k x cap of room they really take. */
+static __always_inline __s64 usable_window(const struct sluice_pac_flow *f, __s64 room)
+{
+	__u32 mss = f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS;
+	if (room <= 0)
+		return room;
+	return room - (__s64)((__u64)room % mss);
+}
+
 static __always_inline void bound_update(struct sluice_pac_flow *f)
 {
 	if (!rwnd_cap_bytes || !cap_to_response || !f->wscale || !(f->bflags & SLUICE_PAC_BF_EDGE) ||
 	    !f->rcv_valid || !f->burst_bytes)
 		return;
-	__s64 c = f->fin_rst ? 0 : sluice_pac_seq_delta(f->rcv_high, f->edge);
+	__s64 c = f->fin_rst ? 0 : usable_window(f, sluice_pac_seq_delta(f->rcv_high, f->edge));
+	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
+	/* A response larger than the last one: its size is unknown again. */
+	if (rem < 0)
+		f->bflags |= SLUICE_PAC_BF_GUESS;
 	/* The first response's size is a guess (one initial window): bound
 	 * by the window alone, or a response larger than the guess would drop
 	 * out of the sum while it still comes. Once it ends the flow's open
-	 * window counts until the next request or an idle reset clears it. */
-	__s64 rem = (__s64)f->burst_bytes - (__s64)f->cur_burst;
+	 * window counts until the next request or bound_watch() clears it. */
 	if (!(f->bflags & SLUICE_PAC_BF_GUESS) && c > rem)
 		c = rem;
 	bound_set(f, c < 0 ? 0 : c);
 }
 
-/* A flow's first response has no known size, so the bound counts its whole
- * window, also after the response ended. Rather than wait for the agent's
- * idle reset (which needs the whole pipe quiet, i.e. every other flow done
- * too), each data segment that arrives checks one watched flow: quiet for
- * max(2 x its RTT, trigger_age_min_ns) (nothing either way: its response is
- * over, or not begun after a release that long ago) means its share goes.
+/* A flow's share can outlive its response: a first response (size unknown,
+ * the whole window counts) or one shorter than the last ends without the
+ * share reaching 0. Rather than wait for the agent's idle reset (which
+ * needs the whole pipe quiet, i.e. every other flow done too), each data
+ * segment that arrives checks one watched flow: a flow whose response began
+ * and that was quiet for max(2 x its RTT, trigger_age_min_ns) (nothing
+ * either way) is done; its share goes. A flow still waiting for the first
+ * byte of its response (cur_burst == 0 after a request) keeps its share:
+ * the response will come, however late the sender's application answers.
  * A flow that sends again is counted again by its next segment. */
 static __always_inline void bound_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
 {
 	if (!rwnd_cap_bytes || !cap_to_response)
 		return;
-	if ((f->bflags & SLUICE_PAC_BF_GUESS) && !(f->bflags & SLUICE_PAC_BF_LISTED) && cur_contrib(f) > 0) {
-		__u32 slot = __sync_fetch_and_add(&guess_next, 1) % SLUICE_PAC_GUESS_SLOTS;
-		bpf_map_update_elem(&pac_guess, &slot, k, BPF_ANY);
+	if (!(f->bflags & SLUICE_PAC_BF_LISTED) && cur_contrib(f) > 0) {
+		__u32 slot = __sync_fetch_and_add(&watch_next, 1) % SLUICE_PAC_WATCH_SLOTS;
+		bpf_map_update_elem(&pac_watch, &slot, k, BPF_ANY);
 		f->bflags |= SLUICE_PAC_BF_LISTED;
 	}
-	__u32 idx = __sync_fetch_and_add(&guess_scan, 1) % SLUICE_PAC_GUESS_SLOTS;
-	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&pac_guess, &idx);
+	__u32 idx = __sync_fetch_and_add(&watch_scan, 1) % SLUICE_PAC_WATCH_SLOTS;
+	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&pac_watch, &idx);
 	if (!gk || !gk->family)
 		return;
 	struct sluice_pac_flow *g = bpf_map_lookup_elem(&pac_flows, gk);
 	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
+		return;
+	if (cur_contrib(g) <= 0 || !g->cur_burst)
 		return;
 	__u64 quiet = (__u64)g->srtt_us * 2000;
 	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
 	if (quiet < floor)
 		quiet = floor;
 	if (now > g->last_ns && now - g->last_ns > quiet) {
+		/* A response of unknown size ended: now it is measured. */
+		if (g->bflags & SLUICE_PAC_BF_GUESS)
+			pac.resp_guess = g->cur_burst;
 		g->bflags &= ~SLUICE_PAC_BF_LISTED;
-		if (cur_contrib(g) > 0)
-			bound_set(g, 0);
+		bound_set(g, 0);
 	}
 }
 
@@ -408,7 +436,7 @@ static __always_inline __s64 window_room(const struct sluice_pac_flow *f, const 
 	__s64 room = (__s64)((__u64)p->window << (f->wscale - 1));
 	if (f->rcv_valid)
 		room += sluice_pac_seq_delta(f->rcv_high, p->ack_seq);
-	room -= (__s64)expect;
+	room = usable_window(f, room) - (__s64)expect;
 	/* A covered flow: what the release adds to its bound share. */
 	if (covered(f))
 		room -= cur_contrib(f);
@@ -464,7 +492,7 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 	__u8 ca = f->ce_seen || f->ca_inferred || (c && c->ca);
 	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
 				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
-	if (cap_to_response && f->burst_bytes) {
+	if (cap_to_response && f->burst_bytes && !(f->bflags & SLUICE_PAC_BF_GUESS)) {
 		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
 		if (room < 0)
 			room = 0;
@@ -476,19 +504,27 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 
 /* A data segment from the receiver (a request) is what sets the sender's
  * next response going, ACK-clocked by nothing: count it as the bytes the flow
- * sent between our two previous data segments (the last response), or one
- * initial window for a flow's first request. */
+ * sent between our two previous data segments (the last response). A flow's
+ * first request takes the last response measured on any flow (the servers
+ * of an incast answer alike), or one initial window when none was measured
+ * yet; a first response larger than that counts its whole window from then
+ * on (bound_update()). With neither measured, the size is unknown (GUESS):
+ * the whole window counts. */
 static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 {
 	__u64 b = f->cur_burst;
 	f->cur_burst = 0;
 	if (!b && !f->burst_bytes) {
-		b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
-		f->bflags |= SLUICE_PAC_BF_GUESS;
+		b = pac.resp_guess;
+		if (!b) {
+			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+			f->bflags |= SLUICE_PAC_BF_GUESS;
+		}
 	} else if (!b) {
 		b = f->burst_bytes;
 	} else {
 		f->bflags &= ~(SLUICE_PAC_BF_GUESS | SLUICE_PAC_BF_LISTED);
+		pac.resp_guess = b;
 	}
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
@@ -511,8 +547,11 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 		f->phantom_bytes += f->expect;
 		f->expect = 0;
 		b = request_burst(f);
+		pac.last_request_ns = bpf_ktime_get_ns();
 	} else {
 		b = f->cur_burst ? f->cur_burst : f->burst_bytes;
+		if (!b)
+			b = pac.resp_guess;
 		if (!b)
 			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
 	}

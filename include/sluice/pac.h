@@ -129,12 +129,14 @@ struct sluice_pac_state {
 	__s64 bound;
 	__u32 bound_epoch;      /* bumped by the agent when it clears bound (idle pipe) */
 	__u32 pad3;
+	__u64 last_request_ns;  /* last time a request of ours left (its response may not have begun) */
+	__u64 resp_guess;       /* size of the last response measured on any flow: a new flow's first guess */
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01  /* sluice_pac_flow.edge holds a value */
 #define SLUICE_PAC_BF_GUESS 0x02 /* burst_bytes is the initial-window guess, not a measured response */
-#define SLUICE_PAC_BF_LISTED 0x04 /* in pac_guess: watched for the end of its first response */
-#define SLUICE_PAC_GUESS_SLOTS 16
+#define SLUICE_PAC_BF_LISTED 0x04 /* in pac_watch: watched for the end of its response */
+#define SLUICE_PAC_WATCH_SLOTS 16
 
 enum sluice_pac_event_type {
 	SLUICE_PAC_EV_HELD = 1,    /* an ACK to hold; frame attached */
@@ -248,7 +250,7 @@ static_assert(sizeof(sluice_pac_flow) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 128, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 144, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

@@ -539,7 +539,8 @@ TEST_F(PacBpfRwndCapTest, OurWindowIsClampedWithOurScaleAndBoundsTheTrigger) {
   st_->in_flight = 0;
   r = run_tc(egress(), build(ack(1000 + 13 * kMss)));
   ASSERT_EQ(r.retval, kNext);
-  EXPECT_EQ(st_->in_flight, 16384) << "the trigger is bounded by the room the window leaves";
+  EXPECT_EQ(st_->in_flight, int64_t(11 * kMss))
+      << "the trigger is bounded by the whole segments the window has room for (16 KB: 11)";
   EXPECT_EQ(window_of(r.out), 128);
 
   // A window already below the cap, and a zero window, are left alone.
@@ -604,21 +605,22 @@ TEST_F(PacBpfBoundTest, CappedRequestResponseFlowsAreCountedByTheirWindow) {
   st_->threshold = 40000;
 
   // First request: the response size is unknown (one initial window is
-  // the guess), so the flow counts its whole window: 16 KB.
+  // the guess), so the flow counts its whole window: the 11 whole segments
+  // 16 KB has room for (a Linux sender sends no partial segment into it).
   PacketSpec req = ack(1000, 0x18);
   req.payload = 32;
   ASSERT_EQ(run_tc(egress(), build(req)).retval, kNext);
   EXPECT_EQ(st_->in_flight, 0) << "a covered flow is not in the eq. (4) estimate";
-  EXPECT_EQ(st_->bound, 16384);
+  EXPECT_EQ(st_->bound, int64_t(11 * kMss));
   EXPECT_TRUE(flow().bflags & SLUICE_PAC_BF_GUESS);
 
   // Four segments arrive: the bound falls by what arrived.
   for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
-  EXPECT_EQ(st_->bound, int64_t(16384 - 4 * kMss));
+  EXPECT_EQ(st_->bound, int64_t(7 * kMss));
   EXPECT_EQ(st_->in_flight, 0);
   // Their ACK moves the window's edge by 4 MSS: the bound is the window again.
   ASSERT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kNext);
-  EXPECT_EQ(st_->bound, 16384);
+  EXPECT_EQ(st_->bound, int64_t(11 * kMss));
 
   // The next request: the response was 4 MSS (measured now), so the flow
   // counts at most 4 MSS however large its window.

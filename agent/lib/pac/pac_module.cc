@@ -19,6 +19,10 @@ namespace sluice::pac {
 
 namespace {
 
+// The idle reset leaves pac.bound alone for this long (at least) after a
+// request left: a sender's application may answer later than an RTT.
+constexpr uint64_t kRequestQuietNs = 20'000'000;
+
 // The in-flight estimate counts TCP payload (eq. 4/5); a switch buffer (and
 // a Linux qdisc limit) counts frames. §III-B's threshold = buffer size, in
 // payload: the buffer holds buffer / (MSS + headers) full segments of MSS
@@ -91,6 +95,10 @@ struct PacModule::Impl : Datapath {
   std::unordered_map<sluice_pac_flow_key, std::pair<uint64_t, uint64_t>, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
   size_t bpf_flows = 0;
   double avg_srtt_us = 0;
+  // Largest response of unknown size (SLUICE_PAC_BF_GUESS) seen in the last
+  // flow scan: once the pipe is idle those responses are over, and their
+  // size is the next new flow's guess (pac.resp_guess).
+  uint64_t guess_seen = 0;
 
   ~Impl() override {
     if (rb) ring_buffer__free(rb);
@@ -219,6 +227,7 @@ struct PacModule::Impl : Datapath {
     double srtt_sum = 0;
     double srtt_n = 0;
     std::vector<sluice_pac_flow_key> gone;
+    uint64_t guess_max = 0;
     bool do_expiry = now - last_expiry_ns > 1'000'000'000ull;
     for (;;) {
       __u32 count = static_cast<__u32>(keys.size());
@@ -230,6 +239,7 @@ struct PacModule::Impl : Datapath {
         const auto& k = keys[i];
         const auto& f = vals[i];
         ++n_flows;
+        if ((f.bflags & SLUICE_PAC_BF_GUESS) && !f.fin_rst) guess_max = std::max<uint64_t>(guess_max, f.cur_burst);
         auto& prev = prev_flow_bytes[k];
         uint64_t d = f.bytes_rcvd >= prev.first ? f.bytes_rcvd - prev.first : f.bytes_rcvd;
         uint64_t dt_trig = f.trig_sum >= prev.second ? f.trig_sum - prev.second : f.trig_sum;
@@ -255,6 +265,7 @@ struct PacModule::Impl : Datapath {
       if (rc && err != ENOENT) break;
     }
     bpf_flows = n_flows;
+    guess_seen = guess_max;
     if (srtt_n) avg_srtt_us = srtt_sum / srtt_n;
     if (do_expiry) {
       last_expiry_ns = now;
@@ -315,8 +326,19 @@ struct PacModule::Impl : Datapath {
       if (last && now > last + idle) {
         lower_to(&st->in_flight, 0);
         __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
-        // The bound too: what it still counts (a lost tail) never comes.
-        if (load(&st->bound) != 0) {
+        // Nothing moves: every response of unknown size has ended, so the
+        // next new flow need not count its whole window (request_burst()).
+        if (guess_seen) store(&st->resp_guess, guess_seen);
+        // The bound too, but not while a request that left recently may
+        // still be waiting for its sender's application: its response
+        // will come, and the bound (which cannot drift) counts it. Cleared
+        // then, the bound lets further requests out, and their responses
+        // meet it at the bottleneck. Shares that outlive their response are
+        // cleared per flow by the datapath (bound_watch); this clears what
+        // is left when nothing moves at all.
+        uint64_t req_quiet = std::max<uint64_t>(uint64_t(4 * avg_srtt_us * 1000), kRequestQuietNs);
+        uint64_t last_req = load(&st->last_request_ns);
+        if (load(&st->bound) != 0 && (!last_req || now > last_req + req_quiet)) {
           store(&st->bound, __s64(0));
           __atomic_fetch_add(&st->bound_epoch, 1u, __ATOMIC_ACQ_REL);
         }
