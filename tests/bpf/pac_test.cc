@@ -648,4 +648,75 @@ TEST_F(PacBpfBoundTest, CappedRequestResponseFlowsAreCountedByTheirWindow) {
   EXPECT_EQ(reason(SLUICE_R_PAC_REQUEST_DUP), 1u);
 }
 
+
+// Shares that outlive their response, and what a new flow guesses: with a
+// short quiet time (the watch's floor is trigger_age_min_ns).
+class PacBpfBoundWatchTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override {
+    s->rodata->rwnd_cap_bytes = 16384;
+    s->rodata->hold_requests = 1;
+    s->rodata->cap_to_response = 1;
+    s->rodata->trigger_age_min_ns = 2'000'000;
+  }
+
+ protected:
+  // Our SYN (scale 7) on local port `lport`, then its first request.
+  void open_and_request(uint16_t lport) {
+    PacketSpec syn = ack(0, 0x02);
+    syn.sport = lport;
+    syn.tcp_options = syn_options(7);
+    ASSERT_EQ(run_tc(egress(), build(syn)).retval, kNext);
+    ASSERT_EQ(run_tc(egress(), build(request(lport, 1, 1000))).retval, kNext);
+  }
+  static PacketSpec request(uint16_t lport, uint32_t seq, uint32_t ack_no) {
+    PacketSpec r = ack(ack_no, 0x18);
+    r.sport = lport;
+    r.seq = seq;
+    r.payload = 32;
+    return r;
+  }
+  static PacketSpec seg(uint16_t lport, uint32_t seq) {
+    PacketSpec d = data(seq);
+    d.dport = lport;
+    return d;
+  }
+  int64_t share(uint16_t lport) const { return int64_t(flow(flow_key(5201, lport)).contrib); }
+};
+
+TEST_F(PacBpfBoundWatchTest, ResponsesLargerOrShorterThanExpectedAndTheNextFlowsGuess) {
+  st_->threshold = 1 << 20;
+  // A: the first response ever, size unknown: the whole window (11 MSS).
+  open_and_request(40000);
+  EXPECT_TRUE(flow(flow_key(5201, 40000)).bflags & SLUICE_PAC_BF_GUESS);
+  EXPECT_EQ(share(40000), int64_t(11 * kMss));
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + i * kMss))).retval, kNext);
+  // A's next request measures its response: 4 MSS, published for new flows.
+  ASSERT_EQ(run_tc(egress(), build(request(40000, 33, 1000 + 4 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->resp_guess, 4u * kMss);
+  EXPECT_EQ(share(40000), int64_t(4 * kMss));
+
+  // B's first request takes the measured size, not its whole window.
+  open_and_request(40001);
+  EXPECT_FALSE(flow(flow_key(5201, 40001)).bflags & SLUICE_PAC_BF_GUESS);
+  EXPECT_EQ(share(40001), int64_t(4 * kMss));
+  EXPECT_EQ(st_->bound, int64_t(8 * kMss));
+  // B answers more than that: from its 5th segment on the size is unknown
+  // again and B counts what its window still lets out (11 - 5 segments).
+  for (uint32_t i = 0; i < 5; ++i) ASSERT_EQ(run_tc(ingress(), build(seg(40001, 1000 + i * kMss))).retval, kNext);
+  EXPECT_TRUE(flow(flow_key(5201, 40001)).bflags & SLUICE_PAC_BF_GUESS);
+  EXPECT_EQ(share(40001), int64_t(6 * kMss));
+
+  // A answers less than its 4 MSS this time: 2 segments, then nothing. Its
+  // 2 MSS would stay counted until its next request; once A was quiet for
+  // the watch's time, data of another flow clears them.
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 4 * kMss))).retval, kNext);
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 5 * kMss))).retval, kNext);
+  EXPECT_EQ(share(40000), int64_t(2 * kMss));
+  usleep(10'000);
+  for (uint32_t i = 0; i < SLUICE_PAC_WATCH_SLOTS; ++i)
+    ASSERT_EQ(run_tc(ingress(), build(seg(40001, 1000 + (5 + i) * kMss))).retval, kNext);
+  EXPECT_EQ(share(40000), 0) << "A's share outlived its response: cleared";
+  EXPECT_EQ(st_->bound, share(40001)) << "the sum follows the shares";
+}
+
 }  // namespace
