@@ -97,7 +97,7 @@ struct BenchDatapath : pac::Datapath {
     return ok;
   }
   void write_ctl(const sluice_pac_flow_key&, const sluice_pac_flow_ctl&) override {}
-  void set_wake(uint64_t, uint64_t) override {}
+  void set_wake(uint64_t, uint64_t, uint64_t) override {}
 };
 
 struct Collector {

@@ -938,6 +938,14 @@ int pac_egress(struct __sk_buff *skb)
 		sl_count(SLUICE_R_PAC_SUPERSEDE, skb->len);
 		return SL_TC_NEXT;
 	}
+	/* Nothing of this flow waits, but another flow's ACK may: it goes
+	 * first (Algorithm 1 releases from the queue head), so this one is
+	 * admitted only if the waiting ACK still fits after it. Otherwise a
+	 * flow whose ACK once had to wait would wait for good, its room taken
+	 * by every flow whose ACKs arrive as their data makes room. */
+	__u64 reserve = pac.ack_room;
+	if (reserve && fits)
+		fits = sluice_pac_fits(infl + (__s64)reserve, trig, pac.threshold);
 	if (!held && fits) {
 		if (request)
 			trig = request_trigger(f, c, &p, 1, o.has_sack);

@@ -131,6 +131,11 @@ struct sluice_pac_state {
 	__u32 pad3;
 	__u64 last_request_ns;  /* last time a request of ours left (its response may not have begun) */
 	__u64 resp_guess;       /* size of the last response measured on any flow: a new flow's first guess */
+	/* Trigger of the ACK the agent releases next, 0 when it holds no ACK
+	 * (agent writes): the kernel admits another flow's ACK only if this
+	 * one still fits after it, so a flow whose ACKs wait is not starved by
+	 * flows whose ACKs never do (Algorithm 1 releases from the queue head). */
+	__u64 ack_room;
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01  /* sluice_pac_flow.edge holds a value */
@@ -250,7 +255,7 @@ static_assert(sizeof(sluice_pac_flow) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 144, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 152, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

@@ -197,6 +197,28 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   EXPECT_EQ(reason(SLUICE_R_PAC_REINJECTED), 1u);
 }
 
+TEST_F(PacBpfTest, AnotherFlowsWaitingAckKeepsItsRoom) {
+  // Flow 2 (port 40001) has an ACK waiting in the agent whose trigger is
+  // 4 MSS. Flow 1 has nothing held; its ACK (2 MSS) fits the threshold by
+  // itself, but not with the waiting one: it queues behind it.
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  st_->in_flight = 5 * kMss;
+  st_->held = 1;
+  st_->ack_room = 4 * kMss;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kShot);
+  EXPECT_EQ(flow().diverted, 1u);
+  EXPECT_EQ(st_->in_flight, int64_t(5 * kMss));
+  // With room for both it is admitted.
+  PacketSpec other = data(5000);
+  other.dport = 40002;
+  ASSERT_EQ(run_tc(ingress(), build(other)).retval, kNext);
+  PacketSpec a = ack(5000 + kMss);
+  a.sport = 40002;
+  st_->in_flight = 4 * kMss;
+  EXPECT_EQ(run_tc(egress(), build(a)).retval, kNext) << "4 + 4 + 2 MSS <= 10 MSS";
+  EXPECT_EQ(st_->in_flight, int64_t(6 * kMss));
+}
+
 TEST_F(PacBpfTest, NewerCumulativeAckSupersedesItsFlowsHeldAcks) {
   ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
   ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);  // last released: 1000 + MSS

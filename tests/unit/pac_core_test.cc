@@ -156,7 +156,7 @@ struct FakeDatapath : Datapath {
   bool fail = false;
   std::vector<std::pair<sluice_pac_flow_key, uint32_t>> sent;
   std::map<uint16_t, sluice_pac_flow_ctl> ctl;
-  uint64_t wake_held = 0, wake_room = 0;
+  uint64_t wake_held = 0, wake_room = 0, ack_room = 0;
   std::map<uint16_t, std::pair<uint32_t, bool>> last;  // per flow (rport): ACK_prev
 
   int64_t in_flight() override { return inflight; }
@@ -171,7 +171,8 @@ struct FakeDatapath : Datapath {
     return true;
   }
   void write_ctl(const sluice_pac_flow_key& k, const sluice_pac_flow_ctl& c) override { ctl[k.rport] = c; }
-  void set_wake(uint64_t held, uint64_t room) override {
+  void set_wake(uint64_t held, uint64_t room, uint64_t ack) override {
+    ack_room = ack;
     wake_held = held;
     wake_room = room;
   }
@@ -386,6 +387,33 @@ TEST(PacEngine, HeldRequestsWaitLongerThanAcks) {
   EXPECT_EQ(e.release(2'000'000), 0u) << "an ACK would have gone by now, a request waits";
   EXPECT_EQ(e.release(5'000'001), 1u);
   EXPECT_EQ(e.stats().released_max_hold, 1u);
+}
+
+TEST(PacEngine, HeldAcksGoBeforeARequestThatFitsAndTheKernelIsToldTheirRoom) {
+  FakeDatapath dp;
+  dp.inflight = 0;
+  dp.thr = 10 * kMss;
+  Params p;
+  p.requests_yield = true;
+  Engine e(p, dp);
+  auto req = held(1, 1000, 1000, 1000);
+  req.req_bytes = 4 * kMss;  // fits by itself
+  dp.inflight = 10 * kMss;  // nothing fits yet
+  e.on_event(req, 0);
+  EXPECT_EQ(e.release(0), 0u);
+  EXPECT_EQ(dp.ack_room, 0u) << "only a request is held: the kernel keeps nothing back";
+  e.on_event(held(2, 5000 + 2 * kMss, 1000, 5000), 0);
+  EXPECT_EQ(e.release(0), 0u);
+  EXPECT_EQ(dp.ack_room, 2 * kMss) << "a held ACK: its trigger is kept free in the kernel";
+  EXPECT_EQ(e.head_trigger(), 2 * kMss);
+  // Room for the request or the ACK, not both: the ACK goes first, though
+  // the request is ahead in the MLFQ and fits.
+  dp.inflight = 6 * kMss;
+  EXPECT_EQ(e.release(1), 1u);
+  ASSERT_EQ(dp.sent.size(), 1u);
+  EXPECT_EQ(dp.sent[0].first.rport, 2);
+  EXPECT_EQ(dp.ack_room, 0u);
+  EXPECT_EQ(e.head_trigger(), 4 * kMss) << "then the request";
 }
 
 TEST(PacEngine, UnderACappedWindowARequestThatDoesNotFitYieldsToAcksThatDo) {

@@ -268,16 +268,21 @@ uint64_t Engine::head_trigger() const {
   for (const auto& l : rr_)
     if (!l.empty()) {
       const Flow& f = flows_.at(l.front());
-      uint64_t t = trigger(f, f.q.front());
       if (p_.requests_yield && f.q.front().req_bytes)
-        for (const auto& l2 : rr_)
-          for (const auto& k : l2) {
-            const Flow& g = flows_.at(k);
-            if (!g.q.front().req_bytes) return std::min<uint64_t>(t, trigger(g, g.q.front()));
-          }
-      return t;
+        if (uint64_t t = ack_trigger(); t != kNoAck) return t;
+      return trigger(f, f.q.front());
     }
   return 0;
+}
+
+// Trigger of the first held ACK (not a request) in MLFQ order, or kNoAck.
+uint64_t Engine::ack_trigger() const {
+  for (const auto& l : rr_)
+    for (const auto& k : l) {
+      const Flow& g = flows_.at(k);
+      if (!g.q.front().req_bytes) return trigger(g, g.q.front());
+    }
+  return kNoAck;
 }
 
 void Engine::send_head(Flow& f, uint64_t now_ns, ReleaseWhy why) {
@@ -342,14 +347,13 @@ size_t Engine::release(uint64_t now_ns) {
       }
     }
   }
-  // Algorithm 1 lines 9-14.
+  // Algorithm 1 lines 9-14. With requests_yield a held ACK goes before
+  // any held request, whether the request fits or not: a request that took
+  // the room would leave the ACK (and its response) waiting.
   while (Flow* f = head_flow()) {
-    uint32_t trig = trigger(*f, f->q.front());
-    if (!sluice_pac_fits(dp_.in_flight(), trig, dp_.threshold())) {
-      if (!p_.requests_yield || !f->q.front().req_bytes) break;
-      f = first_ack_flow();
-      if (!f || !sluice_pac_fits(dp_.in_flight(), trigger(*f, f->q.front()), dp_.threshold())) break;
-    }
+    if (p_.requests_yield && f->q.front().req_bytes)
+      if (Flow* a = first_ack_flow()) f = a;
+    if (!sluice_pac_fits(dp_.in_flight(), trigger(*f, f->q.front()), dp_.threshold())) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
   }
@@ -367,7 +371,10 @@ size_t Engine::flush(uint64_t now_ns) {
   return sent;
 }
 
-void Engine::update_wake() { dp_.set_wake(held_, held_ ? head_trigger() : 0); }
+void Engine::update_wake() {
+  uint64_t ack = held_ ? ack_trigger() : kNoAck;
+  dp_.set_wake(held_, held_ ? head_trigger() : 0, ack == kNoAck ? 0 : ack);
+}
 
 void Engine::on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen) {
   auto it = flows_.find(key);

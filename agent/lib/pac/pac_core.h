@@ -37,9 +37,9 @@ struct Params {
   uint64_t max_hold_request_ns = 5'000'000'000;  // ...nor a held request (hold_requests)
   uint64_t min_threshold = 2 * SLUICE_PAC_DEFAULT_MSS;
   bool ecn = true;                            // adapt the threshold to α (eq. 2)
-  // A held request whose response does not fit yields to held ACKs that
-  // do (responses in progress finish before new ones start). Set with
-  // rwnd_cap_bytes, where an ACK of a capped flow only refills its window.
+  // Held requests yield to held ACKs: responses in progress finish before
+  // new ones start. Set with rwnd_cap_bytes, where an ACK of a capped flow
+  // only refills its window.
   bool requests_yield = false;
 };
 
@@ -117,8 +117,10 @@ class Datapath {
   // Tells BPF the agent dropped `total` held ACKs of this flow so far and
   // its inferred phase/window (pac_flow_ctl).
   virtual void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) = 0;
-  // Held count and the head ACK's trigger, for the ingress wake-up.
-  virtual void set_wake(uint64_t held, uint64_t room) = 0;
+  // Held count and the head ACK's trigger, for the ingress wake-up; the
+  // trigger of the first held ACK that is not a request (0: none), which the
+  // kernel keeps free before it admits another flow's ACK.
+  virtual void set_wake(uint64_t held, uint64_t room, uint64_t ack_room) = 0;
 };
 
 enum class ReleaseWhy { Threshold, QueueFull, MaxHold, Flush };
@@ -209,6 +211,8 @@ class Engine {
   void send_head(Flow& f, uint64_t now_ns, ReleaseWhy why);
   Flow* head_flow();
   Flow* first_ack_flow();
+  static constexpr uint64_t kNoAck = ~uint64_t(0);
+  uint64_t ack_trigger() const;
   void update_wake();
 
   Params p_;

@@ -122,8 +122,9 @@ struct PacModule::Impl : Datapath {
   void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) override {
     if (bpf_map_update_elem(ctl_fd, &key, &ctl, BPF_ANY) != 0) ++ctl_write_failures;
   }
-  void set_wake(uint64_t held, uint64_t room) override {
+  void set_wake(uint64_t held, uint64_t room, uint64_t ack_room) override {
     store(&st->wake_room, room);
+    store(&st->ack_room, ack_room);
     store(&st->held, held);
     // Consumed: the ingress program may wake us again.
     store(&st->wake_pending, 0u);
