@@ -492,7 +492,7 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 	__u8 ca = f->ce_seen || f->ca_inferred || (c && c->ca);
 	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
 				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
-	if (cap_to_response && f->burst_bytes && !(f->bflags & SLUICE_PAC_BF_GUESS)) {
+	if (cap_to_response && f->burst_bytes) {
 		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
 		if (room < 0)
 			room = 0;
