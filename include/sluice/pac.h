@@ -187,6 +187,15 @@ struct sluice_pac_prefix {
 	__u8 pad[2];
 };
 
+/* The in-flight estimate counts TCP payload (eq. 4/5); a switch buffer (and
+ * a Linux qdisc limit) counts frames. §III-B's threshold = buffer size, in
+ * payload: the buffer holds buffer / (MSS + headers) full segments of MSS
+ * payload (Ethernet 14 + IPv4 20 + TCP with timestamps 32 = 66 bytes). */
+static inline __u64 sluice_pac_payload_capacity(__u64 buffer_bytes)
+{
+	return buffer_bytes * SLUICE_PAC_DEFAULT_MSS / (SLUICE_PAC_DEFAULT_MSS + 66);
+}
+
 /* Sequence-space delta b - a (RFC 1982), signed. */
 static inline __s32 sluice_pac_seq_delta(__u32 a, __u32 b)
 {

@@ -560,6 +560,19 @@ mechanisms = ["pac"]
   EXPECT_EQ(c.pac.remote_prefixes[1].len, 16);
 }
 
+TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdWithoutHeldRequests) {
+  auto parse = [](const std::string& lines) {
+    return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n").pac;
+  };
+  EXPECT_EQ(parse("").rwnd_cap_bytes, sluice_pac_payload_capacity(131072)) << "the buffer's payload";
+  EXPECT_EQ(parse("").rwnd_cap_bytes, 125358u);
+  EXPECT_EQ(parse("buffer_bytes = 32768\nrwnd_cap_bytes = \"auto\"").rwnd_cap_bytes, 31339u);
+  EXPECT_EQ(parse("hold_requests = true").rwnd_cap_bytes, 0u) << "with held requests auto is off";
+  EXPECT_EQ(parse("hold_requests = true\nrwnd_cap_bytes = 8192").rwnd_cap_bytes, 8192u);
+  EXPECT_EQ(parse("rwnd_cap_bytes = 0").rwnd_cap_bytes, 0u) << "0 turns it off";
+  EXPECT_FALSE(parse("rwnd_cap_bytes = 0").rwnd_cap_auto);
+}
+
 TEST(PacConfig, BadValuesNameTheKey) {
   auto bad = [](const std::string& line, const std::string& key) {
     try {
@@ -579,6 +592,7 @@ TEST(PacConfig, BadValuesNameTheKey) {
   bad("busy_poll_us = -1", "pac.busy_poll_us");
   bad("rwnd_cap_bytes = 1000", "pac.rwnd_cap_bytes");
   bad("rwnd_cap_bytes = \"12K\"", "pac.rwnd_cap_bytes");
+  bad("rwnd_cap_bytes = \"off\"", "pac.rwnd_cap_bytes");
   bad("buffer = 1", "pac.buffer");
   // PAC runs on hosts only.
   try {

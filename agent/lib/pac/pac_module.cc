@@ -23,13 +23,7 @@ namespace {
 // request left: a sender's application may answer later than an RTT.
 constexpr uint64_t kRequestQuietNs = 20'000'000;
 
-// The in-flight estimate counts TCP payload (eq. 4/5); a switch buffer (and
-// a Linux qdisc limit) counts frames. §III-B's threshold = buffer size, in
-// payload: the buffer holds buffer / (MSS + headers) full segments of MSS
-// payload (Ethernet 14 + IPv4 20 + TCP with timestamps 32 = 66 bytes).
-uint64_t payload_capacity(uint64_t buffer_bytes) {
-  return buffer_bytes * SLUICE_PAC_DEFAULT_MSS / (SLUICE_PAC_DEFAULT_MSS + 66);
-}
+uint64_t payload_capacity(uint64_t buffer_bytes) { return sluice_pac_payload_capacity(buffer_bytes); }
 
 template <typename T>
 T load(const T* p) {

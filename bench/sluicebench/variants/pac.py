@@ -40,21 +40,24 @@ def default_threshold(buffer: int) -> int:
     return buffer * 3 // 4
 
 
-def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> int:
-    """rwnd_cap_bytes for the agent: `arg` is "auto", "off" or a size.
-    auto: a third of the threshold, for the variants that hold requests, when
-    one response is larger than the threshold (one released request could
-    then overfill the buffer by itself: README "PAC", receive-window cap), so
-    three responses are under way at once; otherwise off. At 100 Mbit/s with
-    a 24 KB threshold a third (8 KB) gave 95.0/93.7/94.5% of the link at
-    N = 32/64/100 and a half 94.9/91.2/93.6% (README "PAC", results)."""
+def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> str:
+    """rwnd_cap_bytes for the agent (a TOML value): `arg` is "auto", "off" or
+    a size. auto, for the variants that hold requests: a third of the
+    threshold when one response is larger than the threshold (one released
+    request could then overfill the buffer by itself: README "PAC",
+    receive-window cap), so three responses are under way at once, else off.
+    At 100 Mbit/s with a 24 KB threshold a third (8 KB) gave 95.0/93.7/94.5%
+    of the link at N = 32/64/100 and a half 94.9/91.2/93.6% (README "PAC",
+    results). auto for the others: the agent's own "auto" (the threshold)."""
     if arg == "off":
-        return 0
+        return "0"
     if arg != "auto":
-        return util.size(arg)
-    if holds_requests and response > threshold:
-        return max(threshold // 3, 4096)
-    return 0
+        return str(util.size(arg))
+    if not holds_requests:
+        return '"auto"'
+    if response > threshold:
+        return str(max(threshold // 3, 4096))
+    return "0"
 
 
 @variant
@@ -76,8 +79,9 @@ class Pac(Variant):
                             help="seconds after the point starts to kill -9 the agent (fail-open demo)")
         parser.add_argument("--pac-rwnd-cap", default="auto",
                             help="rwnd_cap_bytes: clamp the window the receiver advertises (an extension); "
-                                 "auto = a third of the threshold for pac-req when a response is larger than the "
-                                 "threshold, else off; 'off'; or bytes (K suffix ok)")
+                                 "auto = the agent's default (the threshold) for pac; for pac-req a third of the "
+                                 "threshold when a response is larger than the threshold, else off; 'off'; or bytes "
+                                 "(K suffix ok)")
         parser.add_argument("--pac-ecn-k", type=util.size, default=0,
                             help="the bottleneck port marks CE above this many bytes (sluiced aqm, DCTCP step "
                                  "marking) and the hosts negotiate ECN, so PAC's threshold follows eq. (2); "
