@@ -132,9 +132,10 @@ struct sluice_pac_state {
 	__u64 last_request_ns;  /* last time a request of ours left (its response may not have begun) */
 	__u64 resp_guess;       /* size of the last response measured on any flow: a new flow's first guess */
 	/* Trigger of the ACK the agent releases next, 0 when it holds no ACK
-	 * (agent writes): the kernel admits another flow's ACK only if this
-	 * one still fits after it, so a flow whose ACKs wait is not starved by
-	 * flows whose ACKs never do (Algorithm 1 releases from the queue head). */
+	 * or windows are not capped (agent writes): the kernel admits another
+	 * flow's ACK only if this one still fits after it, so a flow whose ACKs
+	 * wait is not starved by flows whose ACKs never do (Algorithm 1
+	 * releases from the queue head). */
 	__u64 ack_room;
 };
 
