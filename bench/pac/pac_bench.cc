@@ -44,7 +44,7 @@ namespace {
 
 // Frames built by hand (no test library in a product binary): Ethernet +
 // IPv4 + TCP with the timestamp option, checksums left to the re-injector.
-std::vector<uint8_t> frame(bool to_receiver, uint32_t seq, uint32_t ack, uint16_t payload) {
+std::vector<uint8_t> frame(bool to_receiver, uint32_t seq, uint32_t ack, uint16_t payload, uint16_t window = 0x0200) {
   std::vector<uint8_t> f(14 + 20 + 32 + payload, 0);
   f[12] = 0x08;
   uint8_t* ip = f.data() + 14;
@@ -66,7 +66,8 @@ std::vector<uint8_t> frame(bool to_receiver, uint32_t seq, uint32_t ack, uint16_
   std::memcpy(th + 8, &k, 4);
   th[12] = 8 << 4;
   th[13] = payload ? 0x18 : 0x10;
-  th[14] = 0x02;
+  th[14] = uint8_t(window >> 8);
+  th[15] = uint8_t(window);
   uint8_t opt[12] = {1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2};
   std::memcpy(th + 20, opt, 12);
   pac::complete_tcp_checksum(f.data(), f.size());
@@ -82,6 +83,17 @@ double run_ns(int prog_fd, const std::vector<uint8_t>& pkt, int repeat, uint32_t
               .ctx_size_in = sizeof(ctx), .repeat = repeat);
   if (bpf_prog_test_run_opts(prog_fd, &o) != 0) throw SysError("BPF_PROG_TEST_RUN", errno);
   return o.duration;
+}
+
+// Like run_ns, but every run gets the packet afresh (one run per call): for
+// a program that rewrites the packet, which `repeat` would hand back to it
+// already rewritten. Median of the per-call times.
+double run_fresh_ns(int prog_fd, const std::vector<uint8_t>& pkt, int calls) {
+  std::vector<double> t;
+  t.reserve(calls);
+  for (int i = 0; i < calls; ++i) t.push_back(run_ns(prog_fd, pkt, 1));
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
 }
 
 struct BenchDatapath : pac::Datapath {
@@ -176,6 +188,34 @@ int main(int argc, char** argv) {
           bpf_map__fd(skel->maps.pac_events), [](void*, void*, size_t) { return 0; }, nullptr, nullptr);
       ring_buffer__consume(rb);
       ring_buffer__free(rb);
+    }
+    // The agent's default clamps every managed flow's window at the
+    // threshold (rwnd_cap_bytes = "auto"): an ACK advertising more (64 KB
+    // << 7 here) is rewritten, its checksum fixed, its trigger bounded by
+    // the window. Needs the scale of our SYN (7).
+    {
+      Skeleton<pac_tc> cap;
+      cap->rodata->rwnd_cap_bytes = uint32_t(sluice_pac_payload_capacity(131072));
+      cap->rodata->fail_open_ns = 10'000'000'000ull;  // no heartbeat thread here
+      cap.load();
+      sluice_pac_state* cst = &cap->bss->pac;
+      cst->heartbeat_ns = monotonic_ns();
+      cst->threshold = uint64_t(1) << 62;
+      int ceg = bpf_program__fd(cap->progs.pac_egress), cin = bpf_program__fd(cap->progs.pac_ingress);
+      auto syn = frame(false, 0, 0, 0, 0xffff);
+      syn[14 + 20 + 13] = 0x02;
+      uint8_t synopt[12] = {2, 4, 0x05, 0xb4, 1, 3, 3, 7, 0, 0, 0, 0};
+      std::memcpy(syn.data() + 14 + 20 + 20, synopt, sizeof(synopt));
+      pac::complete_tcp_checksum(syn.data(), syn.size());
+      run_ns(ceg, syn, 1);
+      run_ns(cin, data, 1);
+      auto wide = frame(false, 1, 2448, 0, 0xffff);
+      __atomic_store_n(&cst->heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
+      uint64_t before = cst->rwnd_clamped;
+      fp["pac_egress_admit_clamped_ns"] = run_fresh_ns(ceg, wide, 20000);
+      fp["rwnd_clamped_during_bench"] = cst->rwnd_clamped - before;
+      // The same one call at a time without the cap: what the clamp adds.
+      fp["pac_egress_admit_single_ns"] = run_fresh_ns(eg, ackf, 20000);
     }
     fp["repeat"] = repeat;
     fp["fail_open_acks_during_bench"] =
