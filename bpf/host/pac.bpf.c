@@ -516,9 +516,9 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 	f->cur_burst = 0;
 	if (!b && !f->burst_bytes) {
 		/* The bound's flows only (a capped window bounds a wrong guess):
-		 * the eq. (4)/(5) estimate keeps one initial window (measured at
-		 * 1 Gbit/s without the cap, a whole response here cost N = 256
-		 * its round 0 and 2 of 10 rounds an RTO). */
+		 * the eq. (4)/(5) estimate keeps one initial window, as measured
+		 * at 1 Gbit/s before (README "PAC"); the peer guess was not
+		 * measured to help it. */
 		b = rwnd_cap_bytes && cap_to_response ? pac.resp_guess : 0;
 		if (!b) {
 			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
