@@ -200,16 +200,17 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   s.get_int("request_max_bytes", pc.request_max_bytes, 1, 65535);
   s.get_int("trigger_age_min_us", pc.trigger_age_min_us, 0, 1000000);
   s.get_int("busy_poll_us", pc.busy_poll_us, 0, 10000);
+  bool cap_auto = true;
   if (auto n = s.node("rwnd_cap_bytes")) {
     auto v = n->value<int64_t>();
     auto str = n->as_string();
     if (str && str->get() == "auto") {
-      pc.rwnd_cap_auto = true;
+      // the default, resolved below
     } else if (!v || str || (*v != 0 && (*v < 4096 || *v > (int64_t(1) << 30)))) {
       s.problem("rwnd_cap_bytes", n, "expected \"auto\", 0 (off) or a byte count from 4096 to 1073741824");
     } else {
       pc.rwnd_cap_bytes = uint32_t(*v);
-      pc.rwnd_cap_auto = false;
+      cap_auto = false;
     }
   }
   // "auto": no flow may have more in flight than the threshold lets all of
@@ -219,7 +220,7 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
   // baseline with the clamp, 0.94 without). With hold_requests the cap
   // decides how many responses are under way at once (a third of the
   // threshold, README): there "auto" leaves it off.
-  if (pc.rwnd_cap_auto)
+  if (cap_auto)
     pc.rwnd_cap_bytes = pc.hold_requests
                             ? 0
                             : uint32_t(std::clamp<uint64_t>(sluice_pac_payload_capacity(pc.buffer_bytes), 4096,

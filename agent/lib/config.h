@@ -75,7 +75,6 @@ struct PacConfig {
   uint32_t busy_poll_us = 200;                // while ACKs are held, poll for room this long after the last release before sleeping (0: sleep)
   uint32_t rwnd_cap_bytes = 0;                // clamp the window our segments advertise to this (0: off; extension);
                                               // "auto" (the default) is resolved when [pac] is parsed
-  bool rwnd_cap_auto = true;                  // rwnd_cap_bytes was resolved from "auto" 
   uint32_t trigger_age_min_us = 1000;         // expected bytes older than max(2 RTT, this) that never came are written off (0: off)
   std::vector<PacPortRange> local_ports;      // empty = any
   std::vector<PacPortRange> remote_ports;     // empty = any

@@ -380,10 +380,11 @@ static __always_inline void bound_update(struct sluice_pac_flow *f)
  * needs the whole pipe quiet, i.e. every other flow done too), each data
  * segment that arrives checks one watched flow: a flow whose response began
  * and that was quiet for max(2 x its RTT, trigger_age_min_ns) (nothing
- * either way) is done; its share goes. A flow still waiting for the first
- * byte of its response (cur_burst == 0 after a request) keeps its share:
- * the response will come, however late the sender's application answers.
- * A flow that sends again is counted again by its next segment. */
+ * either way) is done; its share goes. A flow is listed by a segment of its
+ * response and unlisted by its next request (request_burst()), so one still
+ * waiting for the first byte of its response keeps its share: the response
+ * will come, however late the sender's application answers. A flow that
+ * sends again is counted again by its next segment. */
 static __always_inline void bound_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
 {
 	if (!rwnd_cap_bytes || !cap_to_response)
@@ -400,7 +401,7 @@ static __always_inline void bound_watch(const struct sluice_pac_flow_key *k, str
 	struct sluice_pac_flow *g = bpf_map_lookup_elem(&pac_flows, gk);
 	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
 		return;
-	if (cur_contrib(g) <= 0 || !g->cur_burst)
+	if (cur_contrib(g) <= 0)
 		return;
 	__u64 quiet = (__u64)g->srtt_us * 2000;
 	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
@@ -527,9 +528,12 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 	} else if (!b) {
 		b = f->burst_bytes;
 	} else {
-		f->bflags &= ~(SLUICE_PAC_BF_GUESS | SLUICE_PAC_BF_LISTED);
+		f->bflags &= ~SLUICE_PAC_BF_GUESS;
 		pac.resp_guess = b;
 	}
+	/* Unwatched until its response's first segment lists it again
+	 * (bound_watch()): a flow waiting for its response is never cleared. */
+	f->bflags &= ~SLUICE_PAC_BF_LISTED;
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
 }

@@ -255,10 +255,10 @@ Engine::Flow* Engine::head_flow() {
 }
 
 // With requests_yield: the first flow, in MLFQ order, whose head is an ACK.
-Engine::Flow* Engine::first_ack_flow() {
-  for (auto& l : rr_)
+const Engine::Flow* Engine::first_ack_flow() const {
+  for (const auto& l : rr_)
     for (const auto& k : l) {
-      Flow& f = flows_.at(k);
+      const Flow& f = flows_.at(k);
       if (!f.q.front().req_bytes) return &f;
     }
   return nullptr;
@@ -277,12 +277,8 @@ uint64_t Engine::head_trigger() const {
 
 // Trigger of the first held ACK (not a request) in MLFQ order, or kNoAck.
 uint64_t Engine::ack_trigger() const {
-  for (const auto& l : rr_)
-    for (const auto& k : l) {
-      const Flow& g = flows_.at(k);
-      if (!g.q.front().req_bytes) return trigger(g, g.q.front());
-    }
-  return kNoAck;
+  const Flow* a = first_ack_flow();
+  return a ? trigger(*a, a->q.front()) : kNoAck;
 }
 
 void Engine::send_head(Flow& f, uint64_t now_ns, ReleaseWhy why) {
@@ -352,7 +348,7 @@ size_t Engine::release(uint64_t now_ns) {
   // the room would leave the ACK (and its response) waiting.
   while (Flow* f = head_flow()) {
     if (p_.requests_yield && f->q.front().req_bytes)
-      if (Flow* a = first_ack_flow()) f = a;
+      if (const Flow* a = first_ack_flow()) f = &flows_.at(a->key);
     if (!sluice_pac_fits(dp_.in_flight(), trigger(*f, f->q.front()), dp_.threshold())) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;

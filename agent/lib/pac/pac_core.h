@@ -210,7 +210,7 @@ class Engine {
   // Sends the head ACK of f; returns false on failure (ACK dropped).
   void send_head(Flow& f, uint64_t now_ns, ReleaseWhy why);
   Flow* head_flow();
-  Flow* first_ack_flow();
+  const Flow* first_ack_flow() const;
   static constexpr uint64_t kNoAck = ~uint64_t(0);
   uint64_t ack_trigger() const;
   void update_wake();

@@ -23,7 +23,6 @@ namespace {
 // request left: a sender's application may answer later than an RTT.
 constexpr uint64_t kRequestQuietNs = 20'000'000;
 
-uint64_t payload_capacity(uint64_t buffer_bytes) { return sluice_pac_payload_capacity(buffer_bytes); }
 
 template <typename T>
 T load(const T* p) {
@@ -43,7 +42,7 @@ void lower_to(__s64* p, __s64 v) {
 
 Params params_of(const PacConfig& c) {
   Params p;
-  p.buffer_bytes = payload_capacity(c.buffer_bytes);
+  p.buffer_bytes = sluice_pac_payload_capacity(c.buffer_bytes);
   p.level_bytes = c.mlfq_level_bytes;
   p.lambda = c.lambda;
   p.max_held = c.max_held;
@@ -412,7 +411,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
       if (bpf_map_delete_elem(fd, &k) != 0) break;
     }
   }
-  store(&m.st->threshold, payload_capacity(m.cfg.buffer_bytes));
+  store(&m.st->threshold, sluice_pac_payload_capacity(m.cfg.buffer_bytes));
   m.reinjector = std::make_unique<Reinjector>(m.ifname, m.cfg.reinject_mark);
   m.engine = std::make_unique<Engine>(params_of(m.cfg), m);
   m.corrector = std::make_unique<DeviationCorrector>(m.cfg.lambda, m.engine->params().ewma_gain);
@@ -435,7 +434,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });
   m.control = ctx.loop.every(std::chrono::nanoseconds(m.interval_ns), [&m] { m.on_control(); });
   SLOG_INFO("PAC_STARTED", "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
-            m.ifname, m.cfg.buffer_bytes, payload_capacity(m.cfg.buffer_bytes), m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
+            m.ifname, m.cfg.buffer_bytes, sluice_pac_payload_capacity(m.cfg.buffer_bytes), m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
 }
 
 PacModule::~PacModule() {
