@@ -13,12 +13,15 @@ Topologies (hosts and switches are namespaces joined by veth pairs):
   leaf_spine(lab, ...)  ToRs x hosts per ToR, spines; routers with ECMP
 
 Per link: rate shaping (TBF or HTB), a byte buffer limit (TBF limit or HTB
-leaf bfifo), and a frame mode: "gso" (TCP hands GSO super-packets to the
+leaf bfifo), a propagation delay (this kernel has no netem: the link runs
+through a wire namespace where sluice-wire forwards every frame after the
+delay, see agent/wire/wire.cc), and a frame mode: "gso" (TCP hands GSO super-packets to the
 qdiscs; a TBF bottleneck splits them into MTU frames) or "mtu" (TSO/GSO off
 and gso_max_segs 1 on every lab interface, GRO off: one MTU frame per skb
 everywhere).
 
-Only Python's standard library and iproute2/ethtool are used.
+Only Python's standard library and iproute2/ethtool are used (and the built
+sluice-wire for links with a delay).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -426,6 +430,9 @@ class Topology:
         self.switch_kind = switch
         self.nodes: dict = {}
         self.links: list = []           # (Port, Port)
+        self.wires: list = []           # (Port, Port, one-way delay us, wire namespace short name)
+        self.wire_bin: Optional[str] = None
+        self.wire_procs: list = []
         self.hosts: list = []
         self.switches: list = []
         self.senders: list = []
@@ -444,13 +451,20 @@ class Topology:
 
     def link(self, a: Node, a_if: str, a_cls: str, b: Node, b_if: str, b_cls: str,
              a_shape: Optional[Shape] = None, b_shape: Optional[Shape] = None,
-             a_addr: Optional[str] = None, b_addr: Optional[str] = None):
+             a_addr: Optional[str] = None, b_addr: Optional[str] = None, delay_us: float = 0):
+        """A link between two nodes. With delay_us > 0 it is two veth pairs
+        joined in a wire namespace by sluice-wire (each direction delayed by
+        delay_us after the sending port's queue); the ports are the same."""
         pa = Port(a, self.lab.if_name(a_if), a_cls, a_shape, a_addr)
         pb = Port(b, self.lab.if_name(b_if), b_cls, b_shape, b_addr)
         pa.peer, pb.peer = pb, pa
         a.ports.append(pa)
         b.ports.append(pb)
         self.links.append((pa, pb))
+        if delay_us < 0:
+            raise LabError(f"link {a_if}-{b_if}: negative delay")
+        if delay_us > 0:
+            self.wires.append((pa, pb, delay_us, f"w{len(self.wires) + 1}"))
         return pa, pb
 
     def route(self, node: Node, line: str):
@@ -479,9 +493,19 @@ class Topology:
     # -- building ------------------------------------------------------------
     def build(self):
         lab = self.lab
-        lab.add_namespaces([n.name for n in self.nodes.values()])
-        lab.ip_batch(None, [f"link add {a.ifname} netns {a.ns} type veth peer name {b.ifname} netns {b.ns}"
-                            for a, b in self.links])
+        if self.wires and not (self.wire_bin and os.access(self.wire_bin, os.X_OK)):
+            raise LabError(f"links with a delay need the built sluice-wire (got {self.wire_bin!r})")
+        wired = {id(a) for a, _, _, _ in self.wires}
+        lab.add_namespaces([n.name for n in self.nodes.values()] + [w for _, _, _, w in self.wires])
+        lines = [f"link add {a.ifname} netns {a.ns} type veth peer name {b.ifname} netns {b.ns}"
+                 for a, b in self.links if id(a) not in wired]
+        for a, b, _, w in self.wires:
+            wns = lab.ns_name(w)
+            lines += [f"link add {a.ifname} netns {a.ns} type veth peer name {lab.if_name(w + 'a')} netns {wns}",
+                      f"link add {b.ifname} netns {b.ns} type veth peer name {lab.if_name(w + 'b')} netns {wns}"]
+        lab.ip_batch(None, lines)
+        for a, b, delay, w in self.wires:
+            self._build_wire(a, b, delay, w)
         for node in self.nodes.values():
             ip = ["link set lo up"]
             if node.kind == "switch" and self.switch_kind == "bridge":
@@ -510,6 +534,39 @@ class Topology:
                     tc.extend(p.shape.tc_lines(p.ifname))
             lab.tc_batch(node.ns, tc)
         return self
+
+    def _build_wire(self, a: Port, b: Port, delay_us: float, w: str):
+        """The wire namespace of one delayed link: its two ends up, no IP
+        stack of its own, and sluice-wire joining them."""
+        lab, wns = self.lab, self.lab.ns_name(w)
+        ends = [lab.if_name(w + "a"), lab.if_name(w + "b")]
+        lab.ip_batch(wns, ["link set lo up"] + [f"link set {e} up" for e in ends])
+        lab.sysctl(wns, {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
+        if self.mode == "mtu":
+            lab.nsexec(wns, "; ".join(f"ethtool -K {e} tso off gso off gro off" for e in ends))
+        p = lab.spawn(wns, [self.wire_bin, "--a", ends[0], "--b", ends[1], "--delay-us", f"{delay_us:g}",
+                            "--json", os.path.join(lab.tmp, f"wire-{w}.json")], f"wire-{w}")
+        self.wire_procs.append((p, w))
+        for _ in range(250):
+            if "sluice-wire:" in lab.log_of(p) or p.poll() is not None:
+                break
+            time.sleep(0.02)
+        if p.poll() is not None or "<->" not in lab.log_of(p):
+            raise LabError(f"sluice-wire on {a.ifname}-{b.ifname} did not start:\n{lab.log_of(p)[-1000:]}")
+
+    def wire_stats(self) -> list:
+        """Counters of every wire (sluice-wire's JSON); stops the wires, so
+        call it after the traffic."""
+        out = []
+        for p, w in self.wire_procs:
+            self.lab.stop(p)
+            try:
+                with open(os.path.join(self.lab.tmp, f"wire-{w}.json")) as f:
+                    out.append(json.load(f))
+            except (OSError, ValueError):
+                pass
+        self.wire_procs = []
+        return out
 
     # -- helpers for experiments --------------------------------------------
     def qdisc_stats(self, port: Port) -> dict:
@@ -541,12 +598,15 @@ def _bottleneck_shape(rate, buffer, shaper, burst) -> Shape:
 
 def star(lab: Lab, senders: int, receivers: int = 1, rate: float = 1000, buffer: int = 131072,
          mode: str = "gso", switch: str = "bridge", shaper: str = "tbf", burst: Optional[int] = None,
-         uplink_rate: Optional[float] = None) -> Topology:
+         uplink_rate: Optional[float] = None, delay_us: float = 0, wire: Optional[str] = None) -> Topology:
     """N senders and R receivers on one switch. Every switch egress port is
     shaped to `rate` with `buffer` bytes (the receiver's port is the incast
     bottleneck); every host uplink is shaped to `uplink_rate` (default
-    `rate`) with HTB so veth senders are not infinitely fast."""
+    `rate`) with HTB so veth senders are not infinitely fast. delay_us > 0
+    gives each receiver's link that one-way propagation delay (after the
+    switch port's queue; `wire` is the sluice-wire binary)."""
     t = Topology(lab, "star", mode, switch)
+    t.wire_bin = wire
     up = Shape(rate_mbit=uplink_rate or rate, buffer=None, kind="htb", burst=burst)
     sw = t.add_node("sw", "switch")
     router = switch == "router"
@@ -560,14 +620,15 @@ def star(lab: Lab, senders: int, receivers: int = 1, rate: float = 1000, buffer:
         swaddr = f"{gw}/24" if router else None
         t.link(h, short, "host-up", sw, "p" + short, "sw-down",
                a_shape=up, b_shape=_bottleneck_shape(rate, buffer, shaper, burst),
-               a_addr=cidr, b_addr=swaddr)
+               a_addr=cidr, b_addr=swaddr, delay_us=delay_us if is_recv else 0)
         if router:
             t.route(h, f"add default via {gw}")
         (t.receivers if is_recv else t.senders).append(h)
     t.bottleneck = next(p for p in sw.ports if p.peer.node is t.receivers[0])
     t.params = {"senders": senders, "receivers": receivers, "rate_mbit": rate, "buffer": buffer,
                 "mode": mode, "switch": switch, "shaper": shaper,
-                "burst": burst or Shape(rate).default_burst(), "uplink_mbit": uplink_rate or rate}
+                "burst": burst or Shape(rate).default_burst(), "uplink_mbit": uplink_rate or rate,
+                "receiver_delay_us": delay_us}
     return t.build()
 
 

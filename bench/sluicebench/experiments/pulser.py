@@ -46,7 +46,7 @@ class PulserExp(Experiment):
     name = "pulser"
     help = "Pulser vs DCTCP vs cubic: short-flow FCT and long-flow throughput with incast bursts (pulser-ein)"
     default_variants = "cubic,dctcp,pulser"
-    build_targets = ["sluice-tg", "sluice-qmon", "sluice-fault", "sluiced", "sluicectl"]
+    build_targets = ["sluice-tg", "sluice-qmon", "sluice-fault", "sluice-wire", "sluiced", "sluicectl"]
 
     @classmethod
     def add_args(cls, p):
@@ -68,6 +68,9 @@ class PulserExp(Experiment):
         p.add_argument("--burst", type=util.size, default=0,
                        help="bottleneck token bucket in bytes (0 = the lab's 100 us at the rate, >= 2 frames; "
                             "at 1 Gbit/s give 64K, bench/README.md \"Token bucket\")")
+        p.add_argument("--delay-us", type=float, default=0,
+                       help="one-way propagation delay of the receiver's link, after the bottleneck queue "
+                            "(sluice-wire; 0 = none)")
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
 
@@ -77,7 +80,7 @@ class PulserExp(Experiment):
                 "workload": os.path.relpath(self.cdf_path(), TOP), "short_max": a.short_max,
                 "long_min": a.long_min, "incast_degree": a.incast_degree, "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer,
-                "mode": a.mode, "switch": a.switch,
+                "mode": a.mode, "switch": a.switch, "delay_us": a.delay_us,
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(),
                 "aqm_k_packets": getattr(a, "aqm_k", None),
                 "ein_samples": getattr(a, "aqm_ein_samples", None),
@@ -90,7 +93,8 @@ class PulserExp(Experiment):
         cdf = self.cdf_path()
         ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
         topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
-                              switch=a.switch, burst=a.burst or None)
+                              switch=a.switch, burst=a.burst or None, delay_us=a.delay_us,
+                              wire=ctx.tool("sluice-wire") if a.delay_us > 0 else None)
         rows = {v.name: [] for v in variants}
         for load in self.loads:
             for v in variants:
@@ -100,7 +104,10 @@ class PulserExp(Experiment):
                         f"p99 {r['short_fct_p99_us']:.0f} us, long {r['long_throughput_mbps']} Mbit/s, "
                         f"queue mean {r['queue_mean_bytes']} max {r['queue_max_bytes']} B, "
                         f"CE {r['ce_marks']} EIN {r['ein_marks']}")
-        return {"experiment": "pulser", "params": self.params(), "topology": topo.describe(), "variants": rows}
+        out = {"experiment": "pulser", "params": self.params(), "topology": topo.describe(), "variants": rows}
+        if topo.wires:
+            out["wires"] = topo.wire_stats()
+        return out
 
     def point(self, ctx, topo, v, cdf, load) -> dict:
         a = self.args
