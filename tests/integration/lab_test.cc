@@ -6,6 +6,8 @@
 //    queue that only grows, and its drop/byte counters equal tc's;
 //  - sluice-fault drops/corrupts exactly what it counts, repeatably per seed,
 //    and steers delayed packets into the HTB class it names;
+//  - sluice-wire adds its delay to every round trip, carries TCP (offloaded
+//    checksums, GSO) byte-exact and counts every frame it forwarded;
 //  - bench/run writes the incast JSON, and leaves nothing behind after Ctrl-C;
 //    a dead run's namespaces are reaped.
 #include <arpa/inet.h>
@@ -36,6 +38,7 @@ namespace {
 std::string tg() { return build_path("agent/tg/sluice-tg"); }
 std::string qmon() { return build_path("agent/qmon/sluice-qmon"); }
 std::string fault() { return build_path("agent/fault/sluice-fault"); }
+std::string wire() { return build_path("agent/wire/sluice-wire"); }
 
 json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -292,6 +295,75 @@ TEST_F(LabInstruments, FaultInjectionIsCountedAndSeeded) {
   EXPECT_EQ(m1, m2) << "same seed, same packet order: same victims";
   for (auto k : {"DROP_FAULT", "PASS_FAULT_CORRUPTED", "PASS_FAULT_SPARED"}) EXPECT_EQ(c1[k], c2[k]) << k;
   EXPECT_NE(m1, m3) << "another seed picks other victims";
+}
+
+// A wire of 3 ms each way between a and a third namespace c: every request-
+// response round of an open connection takes at least the 6 ms round trip
+// (and, on an idle machine, not much more), a 1 MB transfer arrives
+// byte-exact across it with its offloaded checksums and GSO frames, and the
+// wire's counters add up to what crossed it. The same rounds over a direct
+// veth take a fraction of the delay, so the delay is the wire's.
+TEST_F(LabInstruments, WireAddsItsDelayToEveryRoundTrip) {
+  constexpr double kDelayUs = 3000;
+  std::string w = lab_->add_ns("w"), c = lab_->add_ns("c");
+  for (const auto& ns : {w, c})
+    ASSERT_EQ(lab_->nsh(ns, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"), 0);
+  lab_->add_veth(a_, "a1", "10.205.0.1/24", w, "wa", "");
+  lab_->add_veth(w, "wb", "", c, "c0", "10.205.0.2/24");
+  std::string wout = lab_->tmpdir() + "/wire.json";
+  Process wp = lab_->spawn(w, {wire(), "--a", lab_->name("wa"), "--b", lab_->name("wb"), "--delay-us",
+                               std::to_string(int(kDelayUs)), "--json", wout}, "wire");
+  ASSERT_TRUE(eventually([&] { return wp.log().find("<->") != std::string::npos; }, std::chrono::seconds(5)))
+      << wp.log();
+  Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
+  ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
+  auto rounds = [&](const std::string& ns, const std::string& to, const std::string& name, uint64_t bytes,
+                    int n) {
+    std::string out = lab_->tmpdir() + "/" + name + ".json";
+    Process cli = lab_->spawn(ns, {tg(), "incast", "--to", to, "--conns", "1", "--bytes", std::to_string(bytes),
+                                   "--rounds", std::to_string(n), "--warmup", "1", "--gap-ms", "5", "--cc", "cubic",
+                                   "--json", out}, name);
+    int st = cli.wait(std::chrono::seconds(60));
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
+    return read_json(out);
+  };
+  json direct = rounds(b_, "10.203.0.1", "direct", 100, 20);
+  json wired = rounds(c, "10.205.0.1", "wired", 100, 20);
+  json bulk = rounds(c, "10.205.0.1", "bulk", 1000000, 2);
+  std::vector<double> d, x;
+  for (auto& r : direct["per_round"]) d.push_back(r["duration_us"].get<double>());
+  for (auto& r : wired["per_round"]) x.push_back(r["duration_us"].get<double>());
+  ASSERT_EQ(x.size(), 20u);
+  ASSERT_EQ(d.size(), 20u);
+  std::sort(d.begin(), d.end());
+  std::sort(x.begin(), x.end());
+  EXPECT_GE(x.front(), 2 * kDelayUs) << "no round can beat the wire's round trip";
+  EXPECT_LT(x[x.size() / 2], 2 * kDelayUs + 3000) << "the median round is the round trip plus little";
+  EXPECT_LT(d[d.size() / 2], kDelayUs) << "without the wire the same round is far shorter";
+  // sluice-tg exits 0 only when every response arrived whole.
+  EXPECT_EQ(bulk["per_round"].size(), 2u);
+  EXPECT_EQ(bulk["summary"]["retrans_segs"].get<uint64_t>(), 0u);
+  wp.stop(SIGTERM);
+  json j = read_json(wout);
+  for (auto dir : {"a_to_b", "b_to_a"}) {
+    EXPECT_GT(j[dir]["frames"].get<uint64_t>(), 40u) << dir;
+    EXPECT_EQ(j[dir]["send_errors"].get<uint64_t>(), 0u) << dir;
+    EXPECT_EQ(j[dir]["oversize_dropped"].get<uint64_t>(), 0u) << dir;
+    EXPECT_EQ(j[dir]["socket_drops"].get<uint64_t>(), 0u) << dir;
+  }
+  // The responses (2 MB and the small ones) crossed from a to c.
+  EXPECT_GE(j["a_to_b"]["bytes"].get<uint64_t>(), 2000000u);
+}
+
+// Bad input: the wire refuses what it cannot be, with the reason.
+TEST_F(LabInstruments, WireRefusesBadArguments) {
+  for (auto& args : std::vector<std::string>{"--a lo --b lo --delay-us 10", "--a lo --b nosuchif0 --delay-us 10",
+                                             "--a lo --b " + b0_ + " --delay-us -5"}) {
+    int st = 0;
+    std::string out = lab_->out("ip netns exec " + a_ + " " + wire() + " " + args + " 2>&1", &st);
+    EXPECT_NE(st, 0) << args << ": " << out;
+    EXPECT_NE(out.find("sluice-wire"), std::string::npos) << args << ": " << out;
+  }
 }
 
 // Delay by marking: delayed packets land in the HTB class the program names.
