@@ -21,6 +21,7 @@
 #include "fault.skel.h"
 #include "lib/bpf_util.h"
 #include "lib/error.h"
+#include "lib/json_file.h"
 #include "lib/tc.h"
 #include "sluice/fault.h"
 
@@ -139,14 +140,7 @@ int main(int argc, char** argv) {
                           {"delay", delay},
                           {"candidates", skel->bss->candidates},
                           {"counters", counters}};
-    if (json_out == "-") {
-      std::printf("%s\n", out.dump(1).c_str());
-    } else {
-      FILE* f = std::fopen(json_out.c_str(), "w");
-      if (!f) throw SysError("open " + json_out, errno);
-      std::fprintf(f, "%s\n", out.dump(1).c_str());
-      std::fclose(f);
-    }
+    write_json_file(json_out, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-fault: %s\n", e.what());
     return 1;

@@ -29,6 +29,7 @@
 
 #include "lib/bpf_util.h"
 #include "lib/error.h"
+#include "lib/json_file.h"
 #include "lib/netns.h"
 #include "qmon.skel.h"
 #include "sluice/qmon.h"
@@ -288,15 +289,7 @@ int main(int argc, char** argv) {
                 {"ports", jports},
                 {"classes", classes}};
     for (auto& p : ports) nl_socket_free(p.nl);
-    if (json_out == "-") {
-      std::printf("%s\n", out.dump(1).c_str());
-    } else {
-      std::ofstream f(json_out + ".tmp");
-      f << out.dump(1) << "\n";
-      f.close();
-      if (!f || std::rename((json_out + ".tmp").c_str(), json_out.c_str()) != 0)
-        throw SysError("write " + json_out, errno);
-    }
+    write_json_file(json_out, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-qmon: %s\n", e.what());
     return 1;

@@ -19,6 +19,7 @@
 
 #include "cdf.h"
 #include "lib/error.h"
+#include "lib/json_file.h"
 #include "proto.h"
 
 namespace sluice::tg {
@@ -39,20 +40,6 @@ double percentile(std::vector<double> v, double q) {
   size_t idx = size_t(std::ceil(q / 100.0 * double(v.size())));
   if (idx == 0) idx = 1;
   return v[std::min(idx, v.size()) - 1];
-}
-
-void write_json(const std::string& path, const json& j) {
-  if (path.empty()) return;
-  if (path == "-") {
-    std::printf("%s\n", j.dump(1).c_str());
-    std::fflush(stdout);
-    return;
-  }
-  std::ofstream f(path + ".tmp");
-  f << j.dump(1) << "\n";
-  f.close();
-  if (!f || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
-    throw SysError("write " + path, errno);
 }
 
 struct Conn {
@@ -395,7 +382,7 @@ int run_incast(const IncastOptions& o) {
                 {"rto", rto_known ? json(rto_total) : json(nullptr)},
                 {"retrans_segs", retrans}}},
               {"per_round", rounds}};
-  write_json(o.json_out, out);
+  write_json_file(o.json_out, out);
   return 0;
 }
 
@@ -628,7 +615,7 @@ int run_flows(const FlowsOptions& o) {
                 {"rto_flows", rto_known ? json(rto_flows) : json(nullptr)},
                 {"all", stats(all)}}},
               {"buckets", jb}};
-  write_json(o.json_out, out);
+  write_json_file(o.json_out, out);
   return 0;
 }
 
@@ -746,7 +733,7 @@ int run_long(const LongOptions& o) {
                 {"utilisation", o.link_mbps > 0 && !aggs.empty() ? json(ma / double(aggs.size()) / o.link_mbps) : json(nullptr)}}},
               {"flows", per_flow},
               {"series", series}};
-  write_json(o.json_out, out);
+  write_json_file(o.json_out, out);
   return 0;
 }
 

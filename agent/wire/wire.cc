@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <deque>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "lib/error.h"
+#include "lib/json_file.h"
 
 using namespace sluice;
 
@@ -116,14 +118,14 @@ struct Direction {
   End* in;
   End* out;
   std::deque<Frame> queue;
-  uint64_t frames = 0, bytes = 0, oversize = 0, send_errors = 0, kernel_drops = 0;
+  uint64_t frames = 0, bytes = 0, oversize = 0, send_errors = 0, kernel_drops = 0, far_end_drops = 0;
   size_t max_queued = 0;
   uint64_t max_late_ns = 0;  // how far past its due time a frame left (worst)
   uint64_t late_sum_ns = 0;
 
   nlohmann::json json() const {
     return {{"from", in->ifname},  {"to", out->ifname},         {"frames", frames},
-            {"bytes", bytes},      {"oversize_dropped", oversize}, {"send_errors", send_errors},
+            {"bytes", bytes},      {"oversize_dropped", oversize}, {"send_errors", send_errors}, {"far_end_drops", far_end_drops},
             {"socket_drops", kernel_drops}, {"max_frames_in_flight", max_queued},
             {"late_us_max", double(max_late_ns) / 1e3},
             {"late_us_mean", frames ? double(late_sum_ns) / double(frames) / 1e3 : 0.0}};
@@ -158,17 +160,22 @@ void receive(Direction& d, uint64_t delay_ns) {
   }
 }
 
-void transmit(Direction& d) {
+// Sends every frame that is due; true when the socket would block.
+bool transmit(Direction& d) {
   uint64_t t = now_ns();
   while (!d.queue.empty() && d.queue.front().due_ns <= t) {
     Frame& f = d.queue.front();
     ssize_t w = send(d.out->fd, f.bytes.data(), f.bytes.size(), 0);
-    if (w < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
-      // The far end is not taking frames: try again on the next tick
-      // rather than drop what the wire holds.
-      return;
+    if (w < 0 && errno == EAGAIN) {
+      // Our socket's send buffer is full: the frame waits (retried shortly)
+      // rather than being lost on the wire.
+      return true;
     }
-    if (w < 0) {
+    if (w < 0 && errno == ENOBUFS) {
+      // The far end's backlog dropped it, as it would have between two
+      // directly joined veth ends.
+      ++d.far_end_drops;
+    } else if (w < 0) {
       ++d.send_errors;
     } else {
       ++d.frames;
@@ -179,12 +186,15 @@ void transmit(Direction& d) {
     }
     d.queue.pop_front();
   }
+  return false;
 }
 
-void arm(int tfd, const Direction& ab, const Direction& ba) {
+void arm(int tfd, const Direction& ab, const Direction& ba, bool blocked) {
   uint64_t next = 0;
   for (const Direction* d : {&ab, &ba})
     if (!d->queue.empty() && (!next || d->queue.front().due_ns < next)) next = d->queue.front().due_ns;
+  // A blocked socket is retried in 50 us, not in a busy loop.
+  if (blocked) next = std::max(next, now_ns() + 50000);
   itimerspec its{};
   if (next) {
     its.it_value.tv_sec = time_t(next / 1000000000ull);
@@ -233,22 +243,15 @@ int main(int argc, char** argv) {
         uint64_t ticks;
         (void)!read(tfd, &ticks, sizeof ticks);
       }
-      transmit(ab);
-      transmit(ba);
-      arm(tfd, ab, ba);
+      bool blocked = transmit(ab);
+      blocked = transmit(ba) || blocked;
+      arm(tfd, ab, ba, blocked);
     }
     ab.kernel_drops = a.socket_drops();
     ba.kernel_drops = b.socket_drops();
     close(tfd);
     nlohmann::json out = {{"delay_us", delay_us}, {"a_to_b", ab.json()}, {"b_to_a", ba.json()}};
-    if (json_out == "-") {
-      std::printf("%s\n", out.dump(1).c_str());
-    } else {
-      FILE* f = std::fopen(json_out.c_str(), "w");
-      if (!f) throw SysError("open " + json_out, errno);
-      std::fprintf(f, "%s\n", out.dump(1).c_str());
-      std::fclose(f);
-    }
+    write_json_file(json_out, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-wire: %s\n", e.what());
     return 1;

@@ -7,6 +7,8 @@ Traffic, all toward one receiver through the marking switch port:
   - periodic incast bursts (sluice-tg incast): --incast-degree connections
     spread over the sender hosts each answer --incast-bytes at once, every
     --incast-gap-ms, for as long as the flows run.
+--delay-us gives the receiver's link a propagation delay (sluice-wire), so
+the bandwidth-delay product can be like the paper's instead of one frame.
 Every variant runs at every load in the same invocation (loads outer,
 variants inner), on the same topology and the same seeded workload.
 
@@ -218,7 +220,8 @@ class PulserExp(Experiment):
         p = result["params"]
         lines = [f"pulser: {p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, "
                  f"{p['flows']} flows/point, incast {p['incast_degree']} x {p['incast_bytes']} B "
-                 f"every {p['incast_gap_ms']} ms",
+                 f"every {p['incast_gap_ms']} ms"
+                 + (f", receiver link +{p['delay_us']:g} us each way" if p.get("delay_us") else ""),
                  f"{'load':>5} {'variant':8} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
                  f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
         names = list(result["variants"])
@@ -257,5 +260,6 @@ class PulserExp(Experiment):
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
         axes[1].set_title(f"{p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, incast {p['incast_degree']} x "
-                          f"{p['incast_bytes'] // 1024} KB / {p['incast_gap_ms']} ms")
+                          f"{p['incast_bytes'] // 1024} KB / {p['incast_gap_ms']} ms"
+                          + (f", delay {p['delay_us'] / 1e3:g} ms" if p.get("delay_us") else ""))
         self.save(fig, path)
