@@ -6,6 +6,7 @@
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <exception>
@@ -58,7 +59,11 @@ void make_veth_pair(const std::string& a, const std::string& b) {
   nl_sock* sk = nl_socket_alloc();
   if (!sk) throw Error("nl_socket_alloc");
   int rc = nl_connect(sk, NETLINK_ROUTE);
-  if (rc == 0) rc = rtnl_link_veth_add(sk, a.c_str(), b.c_str(), getpid());
+  // The peer goes to this thread's namespace: a tid names a task, so a
+  // thread inside run_in_new_netns keeps both ends in its private namespace
+  // (getpid() would put the peer in the process's own, briefly visible
+  // there until the private one is torn down).
+  if (rc == 0) rc = rtnl_link_veth_add(sk, a.c_str(), b.c_str(), pid_t(syscall(SYS_gettid)));
   if (rc == 0) {
     for (const std::string& n : {a, b, std::string("lo")}) {
       rtnl_link* link = nullptr;
