@@ -306,4 +306,20 @@ TEST(Check, TellsTheTruthOnThisKernel) {
   }
 }
 
+// The attach probes run on a veth pair in a private namespace: neither end
+// ever appears in the namespace the agent runs in (a deployed agent runs in
+// the host's own). Checked right after --check returns, before the kernel
+// has torn the private namespace down.
+TEST(Check, ProbesCreateNoInterfaceInTheAgentsNamespace) {
+  Lab lab("c");
+  std::string ns = lab.add_ns("p");
+  int st = -1;
+  std::string o = lab.out("ip netns exec " + ns + " " + build_path("agent/sluiced") + " --check >/dev/null 2>&1; ip -n " +
+                              ns + " -o link show",
+                          &st);
+  EXPECT_EQ(st, 0) << o;
+  EXPECT_EQ(o.find("slprobe"), std::string::npos) << o;
+  EXPECT_NE(o.find("lo:"), std::string::npos) << o;
+}
+
 }  // namespace
