@@ -17,6 +17,7 @@
 #include "aqm.skel.h"
 #include "aqm_compat.skel.h"
 #include "log.h"
+#include "netns.h"
 #include "sluice/pulser.h"
 #include "tc.h"
 
@@ -111,6 +112,7 @@ class AqmModule : public Module {
     ro->ein_samples = ac.ein_samples;
     ro->ein_threshold_per_s = threshold_per_s_;
     ro->sample_source = SLUICE_AQM_SRC_QDISC;
+    ro->ein_at_departure = ac.ein && ac.ein_at_departure;
     ro->ein_field = ctx.config.ein.field;
     ro->ein_mask = ctx.config.ein.mask;
     bit_ = ctx.config.ein.bit;
@@ -138,17 +140,42 @@ class AqmModule : public Module {
     attachment_.emplace_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.aqm_egress),
                                                   "aqm_egress", kPrioAqm, ctx.attach_mode,
                                                   ctx.config.agent.state_dir));
+    if (ro->ein_at_departure) attach_far_end(ctx);
     SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}, queue length from {} ({})", ifname_, ac.k(),
               ac.k_in_packets() ? "packets" : "bytes",
-              ac.ein ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}",
+              ac.ein ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}, "
+                                   "written {}",
                                    bit_, threshold_per_s_, ac.k_in_packets() ? "packets" : "bytes", ac.ein_samples,
-                                   ac.high_water())
+                                   ac.high_water(),
+                                   ac.ein_at_departure ? "on departure at " + far_end_ : std::string("on arrival"))
                      : std::string(", EIN off"),
               kind_, source(), source_why_);
   }
   ~AqmModule() override {
     attachment_.clear();
     links_.clear();
+  }
+
+  // Pulser marks EIN at dequeue (§III-A): the first hook after the qdisc
+  // is tc ingress where the port's link ends. In another namespace only a
+  // tcx link can be attached and later detached from here (closing it);
+  // a clsact filter would need that namespace's netlink again.
+  void attach_far_end(const ModuleContext& ctx) {
+    auto [ns, dev] = ctx.iface.far_end();
+    far_end_ = ctx.iface.link_far_end;
+    int fd = bpf_program__fd(skel_->progs.aqm_departure);
+    auto attach = [&](AttachMode mode) {
+      attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kPrioAqm, mode,
+                                                    ctx.config.agent.state_dir));
+    };
+    if (ns.empty()) {
+      attach(ctx.attach_mode);
+      return;
+    }
+    if (ctx.attach_mode != AttachMode::Tcx)
+      throw Error("aqm on " + ifname_ + ": link_far_end \"" + far_end_ +
+                  "\" is in another network namespace, which needs tcx (Linux 6.6+) for ein_mark = departure");
+    run_in_netns(ns, [&] { attach(AttachMode::Tcx); });
   }
 
   static const char* source() {
@@ -191,7 +218,9 @@ class AqmModule : public Module {
             {"ein_bit", bit_},
             {"ein_samples", cfg_.ein_samples},
             {"ein_threshold_per_s", threshold_per_s_},
-            {"ein_high_water", cfg_.high_water()}};
+            {"ein_high_water", cfg_.high_water()},
+            {"ein_mark", cfg_.ein && cfg_.ein_at_departure ? "departure" : "arrival"},
+            {"link_far_end", far_end_}};
   }
 
   nlohmann::json stats() const override {
@@ -199,7 +228,7 @@ class AqmModule : public Module {
     auto s = state();
     return {
         {"ce_marks", c[SLUICE_R_AQM_CE].packets + c[SLUICE_R_AQM_CE_EIN].packets},
-        {"ein_marks", c[SLUICE_R_AQM_EIN].packets + c[SLUICE_R_AQM_CE_EIN].packets},
+        {"ein_marks", c[SLUICE_R_AQM_EIN].packets + c[SLUICE_R_AQM_CE_EIN].packets + c[SLUICE_R_AQM_DEPART_EIN].packets},
         {"not_ect_over_k", c[SLUICE_R_AQM_NOT_ECT].packets},
         {"rewrite_failed", c[SLUICE_R_AQM_REWRITE_FAILED].packets},
         {"ein_state", s.ein},
@@ -246,6 +275,7 @@ class AqmModule : public Module {
   std::string kind_;
   std::string bit_;
   std::string source_why_;
+  std::string far_end_;
   Skeleton<Skel> skel_;
   std::vector<BpfLink> links_;
   std::vector<TcAttachment> attachment_;

@@ -361,8 +361,34 @@ void parse_interface(const toml::table& t, const std::string& path, InterfaceCon
     s.get_int("line_rate_mbps", rate, 1, 1'000'000);
     if (rate) ic.line_rate_mbps = rate;
   }
+  if (auto n = s.node("link_far_end")) {
+    auto str = n->as_string();
+    std::string v = str ? str->get() : "";
+    auto c = v.rfind(':');
+    std::string ns = c == std::string::npos ? "" : v.substr(0, c);
+    std::string dev = c == std::string::npos ? v : v.substr(c + 1);
+    auto bad_char = [](const std::string& x) { return x.find_first_of("/ \t\n:") != std::string::npos; };
+    if (!str)
+      s.problem("link_far_end", n, "expected a string \"NETNS:IFNAME\" or \"IFNAME\"");
+    else if (dev.empty() || dev.size() >= IF_NAMESIZE || bad_char(dev))
+      s.problem("link_far_end", n, "the interface name must be 1-15 characters without '/', ':' or spaces");
+    else if (c != std::string::npos && (ns.empty() || bad_char(ns) || ns == "." || ns == ".."))
+      s.problem("link_far_end", n, "the namespace must be a name from `ip netns list`");
+    else
+      ic.link_far_end = v;
+  }
   s.finish();
 }
+
+}  // namespace
+
+std::pair<std::string, std::string> InterfaceConfig::far_end() const {
+  auto c = link_far_end.rfind(':');
+  if (c == std::string::npos) return {"", link_far_end};
+  return {link_far_end.substr(0, c), link_far_end.substr(c + 1)};
+}
+
+namespace {
 
 Config parse_table(const toml::table& root) {
   Config c;
@@ -484,6 +510,7 @@ Config parse_table(const toml::table& root) {
     s.get_int("ein_samples", c.aqm.ein_samples, 1, SLUICE_AQM_RING - 1);
     s.get("ein_threshold", c.aqm.ein_threshold, 0.001, 100.0);
     s.get_opt_int("ein_high_water", c.aqm.ein_high_water, 0, int64_t(1) << 40);
+    s.get_enum("ein_mark", c.aqm.ein_at_departure, {{"arrival", false}, {"departure", true}});
     s.get_enum("queue_source", c.aqm.queue_source,
                {{"auto", AqmQueueSource::Auto}, {"kern-ctx", AqmQueueSource::KernCtx},
                 {"tracepoint", AqmQueueSource::Tracepoint}});
@@ -515,6 +542,14 @@ Config parse_table(const toml::table& root) {
         out.push_back({"interface[" + std::to_string(i) + "].line_rate_mbps", "",
                        "required by mechanism " + m + " (a port without a line rate does not guess)"});
     }
+    bool aqm = std::find(ic.mechanisms.begin(), ic.mechanisms.end(), "aqm") != ic.mechanisms.end();
+    bool departure = aqm && c.aqm.ein && c.aqm.ein_at_departure;
+    if (departure && ic.link_far_end.empty())
+      out.push_back({"interface[" + std::to_string(i) + "].link_far_end", "",
+                     "required by [aqm] ein_mark = \"departure\" (where this port's packets arrive after its queue)"});
+    if (!departure && !ic.link_far_end.empty())
+      out.push_back({"interface[" + std::to_string(i) + "].link_far_end", "\"" + ic.link_far_end + "\"",
+                     "only used by mechanism aqm with [aqm] ein = true and ein_mark = \"departure\""});
   }
   top.finish();
   if (!out.empty()) throw ConfigError(std::move(out));

@@ -109,6 +109,10 @@ struct AqmConfig {
   uint32_t ein_samples = 50;       // N
   double ein_threshold = 0.25;     // EIN_threshold as a fraction of the line rate
   std::optional<uint64_t> ein_high_water;  // HighWaterMark, K's unit; default K
+  // Where EIN is written: on arrival at the qdisc, or (Pulser's dequeue
+  // marking) on departure, at the far end of the port's link
+  // (interface link_far_end).
+  bool ein_at_departure = false;
   // auto: bpf_cast_to_kern_ctx (object aqm) where the kernel has it, else
   // the qdisc tracepoints (object aqm_compat).
   AqmQueueSource queue_source = AqmQueueSource::Auto;
@@ -123,6 +127,13 @@ struct InterfaceConfig {
   Role role = Role::Host;
   std::vector<std::string> mechanisms{"flowstat"};
   std::optional<uint64_t> line_rate_mbps;
+  // Switch port: the interface where this port's packets arrive after its
+  // queue, "NETNS:IFNAME" (a name of `ip netns list`) or "IFNAME" in the
+  // agent's namespace. Empty: not configured.
+  std::string link_far_end;
+
+  // link_far_end split into {netns ("" = ours), ifname}.
+  std::pair<std::string, std::string> far_end() const;
 };
 
 struct Config {

@@ -8,8 +8,10 @@
 //
 //   ip netns exec NS sluice-wire --a wA --b wB --delay-us 2000
 //
-// Frames are read with AF_PACKET (promiscuous, the interfaces' own
-// transmissions ignored) and written back with the qdisc bypassed. Each
+// Frames (IPv4, ARP, IPv6) are read with AF_PACKET sockets bound to each
+// protocol, after tc ingress (promiscuous; the interfaces' own
+// transmissions are not seen by such sockets), and written back with the
+// qdisc bypassed. Each
 // frame keeps its virtio-net header (PACKET_VNET_HDR): a checksum the
 // sender left to offload, or a GSO super-frame, crosses the wire as it
 // arrived, as between two veth ends. The counters at exit (SIGINT/SIGTERM
@@ -59,57 +61,75 @@ uint64_t now_ns() {
 
 struct Frame {
   uint64_t due_ns;
+  size_t proto;  // index into kProtocols: the socket it came in on and leaves by
   std::vector<uint8_t> bytes;
 };
 
-// One end of the wire: a packet socket bound to an interface.
+// The ethertypes the wire carries. A packet socket bound to one protocol
+// reads a frame after tc ingress has run on it (an ETH_P_ALL tap reads it
+// before), so a program at a wire end (the far end of a switch port, where
+// aqm writes EIN as packets leave the port's queue) acts on what crosses.
+constexpr uint16_t kProtocols[] = {ETH_P_IP, ETH_P_ARP, ETH_P_IPV6};
+constexpr size_t kNumProtocols = sizeof(kProtocols) / sizeof(kProtocols[0]);
+
+// One end of the wire: packet sockets bound to an interface, one per
+// protocol.
 struct End {
   std::string ifname;
   int ifindex = 0;
-  int fd = -1;
+  int fds[kNumProtocols];
 
   explicit End(const std::string& name) : ifname(name) {
+    for (int& fd : fds) fd = -1;
     ifindex = int(if_nametoindex(name.c_str()));
     if (!ifindex) throw SysError("interface " + name, errno);
-    fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    for (size_t i = 0; i < kNumProtocols; ++i) fds[i] = open_socket(kProtocols[i]);
+  }
+  End(const End&) = delete;
+  ~End() {
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+
+  int open_socket(uint16_t proto) {
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(proto));
     if (fd < 0) throw SysError("AF_PACKET socket", errno);
+    auto fail = [&](const std::string& what) {
+      int e = errno;
+      close(fd);
+      throw SysError(what + " on " + ifname, e);
+    };
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_protocol = htons(proto);
     sll.sll_ifindex = ifindex;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) throw SysError("bind to " + name, errno);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) fail("bind");
     int one = 1;
     // Checksum-offload and GSO state travels with the frame.
-    if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0)
-      throw SysError("PACKET_VNET_HDR on " + name, errno);
-    // Our own transmissions on this interface are not arrivals.
-    if (setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0)
-      throw SysError("PACKET_IGNORE_OUTGOING on " + name, errno);
+    if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0) fail("PACKET_VNET_HDR");
     // The wire forwards; the interface's qdisc is not a second queue.
-    if (setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0)
-      throw SysError("PACKET_QDISC_BYPASS on " + name, errno);
+    if (setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0) fail("PACKET_QDISC_BYPASS");
     // Frames are addressed to the host beyond the wire, not to this end.
     packet_mreq mr{};
     mr.mr_ifindex = ifindex;
     mr.mr_type = PACKET_MR_PROMISC;
-    if (setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0)
-      throw SysError("promiscuous mode on " + name, errno);
+    if (setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) != 0) fail("promiscuous mode");
     // A burst of a bottleneck's whole buffer must not overflow the socket.
     int rcv = 16 << 20;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof rcv) != 0)
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
-  }
-  End(const End&) = delete;
-  ~End() {
-    if (fd >= 0) close(fd);
+    return fd;
   }
 
-  // Frames the kernel dropped because this socket was full.
+  // Frames the kernel dropped because one of these sockets was full.
   uint64_t socket_drops() const {
-    tpacket_stats st{};
-    socklen_t len = sizeof st;
-    if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) != 0) return 0;
-    return st.tp_drops;
+    uint64_t n = 0;
+    for (int fd : fds) {
+      tpacket_stats st{};
+      socklen_t len = sizeof st;
+      if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) n += st.tp_drops;
+    }
+    return n;
   }
 };
 
@@ -132,7 +152,7 @@ struct Direction {
   }
 };
 
-void receive(Direction& d, uint64_t delay_ns) {
+void receive(Direction& d, size_t proto, uint64_t delay_ns) {
   static std::vector<uint8_t> buf[kBatch];
   static mmsghdr msgs[kBatch];
   static iovec iov[kBatch];
@@ -144,7 +164,7 @@ void receive(Direction& d, uint64_t delay_ns) {
     msgs[i].msg_hdr.msg_iovlen = 1;
   }
   for (;;) {
-    int n = recvmmsg(d.in->fd, msgs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+    int n = recvmmsg(d.in->fds[proto], msgs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     if (n <= 0) return;
     uint64_t due = now_ns() + delay_ns;
     for (int i = 0; i < n; ++i) {
@@ -153,7 +173,7 @@ void receive(Direction& d, uint64_t delay_ns) {
         ++d.oversize;
         continue;
       }
-      d.queue.push_back({due, std::vector<uint8_t>(buf[i].begin(), buf[i].begin() + long(len))});
+      d.queue.push_back({due, proto, std::vector<uint8_t>(buf[i].begin(), buf[i].begin() + long(len))});
     }
     d.max_queued = std::max(d.max_queued, d.queue.size());
     if (size_t(n) < kBatch) return;
@@ -165,7 +185,7 @@ bool transmit(Direction& d) {
   uint64_t t = now_ns();
   while (!d.queue.empty() && d.queue.front().due_ns <= t) {
     Frame& f = d.queue.front();
-    ssize_t w = send(d.out->fd, f.bytes.data(), f.bytes.size(), 0);
+    ssize_t w = send(d.out->fds[f.proto], f.bytes.data(), f.bytes.size(), 0);
     if (w < 0 && errno == EAGAIN) {
       // Our socket's send buffer is full: the frame waits (retried shortly)
       // rather than being lost on the wire.
@@ -233,13 +253,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sluice-wire: %s <-> %s, %.0f us each way\n", a_if.c_str(), b_if.c_str(), delay_us);
 
     uint64_t end = duration > 0 ? now_ns() + uint64_t(duration * 1e9) : 0;
-    pollfd pfd[3] = {{a.fd, POLLIN, 0}, {b.fd, POLLIN, 0}, {tfd, POLLIN, 0}};
+    // One pollfd per socket of each end, then the timer.
+    constexpr size_t kFds = 2 * kNumProtocols + 1;
+    pollfd pfd[kFds];
+    for (size_t i = 0; i < kNumProtocols; ++i) {
+      pfd[i] = {a.fds[i], POLLIN, 0};
+      pfd[kNumProtocols + i] = {b.fds[i], POLLIN, 0};
+    }
+    pfd[kFds - 1] = {tfd, POLLIN, 0};
     while (!g_stop && (!end || now_ns() < end)) {
-      int n = poll(pfd, 3, 100);
+      int n = poll(pfd, kFds, 100);
       if (n < 0 && errno != EINTR) throw SysError("poll", errno);
-      if (pfd[0].revents & POLLIN) receive(ab, delay_ns);
-      if (pfd[1].revents & POLLIN) receive(ba, delay_ns);
-      if (pfd[2].revents & POLLIN) {
+      for (size_t i = 0; i < kNumProtocols; ++i) {
+        if (pfd[i].revents & POLLIN) receive(ab, i, delay_ns);
+        if (pfd[kNumProtocols + i].revents & POLLIN) receive(ba, i, delay_ns);
+      }
+      if (pfd[kFds - 1].revents & POLLIN) {
         uint64_t ticks;
         (void)!read(tfd, &ticks, sizeof ticks);
       }

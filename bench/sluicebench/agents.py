@@ -16,18 +16,21 @@ from typing import Optional
 from .core import BenchError
 
 
-def aqm_port(port) -> str:
+def aqm_port(port, far_end: str = "") -> str:
     """The [[interface]] table that puts the aqm mechanism on a lab switch
     port; its line rate is the rate the port is shaped to (a port without a
-    shaper has none, and aqm does not guess one)."""
+    shaper has none, and aqm does not guess one). far_end ("NETNS:IFNAME"):
+    where the port's packets arrive after its queue, for EIN written on
+    departure."""
     if port.shape is None:
         raise BenchError(f"{port.ifname}: not shaped, so no line rate for aqm")
+    fe = f'link_far_end = "{far_end}"\n' if far_end else ""
     return f"""[[interface]]
 name = "{port.ifname}"
 role = "switch-port"
 mechanisms = ["aqm"]
 line_rate_mbps = {int(port.shape.rate_mbit)}
-"""
+{fe}"""
 
 
 class Agent:

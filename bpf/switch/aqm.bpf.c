@@ -24,8 +24,13 @@
  * on Linux samples arrive unevenly and a plain mean would be dominated by
  * two packets a nanosecond apart.
  * Linux difference (README "EIN on Linux"): Algorithm 1 runs at dequeue; a
- * tc program cannot touch a packet at dequeue, so samples and marks happen
- * as packets enter the qdisc. EIN goes on TCP segments carrying data.
+ * tc program cannot touch a packet at dequeue, so samples are taken as
+ * packets enter the qdisc. The EIN mark goes on TCP segments carrying data,
+ * either there (ein_at_departure = 0: the mark then waits behind the queue
+ * it reports) or, like the paper's marking at dequeue, on the packets
+ * leaving the queue while EIN is set: aqm_departure runs at the first hook
+ * after the qdisc, tc ingress at the far end of the port's link, and marks
+ * with the state Algorithm 1 holds as the packet arrives there.
  *
  * The verdict is always the neutral one: marking never drops. */
 #include "vmlinux.h"
@@ -52,6 +57,8 @@ const volatile __u64 ein_high_water = 20;        /* HighWaterMark, K's unit */
 const volatile __u32 ein_samples = 50;           /* N */
 const volatile __u64 ein_threshold_per_s = 0;    /* EIN_threshold, qlen units per second */
 const volatile __u8 sample_source = SLUICE_AQM_SRC_QDISC;
+/* 1: EIN is written by aqm_departure at the far end, not on arrival. */
+const volatile __u8 ein_at_departure = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -216,6 +223,13 @@ static __always_inline __u32 ein_sample(struct sluice_aqm_state *s, __u64 qlen, 
 	return ein;
 }
 
+/* EIN goes on TCP segments carrying data (the receiver echoes it on the
+ * ACKs of those). */
+static __always_inline int sl_carries_ein(int parse_result, const struct sl_pkt *p)
+{
+	return parse_result == SL_PARSE_OK && p->proto == IPPROTO_TCP_NUM && p->payload_len > 0;
+}
+
 SEC("tc")
 int aqm_egress(struct __sk_buff *skb)
 {
@@ -244,7 +258,7 @@ int aqm_egress(struct __sk_buff *skb)
 	/* OK, other L4 and fragments have a valid IP header: CE applies to any
 	 * ECN-capable IP packet, EIN only to TCP data. */
 	int over_k = ecn_enabled && qlen > ecn_k;
-	int want_ein = ein && r == SL_PARSE_OK && p.proto == IPPROTO_TCP_NUM && p.payload_len > 0;
+	int want_ein = ein && !ein_at_departure && sl_carries_ein(r, &p);
 	int ein_set = 0, ce_set = 0;
 
 	if (want_ein) {
@@ -283,5 +297,35 @@ int aqm_egress(struct __sk_buff *skb)
 		sl_count(SLUICE_R_AQM_EIN, skb->len);
 	else
 		sl_count(SLUICE_R_AQM_UNMARKED, skb->len);
+	return SL_TC_NEXT;
+}
+
+/* tc ingress at the far end of the port's link: the packet has just left
+ * the port's qdisc. While Algorithm 1's state (sampled by aqm_egress) says
+ * incast, EIN goes on it here, as the paper marks at dequeue (§III-A). */
+SEC("tc")
+int aqm_departure(struct __sk_buff *skb)
+{
+	__u32 k = 0;
+	struct sluice_aqm_state *s = bpf_map_lookup_elem(&sl_aqm_state, &k);
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+
+	if (!s || !ein_enabled || !s->ein) {
+		sl_count(SLUICE_R_AQM_DEPART_NONE, skb->len);
+		return SL_TC_NEXT;
+	}
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	if (!sl_carries_ein(sl_parse(&c, &p), &p)) {
+		sl_count(SLUICE_R_AQM_DEPART_NONE, skb->len);
+		return SL_TC_NEXT;
+	}
+	int rc = sl_ein_set(skb, &p);
+	if (rc < 0) {
+		sl_count(SLUICE_R_AQM_REWRITE_FAILED, skb->len);
+		return SL_TC_NEXT;
+	}
+	/* rc 1: a packet that cannot carry the configured bit (IPv6, IPv4-only bit) */
+	sl_count(rc ? SLUICE_R_AQM_DEPART_NONE : SLUICE_R_AQM_DEPART_EIN, skb->len);
 	return SL_TC_NEXT;
 }

@@ -50,7 +50,9 @@
 	X(EIN_ECHO_STALE,       "pass", "EIN mark too old to echo: dropped")      \
 	X(EIN_REWRITE_FAILED,   "pass", "setting the echo bit failed")          \
 	X(PAC_SUPERSEDE,        "pass", "PAC: newer cumulative ACK fits, admitted ahead of its flow's held ACKs") \
-	X(PAC_REQUEST_DUP,      "drop", "PAC: our TCP resent a request the agent still holds: absorbed")
+	X(PAC_REQUEST_DUP,      "drop", "PAC: our TCP resent a request the agent still holds: absorbed") \
+	X(AQM_DEPART_EIN,       "pass", "left the queue during an incast (Pulser Alg. 1): EIN set at the far end") \
+	X(AQM_DEPART_NONE,      "pass", "left the queue, no incast or not TCP data: unmarked at the far end")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -554,6 +554,14 @@ class Topology:
         if p.poll() is not None or "<->" not in lab.log_of(p):
             raise LabError(f"sluice-wire on {a.ifname}-{b.ifname} did not start:\n{lab.log_of(p)[-1000:]}")
 
+    def far_end(self, port: Port) -> tuple:
+        """(namespace, interface) where packets leaving `port` arrive: the
+        peer port, or the wire's end when the link has a delay."""
+        for a, b, _, w in self.wires:
+            if port is a or port is b:
+                return self.lab.ns_name(w), self.lab.if_name(w + ("a" if port is a else "b"))
+        return port.peer.ns, port.peer.ifname
+
     def wire_stats(self) -> list:
         """Counters of every wire (sluice-wire's JSON); stops the wires, so
         call it after the traffic."""
@@ -582,6 +590,26 @@ class Topology:
     def set_host_sysctl(self, values: dict, hosts: Optional[list] = None):
         for h in (hosts or self.hosts):
             self.lab.sysctl(h.ns, values)
+
+    def set_initcwnd(self, segments: int, hosts: Optional[list] = None):
+        """TCP's initial window on every route of the hosts (the route
+        attribute `initcwnd`; 0 = the kernel's default of 10 segments)."""
+        if not 0 <= segments <= 1024:
+            raise LabError(f"initcwnd {segments}: expected 0..1024 segments")
+        for h in (hosts or self.hosts):
+            routes = json.loads(sh(["ip", "-n", h.ns, "-j", "route", "show"]).stdout or "[]")
+            lines = []
+            for r in routes:
+                words = [f"route change {r['dst']}"]
+                if r.get("gateway"):
+                    words.append(f"via {r['gateway']}")
+                words.append(f"dev {r['dev']}")
+                for key, word in (("protocol", "proto"), ("scope", "scope"), ("prefsrc", "src")):
+                    if r.get(key):
+                        words.append(f"{word} {r[key]}")
+                words.append(f"initcwnd {segments}")
+                lines.append(" ".join(words))
+            self.lab.ip_batch(h.ns, lines)
 
 
 def _host_ip(index: int, router: bool) -> tuple:

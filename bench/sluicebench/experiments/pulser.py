@@ -73,6 +73,8 @@ class PulserExp(Experiment):
         p.add_argument("--delay-us", type=float, default=0,
                        help="one-way propagation delay of the receiver's link, after the bottleneck queue "
                             "(sluice-wire; 0 = none)")
+        p.add_argument("--initcwnd", type=int, default=0,
+                       help="TCP initial window of the senders in segments (route attribute; 0 = the kernel's 10)")
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
 
@@ -83,11 +85,13 @@ class PulserExp(Experiment):
                 "long_min": a.long_min, "incast_degree": a.incast_degree, "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer,
                 "mode": a.mode, "switch": a.switch, "delay_us": a.delay_us,
+                "initcwnd": a.initcwnd,
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(),
                 "aqm_k_packets": getattr(a, "aqm_k", None),
                 "ein_samples": getattr(a, "aqm_ein_samples", None),
                 "ein_threshold": getattr(a, "aqm_ein_threshold", None),
-                "cwnd_safe": getattr(a, "pulser_cwnd_safe", None)}
+                "cwnd_safe": getattr(a, "pulser_cwnd_safe", None),
+                "ein_mark": getattr(a, "ein_mark", None)}
 
     def run(self, ctx, variants):
         a = self.args
@@ -97,6 +101,8 @@ class PulserExp(Experiment):
         topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
                               switch=a.switch, burst=a.burst or None, delay_us=a.delay_us,
                               wire=ctx.tool("sluice-wire") if a.delay_us > 0 else None)
+        if a.initcwnd:
+            topo.set_initcwnd(a.initcwnd, topo.senders)
         rows = {v.name: [] for v in variants}
         for load in self.loads:
             for v in variants:
@@ -221,7 +227,9 @@ class PulserExp(Experiment):
         lines = [f"pulser: {p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, "
                  f"{p['flows']} flows/point, incast {p['incast_degree']} x {p['incast_bytes']} B "
                  f"every {p['incast_gap_ms']} ms"
-                 + (f", receiver link +{p['delay_us']:g} us each way" if p.get("delay_us") else ""),
+                 + (f", receiver link +{p['delay_us']:g} us each way" if p.get("delay_us") else "")
+                 + (f", initial window {p['initcwnd']}" if p.get("initcwnd") else "")
+                 + (f", EIN on {p['ein_mark']}" if p.get("ein_mark") == "departure" else ""),
                  f"{'load':>5} {'variant':8} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
                  f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
         names = list(result["variants"])

@@ -39,6 +39,9 @@ class _SluiceSwitch(Variant):
                        help="Pulser Alg. 1 EIN_threshold as a fraction of the line rate")
         g.add_argument("--aqm-high-water", type=int, default=0,
                        help="HighWaterMark in packets (0 = K, as in the paper)")
+        g.add_argument("--ein-mark", choices=("arrival", "departure"), default="arrival",
+                       help="[aqm] ein_mark: EIN written as packets enter the port's queue, or as they leave it "
+                            "(at the far end of the port's link, the paper's dequeue marking)")
         g.add_argument("--ein-bit", default="tos:0x04", help="[ein] bit")
         g.add_argument("--ein-fresh-us", type=int, default=2000, help="[ein] echo_fresh_us")
         g.add_argument("--pulser-cwnd-safe", type=int, default=4, help="Pulser cwnd_safe in segments")
@@ -73,6 +76,11 @@ echo_fresh_us = {self.args.ein_fresh_us}
         regs = ", ".join(f'"{r}"' for r in self.register)
         hw = f"ein_high_water = {a.aqm_high_water}\n" if a.aqm_high_water else ""
         bn = topo.bottleneck
+        far_end = ""
+        if a.ein_mark == "departure":
+            hw += 'ein_mark = "departure"\n'
+            ns, dev = topo.far_end(bn)
+            far_end = f"{ns}:{dev}"
         self._start(ctx, bn.ns, f"sw-{self.name}-{self.point_no}", "switch", f"""[cc]
 register = [{regs}]
 dctcp_name = "{dname}"
@@ -83,7 +91,7 @@ pulser_cwnd_safe = {a.pulser_cwnd_safe}
 ecn_threshold_packets = {a.aqm_k}
 ein_samples = {a.aqm_ein_samples}
 ein_threshold = {a.aqm_ein_threshold}
-{hw}{aqm_port(bn)}""")
+{hw}{aqm_port(bn, far_end)}""")
         if self.host_ein:
             for h in topo.hosts:
                 self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", f"""[[interface]]
