@@ -165,7 +165,7 @@ class AqmModule : public Module {
     far_end_ = ctx.iface.link_far_end;
     int fd = bpf_program__fd(skel_->progs.aqm_departure);
     auto attach = [&](AttachMode mode) {
-      attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kPrioAqm, mode,
+      attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kPrioAqmDeparture, mode,
                                                     ctx.config.agent.state_dir));
     };
     if (ns.empty()) {

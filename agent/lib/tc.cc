@@ -32,6 +32,7 @@ namespace sluice {
 namespace {
 // Values from the kernel UAPI (6.6+); Debian 12's headers predate tcx.
 constexpr int kBpfTcxIngress = 46;
+constexpr uint32_t kBpfFBefore = 1U << 3;  // BPF_F_BEFORE (uapi, 6.6)
 constexpr int kBpfTcxEgress = 47;
 
 std::string clsact_marker(const std::string& state_dir, int ifindex) {
@@ -57,9 +58,10 @@ AttachMode resolve_attach_mode(AttachMode requested, bool kernel_has_tcx) {
   return kernel_has_tcx ? AttachMode::Tcx : AttachMode::Clsact;
 }
 
-int tcx_link_create(int prog_fd, int ifindex, Hook hook) {
+int tcx_link_create(int prog_fd, int ifindex, Hook hook, bool front) {
   // union bpf_attr.link_create: prog_fd, target_ifindex, attach_type, flags,
-  // then the tcx {relative_fd, expected_revision} block, all zero = append.
+  // then the tcx {relative_fd, expected_revision} block, all zero = append;
+  // BPF_F_BEFORE with no relative program = the front of the chain.
   struct {
     uint32_t prog_fd;
     uint32_t target_ifindex;
@@ -73,6 +75,7 @@ int tcx_link_create(int prog_fd, int ifindex, Hook hook) {
   attr.prog_fd = prog_fd;
   attr.target_ifindex = ifindex;
   attr.attach_type = hook == Hook::Ingress ? kBpfTcxIngress : kBpfTcxEgress;
+  if (front) attr.flags = kBpfFBefore;
   int fd = static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
   return fd < 0 ? -errno : fd;
 }
@@ -128,7 +131,7 @@ TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog
   if (!ifindex) throw SysError(what + ": interface " + ifname, errno);
 
   if (mode == AttachMode::Tcx) {
-    int fd = tcx_link_create(prog_fd, ifindex, hook);
+    int fd = tcx_link_create(prog_fd, ifindex, hook, prio < kPrioTcxFront);
     if (fd < 0) throw SysError(what, fd);
     a.link_fd_ = fd;
   } else if (mode == AttachMode::Clsact) {

@@ -30,7 +30,15 @@ enum TcPrio : uint32_t {
   kPrioLabFault = 0xA5F0,
   kPrioEin = 0xA550,  // host: EIN echo (after flowstat)
   kPrioAqm = 0xA560,  // switch port: ECN/EIN marking (after flowstat)
+  // Far end of a switch port's link: EIN written as packets leave the
+  // port's queue, before anything of the host there sees them.
+  kPrioAqmDeparture = 0xA300,
 };
+
+// tcx has no priorities, only an order: a program with a priority below
+// this goes to the front of the chain (BPF_F_BEFORE), the rest are appended,
+// so what runs first under clsact runs first under tcx too.
+constexpr uint32_t kPrioTcxFront = 0xA400;
 
 class TcAttachment {
  public:
@@ -76,9 +84,10 @@ int count_clsact_filters(int ifindex);
 // Resolves Auto to Tcx when the kernel has tcx, else Clsact.
 AttachMode resolve_attach_mode(AttachMode requested, bool kernel_has_tcx);
 
-// Creates tcx link (raw syscall: libbpf 1.1 predates bpf_program__attach_tcx).
+// Creates tcx link (raw syscall: libbpf 1.1 predates bpf_program__attach_tcx),
+// appended to the chain or, with `front`, before every program on it.
 // Returns the link fd or a negative errno.
-int tcx_link_create(int prog_fd, int ifindex, Hook hook);
+int tcx_link_create(int prog_fd, int ifindex, Hook hook, bool front = false);
 
 // Network namespace identity (inode of /proc/self/ns/net), to key state that
 // names an ifindex.

@@ -33,6 +33,7 @@ struct AqmParams {
   uint64_t threshold_per_s = 1000;  // packets/s
   uint8_t field = SLUICE_EIN_FIELD_TOS;
   uint16_t mask = 0x04;
+  bool departure = false;  // [aqm] ein_mark = "departure"
 };
 
 // Pulser Algorithm 1, written as the paper states it (average gradient of
@@ -93,8 +94,10 @@ class AqmTest : public ::testing::TestWithParam<std::string> {
     ro->sample_source = SLUICE_AQM_SRC_SCRIPTED;
     ro->ein_field = p.field;
     ro->ein_mask = p.mask;
+    ro->ein_at_departure = p.departure;
     sk->load();
     prog_ = bpf_program__fd((*sk)->progs.aqm_egress);
+    departure_prog_ = bpf_program__fd((*sk)->progs.aqm_departure);
     script_map_ = bpf_map__fd((*sk)->maps.sl_aqm_script);
     counters_map_ = bpf_map__fd((*sk)->maps.sl_counters);
     state_map_ = bpf_map__fd((*sk)->maps.sl_aqm_state);
@@ -128,7 +131,7 @@ class AqmTest : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<Skeleton<aqm>> skel_;
   std::unique_ptr<Skeleton<aqm_compat>> compat_skel_;
-  int prog_ = -1, script_map_ = -1, counters_map_ = -1, state_map_ = -1;
+  int prog_ = -1, departure_prog_ = -1, script_map_ = -1, counters_map_ = -1, state_map_ = -1;
 };
 
 PacketSpec tcp_data(uint8_t tos = 0x02 /* ECT(0) */) {
@@ -179,6 +182,53 @@ TEST_P(AqmTest, EinFollowsAlgorithm1OnAHandScript) {
   EXPECT_EQ(st.samples, sizeof(hand) / sizeof(hand[0]));
   EXPECT_EQ(st.ein_on, 2u) << "two incasts detected (0 -> 1 transitions)";
   EXPECT_EQ(st.ein_hold, 2u) << "two samples kept by HighWaterMark";
+}
+
+// ein_mark = "departure": packets entering the queue get CE as before but
+// no EIN; the program at the far end of the link writes EIN on TCP data
+// that leaves while Algorithm 1 says incast, and on nothing else.
+TEST_P(AqmTest, DepartureWritesEinOnDataLeavingDuringAnIncast) {
+  AqmParams p;  // N = 4, threshold 1000 packets/s, HWM = K = 20
+  p.departure = true;
+  load(p);
+  Bytes data = build(tcp_data());
+  PacketSpec ack_spec;
+  ack_spec.tos = 0x02;
+  Bytes ack = build(ack_spec);
+  PacketSpec udp_spec;
+  udp_spec.proto = 17;
+  Bytes udp = build(udp_spec);
+  auto depart = [&](const Bytes& pkt) {
+    RunResult r = run_tc(departure_prog_, pkt);
+    EXPECT_EQ(r.retval, kNext);
+    std::string why;
+    EXPECT_TRUE(checksums_ok(r.out, &why)) << why;
+    return r.out;
+  };
+  uint64_t t = 1'000'000'000;
+  // Quiet queue: nothing is marked anywhere.
+  run(data, t += 1'000'000, 0);
+  EXPECT_EQ(depart(data), data);
+  // An incast: 30 packets in 1 ms. On arrival: CE (over K) but no EIN.
+  Bytes in = run(data, t += 1'000'000, 30);
+  EXPECT_EQ(state().ein, 1u);
+  EXPECT_EQ(tos4(in) & 0x04, 0) << "EIN is not written on arrival";
+  EXPECT_EQ(tos4(in) & 0x03, 0x03) << "CE still is";
+  // Leaving during the incast: data gets EIN (and keeps its ECN field);
+  // a pure ACK and UDP pass untouched.
+  Bytes out = depart(in);
+  EXPECT_EQ(tos4(out), uint8_t(tos4(in) | 0x04));
+  EXPECT_EQ(depart(ack), ack);
+  EXPECT_EQ(depart(udp), udp);
+  EXPECT_EQ(reason(SLUICE_R_AQM_DEPART_EIN), 1u);
+  EXPECT_EQ(reason(SLUICE_R_AQM_EIN), 0u);
+  // The queue drains below HighWaterMark and the last N samples no longer
+  // rise: EIN is released and departures are left alone again.
+  for (int i = 0; i < 5; ++i) run(data, t += 1'000'000, 10);
+  EXPECT_EQ(state().ein, 0u);
+  EXPECT_EQ(depart(data), data);
+  EXPECT_EQ(reason(SLUICE_R_AQM_DEPART_EIN), 1u);
+  EXPECT_EQ(reason(SLUICE_R_AQM_DEPART_NONE), 4u);
 }
 
 TEST_P(AqmTest, EinMatchesAlgorithm1OnRandomScripts) {

@@ -206,16 +206,22 @@ class PulserTest : public ::testing::Test {
     return json::object();
   }
 
-  // Switch agent: registers both controls, marks the port to R.
-  void start_switch_and_hosts() {
+  // Switch agent: registers both controls, marks the port to R; with
+  // `departure`, EIN is written at the port link's far end, R's interface.
+  void start_switch_and_hosts(bool departure = false) {
+    std::string mark = departure ? "ein_mark = \"departure\"\n" : "";
+    std::string far = departure ? "link_far_end = \"" + r_ + ":" + lab_->name("r") + "\"\n" : "";
     start_agent(w_, "w",
                 "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" +
-                    pulser_ + "\"\n[aqm]\necn_threshold_packets = 20\n[[interface]]\nname = \"" + lab_->name("wr") +
-                    "\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\nline_rate_mbps = 100\n");
+                    pulser_ + "\"\n[aqm]\necn_threshold_packets = 20\n" + mark + "[[interface]]\nname = \"" +
+                    lab_->name("wr") + "\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\nline_rate_mbps = 100\n" +
+                    far);
     for (auto [ns, who, dev] : {std::tuple{s0_, "s0", "s0"}, {r_, "r", "r"}})
       start_agent(ns, who,
                   "[[interface]]\nname = \"" + lab_->name(dev) + "\"\nrole = \"host\"\nmechanisms = [\"ein\"]\n");
   }
+
+  void brake_and_restore(bool departure);
 
   std::unique_ptr<Lab> lab_;
   std::vector<Process> agents_;
@@ -328,9 +334,11 @@ std::string dump(const std::vector<CwndSample>& tr, double from, double to) {
   return s;
 }
 
-TEST_F(PulserTest, CwndBrakesToSafeDuringIncastAndComesBack) {
+// The brake and the restore, with EIN written on arrival at the port
+// (`departure` false) or as packets leave it (at the far end of its link).
+void PulserTest::brake_and_restore(bool departure) {
   build_star();
-  start_switch_and_hosts();
+  start_switch_and_hosts(departure);
   ASSERT_TRUE(cc_available(pulser_));
   // The long flow runs Pulser on both ends; the incast flows run DCTCP, so
   // the only brake in the picture is the long flow's.
@@ -416,6 +424,41 @@ TEST_F(PulserTest, CwndBrakesToSafeDuringIncastAndComesBack) {
   EXPECT_GT(rx.value("echoes_set", 0), 0) << rx.dump();
   json tx = module_stats("s0", "ein");
   EXPECT_GT(tx.value("echoes_received", 0), 0) << tx.dump();
+  if (departure) {
+    // Every EIN was written at the far end; none on arrival.
+    json st = ctl("w", "status");
+    std::string attached;
+    for (const auto& i : st["interfaces"])
+      for (const auto& m : i["modules"])
+        if (m["name"] == "aqm") {
+          EXPECT_EQ(m["status"].value("ein_mark", ""), "departure") << m.dump();
+          for (const auto& a : m["status"]["attachments"]) attached += a.value("program", "") + " ";
+        }
+    EXPECT_NE(attached.find("aqm_departure"), std::string::npos) << attached;
+    uint64_t departed = 0;
+    json stats = ctl("w", "stats");
+    for (const auto& i : stats["interfaces"])
+      for (const auto& m : i["modules"])
+        if (m["name"] == "aqm")
+          for (const auto& p : m["programs"])
+            for (const auto& v : p["verdicts"])
+              if (v["reason"] == "AQM_DEPART_EIN") departed += v["packets"].get<uint64_t>();
+    EXPECT_GT(departed, 0u) << stats.dump();
+    EXPECT_EQ(aqm.value("ein_marks", uint64_t(0)), departed) << aqm.dump();
+  }
+}
+
+TEST_F(PulserTest, CwndBrakesToSafeDuringIncastAndComesBack) { brake_and_restore(false); }
+
+// The paper marks at dequeue (§III-A): EIN written on departure, at the far
+// end of the port's link, in another namespace, gives the same brake and
+// restore, and the program leaves with the agent.
+TEST_F(PulserTest, EinWrittenOnDepartureBrakesAndRestoresToo) {
+  brake_and_restore(true);
+  for (auto& a : agents_) a.stop();
+  agents_.clear();
+  std::string o = lab_->out("ip netns exec " + r_ + " bpftool net show dev " + lab_->name("r") + " 2>&1");
+  EXPECT_EQ(o.find("aqm_departure"), std::string::npos) << "left attached after the agent stopped:\n" << o;
 }
 
 TEST_F(PulserTest, DctcpNegotiatesEcnAndFollowsMarks) {

@@ -77,4 +77,25 @@ TEST(PulserConfig, InvalidCombinationsAreRefused) {
   EXPECT_TRUE(rejects(kSwitch + "[cc]\ndctcp_shift_g = 11\n", "cc.dctcp_shift_g", "out of range"));
 }
 
+// ein_mark = "departure" needs the far end of every aqm port's link; a far
+// end is refused where nothing would use it, and malformed ones name why.
+TEST(PulserConfig, DepartureMarkingNeedsTheLinksFarEnd) {
+  Config d = parse_config_string(kSwitch + "link_far_end = \"rx-ns:veth1\"\n[aqm]\nein_mark = \"departure\"\n");
+  EXPECT_TRUE(d.aqm.ein_at_departure);
+  EXPECT_EQ(d.interfaces[0].far_end(), std::make_pair(std::string("rx-ns"), std::string("veth1")));
+  Config same = parse_config_string(kSwitch + "link_far_end = \"veth1\"\n[aqm]\nein_mark = \"departure\"\n");
+  EXPECT_EQ(same.interfaces[0].far_end(), std::make_pair(std::string(""), std::string("veth1")));
+  EXPECT_FALSE(parse_config_string(kSwitch).aqm.ein_at_departure) << "arrival is the default";
+  EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_mark = \"departure\"\n", "interface[0].link_far_end", "required"));
+  EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_mark = \"dequeue\"\n", "aqm.ein_mark", "one of"));
+  EXPECT_TRUE(rejects(kSwitch + "link_far_end = \"ns:veth1\"\n", "interface[0].link_far_end", "only used"));
+  EXPECT_TRUE(rejects(kSwitch + "link_far_end = \"ns:veth1\"\n[aqm]\nein = false\nein_mark = \"departure\"\n",
+                      "interface[0].link_far_end", "only used"));
+  for (const char* bad : {"", "ns:", ":veth1", "ns/x:veth1", "ns:a_name_far_too_long", "ns:ve th"})
+    EXPECT_TRUE(rejects(kSwitch + "link_far_end = \"" + bad + "\"\n[aqm]\nein_mark = \"departure\"\n",
+                        "interface[0].link_far_end", "")) << bad;
+  EXPECT_TRUE(rejects(kSwitch + "link_far_end = 3\n[aqm]\nein_mark = \"departure\"\n", "interface[0].link_far_end",
+                      "expected a string"));
+}
+
 }  // namespace
