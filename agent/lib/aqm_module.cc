@@ -168,14 +168,17 @@ class AqmModule : public Module {
       attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kPrioAqmDeparture, mode,
                                                     ctx.config.agent.state_dir));
     };
-    if (ns.empty()) {
-      attach(ctx.attach_mode);
-      return;
+    const std::string what = "aqm on " + ifname_ + ": link_far_end \"" + far_end_ + "\"";
+    if (!ns.empty() && ctx.attach_mode != AttachMode::Tcx)
+      throw Error(what + " is in another network namespace, which needs tcx (Linux 6.6+) for ein_mark = departure");
+    try {
+      if (ns.empty())
+        attach(ctx.attach_mode);
+      else
+        run_in_netns(ns, [&] { attach(AttachMode::Tcx); });
+    } catch (const std::exception& e) {
+      throw Error(what + ": " + e.what());
     }
-    if (ctx.attach_mode != AttachMode::Tcx)
-      throw Error("aqm on " + ifname_ + ": link_far_end \"" + far_end_ +
-                  "\" is in another network namespace, which needs tcx (Linux 6.6+) for ein_mark = departure");
-    run_in_netns(ns, [&] { attach(AttachMode::Tcx); });
   }
 
   static const char* source() {

@@ -461,6 +461,24 @@ TEST_F(PulserTest, EinWrittenOnDepartureBrakesAndRestoresToo) {
   EXPECT_EQ(o.find("aqm_departure"), std::string::npos) << "left attached after the agent stopped:\n" << o;
 }
 
+// A far end that is not there: the agent refuses to start, names the key,
+// and leaves the port without its marker.
+TEST_F(PulserTest, MissingFarEndIsRefusedAndNothingStaysAttached) {
+  build_star();
+  for (std::string far : {"slnosuchns:" + lab_->name("r"), r_ + ":" + lab_->name("nope")}) {
+    std::string cfg = agent_config("bad", "[aqm]\nein_mark = \"departure\"\n[[interface]]\nname = \"" +
+                                              lab_->name("wr") + "\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\n"
+                                              "line_rate_mbps = 100\nlink_far_end = \"" + far + "\"\n");
+    Process p = lab_->spawn(w_, {build_path("agent/sluiced"), "-c", cfg}, "sluiced-bad");
+    int st = p.wait(std::chrono::seconds(15));
+    ASSERT_NE(st, -1) << p.log();
+    EXPECT_NE(WEXITSTATUS(st), 0) << p.log();
+    EXPECT_NE(p.log().find("link_far_end \"" + far + "\""), std::string::npos) << p.log();
+    std::string o = lab_->out("ip netns exec " + w_ + " bpftool net show dev " + lab_->name("wr") + " 2>&1");
+    EXPECT_EQ(o.find("aqm_egress"), std::string::npos) << far << ": the port kept its marker:\n" << o;
+  }
+}
+
 TEST_F(PulserTest, DctcpNegotiatesEcnAndFollowsMarks) {
   build_star();
   start_switch_and_hosts();
