@@ -291,6 +291,8 @@ int run_incast(const IncastOptions& o) {
   rx.on_data_done = [&](Conn*) { --data_left; };
   rx.on_trailer = [&](Conn*) { --trailers_left; };
 
+  std::mt19937_64 rng(o.seed);
+  std::uniform_real_distribution<double> jitter(0, o.jitter_us > 0 ? o.jitter_us : 1);
   json rounds = json::array();
   uint64_t total_bytes = 0, total_ns = 0, rto_rounds = 0, retrans = 0, rto_total = 0;
   bool rto_known = true;
@@ -311,7 +313,23 @@ int run_incast(const IncastOptions& o) {
     }
     data_left = trailers_left = conns.size();
     uint64_t t0 = now_ns();
-    for (Conn* c : conns) rx.request(c, ReqType::Data, o.bytes_per_conn, ++id);
+    if (o.jitter_us > 0) {
+      std::vector<std::pair<uint64_t, Conn*>> at;
+      for (Conn* c : conns) at.push_back({t0 + uint64_t(jitter(rng) * 1e3), c});
+      std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (auto& [t, c] : at) {
+        // Serve the earlier responses while waiting for this request's time.
+        for (uint64_t n = now_ns(); n < t; n = now_ns()) {
+          if (t - n >= 1000000)
+            rx.poll(int((t - n) / 1000000));
+          else
+            usleep(useconds_t((t - n) / 1000));
+        }
+        rx.request(c, ReqType::Data, o.bytes_per_conn, ++id);
+      }
+    } else {
+      for (Conn* c : conns) rx.request(c, ReqType::Data, o.bytes_per_conn, ++id);
+    }
     while (trailers_left) {
       rx.poll(5);
       check_deadline(deadline, "waiting for incast responses");
@@ -323,7 +341,7 @@ int run_incast(const IncastOptions& o) {
     json flows = json::array();
     for (Conn* c : conns) {
       t_end = std::max(t_end, c->t_done);
-      fcts.push_back(double(c->t_done - t0) / 1e3);
+      fcts.push_back(double(c->t_done - c->t_req) / 1e3);
       r_retrans += c->trailer.retrans_segs;
       if (c->trailer.rto == kUnknown) {
         r_rto_known = false;
@@ -333,7 +351,7 @@ int run_incast(const IncastOptions& o) {
       }
       if (o.per_flow)
         flows.push_back({{"server", c->server},
-                         {"fct_us", double(c->t_done - t0) / 1e3},
+                         {"fct_us", double(c->t_done - c->t_req) / 1e3},
                          {"retrans_segs", c->trailer.retrans_segs},
                          {"rto", rto_json(c->trailer.rto)}});
     }

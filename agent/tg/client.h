@@ -30,6 +30,12 @@ struct IncastOptions : ClientOptions {
   double gap_ms = 0;       // idle time between rounds
   bool per_flow = false;   // include every flow of every round in the JSON
   bool fresh = false;      // new connections before every round
+  // Each connection's request in a round goes out after a uniform random
+  // delay in [0, jitter_us] (synchronous bursts with random jitter, as in
+  // Pulser's testbed, pulser-ein §VI); a flow's FCT counts from its own
+  // request. 0: all at once.
+  double jitter_us = 0;
+  uint64_t seed = 1;
 };
 int run_incast(const IncastOptions& o);
 

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
   inc->add_option("--gap-ms", io.gap_ms, "idle time between rounds")->default_val(0);
   inc->add_flag("--per-flow", io.per_flow, "include every flow of every round");
   inc->add_flag("--fresh", io.fresh, "new connections before every round (set up outside the timing)");
+  inc->add_option("--jitter-us", io.jitter_us,
+                  "each request of a round waits a uniform random delay in [0, this] (FCT from its own request)")
+      ->check(CLI::Range(0.0, 10e6));
+  inc->add_option("--seed", io.seed, "seed of the jitter")->default_val(1);
 
   FlowsOptions fo;
   std::string fo_to, buckets;

@@ -199,7 +199,7 @@ bool transmit(Direction& d) {
       ++d.send_errors;
     } else {
       ++d.frames;
-      d.bytes += f.bytes.size();
+      d.bytes += f.bytes.size() - std::min(f.bytes.size(), kVnetHdr);  // the frame, not its header
       uint64_t late = t - f.due_ns;
       d.late_sum_ns += late;
       if (late > d.max_late_ns) d.max_late_ns = late;

@@ -297,6 +297,34 @@ TEST_F(LabInstruments, FaultInjectionIsCountedAndSeeded) {
   EXPECT_NE(m1, m3) << "another seed picks other victims";
 }
 
+// --jitter-us spreads a round's requests: with 8 connections and 50 ms of
+// jitter the round spans at least 20 ms (the latest of 8 uniform delays is
+// below 20 ms with probability 0.4^8 < 0.1%), while every flow, timed from
+// its own request, takes far less on an idle veth; the same rounds without
+// jitter are short.
+TEST_F(LabInstruments, TgJitterSpreadsTheRequestsOfARound) {
+  Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
+  ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
+  auto round = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::string out = lab_->tmpdir() + "/" + name + ".json";
+    std::vector<std::string> argv = {tg(), "incast", "--to", "10.203.0.1", "--conns", "8", "--bytes", "1000",
+                                     "--rounds", "3", "--warmup", "1", "--per-flow", "--cc", "cubic", "--json", out};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Process cli = lab_->spawn(b_, argv, name);
+    int st = cli.wait(std::chrono::seconds(30));
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
+    return read_json(out);
+  };
+  json plain = round("plain", {});
+  json jit = round("jitter", {"--jitter-us", "50000", "--seed", "3"});
+  ASSERT_EQ(jit["per_round"].size(), 3u);
+  for (auto& r : jit["per_round"]) {
+    EXPECT_GE(r["duration_us"].get<double>(), 20000) << r.dump();
+    for (auto& f : r["flows"]) EXPECT_LT(f["fct_us"].get<double>(), 20000) << f.dump();
+  }
+  for (auto& r : plain["per_round"]) EXPECT_LT(r["duration_us"].get<double>(), 20000) << r.dump();
+}
+
 // A wire of 3 ms each way between a and a third namespace c: every request-
 // response round of an open connection takes at least the 6 ms round trip
 // (and, on an idle machine, not much more), a 1 MB transfer arrives
