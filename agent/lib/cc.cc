@@ -291,6 +291,9 @@ nlohmann::json RegisteredCc::status() const {
       {"ecn_cuts", s.ecn_cuts},
       {"loss_events", s.loss_events},
       {"repairs", s.repairs},
+      {"last_repair",
+       {{"ssthresh", s.repair_ssthresh}, {"cwnd", s.repair_cwnd}, {"bound", s.repair_bound},
+        {"ca_state", s.repair_ca_state}}},
   };
   if (params_.kind == CcKind::Pulser) {
     j["cwnd_safe"] = params_.pulser_cwnd_safe;

@@ -190,6 +190,7 @@ static __always_inline void sl_dctcp_sanitize(struct sock *sk, struct sl_dctcp *
 	__u32 ref = sl_max_u32(sl_max_u32(ca->last_cwnd, tp->prior_cwnd), sl_max_u32(extra, known));
 	__u32 bound;
 	__u32 ssthresh = tp->snd_ssthresh;
+	__u32 cwnd = tp->snd_cwnd;
 	int repaired = 0;
 
 	ref = sl_max_u32(ref, 10);
@@ -205,8 +206,13 @@ static __always_inline void sl_dctcp_sanitize(struct sock *sk, struct sl_dctcp *
 		tp->snd_cwnd = ref;
 		repaired = 1;
 	}
-	if (repaired)
+	if (repaired) {
 		sl_cc_count(repairs);
+		sl_cc_stats.repair_ssthresh = ssthresh;
+		sl_cc_stats.repair_cwnd = cwnd;
+		sl_cc_stats.repair_bound = bound;
+		sl_cc_stats.repair_ca_state = sl_icsk(sk)->icsk_ca_state;
+	}
 	ca->last_cwnd = tp->snd_cwnd;
 }
 

@@ -62,6 +62,11 @@ struct sluice_cc_stats {
 	__u64 brakes_abandoned; /* Pulser: RTO while braking, no restore */
 	__u64 ein_acks;       /* Pulser: ACKs on which a new echo was seen */
 	__u64 repairs;        /* impossible ssthresh/cwnd jumps undone (README "A kernel anomaly") */
+	/* The latest repair: what was found (before it was undone). */
+	__u32 repair_ssthresh;  /* snd_ssthresh */
+	__u32 repair_cwnd;      /* snd_cwnd */
+	__u32 repair_bound;     /* the bound it crossed */
+	__u32 repair_ca_state;  /* icsk_ca_state */
 };
 
 /* ---- Switch: AQM marking state (one per port, array map of 1) ----------- */
@@ -117,7 +122,7 @@ static_assert(sizeof(sluice_aqm_backlog) == 24, "sluice_aqm_backlog ABI");
 static_assert(sizeof(sluice_ein_sk) == 56, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, ein_ns) == 8, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, restores) == 48, "sluice_ein_sk ABI");
-static_assert(sizeof(sluice_cc_stats) == 88, "sluice_cc_stats ABI");
+static_assert(sizeof(sluice_cc_stats) == 104, "sluice_cc_stats ABI");
 static_assert(offsetof(sluice_aqm_state, avg_gradient) == 24, "sluice_aqm_state ABI");
 static_assert(offsetof(sluice_aqm_state, ring) == 64, "sluice_aqm_state ABI");
 static_assert(sizeof(sluice_aqm_state) == 64 + 16 * SLUICE_AQM_RING, "sluice_aqm_state ABI");
