@@ -35,6 +35,18 @@ from ..core import TOP, Experiment, experiment
 from .. import util
 
 
+def finish_row(row: dict, m: "core.Measurement", extra: dict) -> dict:
+    """The bottleneck queue's mean and maximum (sluice-qmon), then the
+    faults' and the variant's fields, into a row of a pulser experiment."""
+    qmon = m.qmon
+    if qmon and qmon["ports"]:
+        row["queue_max_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
+        row["queue_mean_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
+    row.update(m.faults)
+    row.update(extra)
+    return row
+
+
 def _pct(xs: list, q: float):
     if not xs:
         return None
@@ -179,7 +191,7 @@ class PulserExp(Experiment):
         return m
 
     def row(self, load, rec, out, incast, m: "core.Measurement") -> dict:
-        qmon, extra = m.qmon, dict(m.extra)
+        extra = dict(m.extra)
         a = self.args
         short, long_tput, n_long = [], [], 0
         with open(rec) as f:
@@ -209,17 +221,12 @@ class PulserExp(Experiment):
             "rto_flows": tg["summary"]["rto_flows"],
             "achieved_load": round(tg["summary"]["achieved_load"], 4),
         }
-        if qmon and qmon["ports"]:
-            row["queue_max_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
-            row["queue_mean_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
         if incast:
             rms = [r["duration_us"] / 1e3 for r in incast.get("per_round", [])]
             row["incast_rounds"] = len(rms)
             row["incast_round_ms_p50"] = round(_pct(rms, 0.5), 2) if rms else None
             row["incast_round_ms_p99"] = round(_pct(rms, 0.99), 2) if rms else None
-        row.update(m.faults)
-        row.update(extra)
-        return row
+        return finish_row(row, m, extra)
 
     # -- presentation ----------------------------------------------------------
     def table(self, result) -> str:

@@ -35,7 +35,7 @@ import sluicelab
 from .. import core
 from ..core import Experiment, experiment
 from .. import util
-from .pulser import _pct
+from .pulser import PulserExp, _pct, finish_row
 
 
 @experiment
@@ -43,7 +43,7 @@ class PulserTestbedExp(Experiment):
     name = "pulser-testbed"
     help = "Pulser's testbed (pulser-ein §VI): a long flow and 15 jittered 100 KB bursts through a 50 Mbit/s port"
     default_variants = "dctcp,pulser"
-    build_targets = ["sluice-tg", "sluice-qmon", "sluice-fault", "sluice-wire", "sluiced", "sluicectl"]
+    build_targets = PulserExp.build_targets  # the same tools and agents
 
     @classmethod
     def add_args(cls, p):
@@ -121,7 +121,7 @@ class PulserTestbedExp(Experiment):
         with open(lout) as f:
             long_ = json.load(f)
         fcts = [fl["fct_us"] for r in bursts["per_round"] for fl in r.get("flows", [])]
-        qmon, extra = m.qmon, dict(m.extra)
+        extra = dict(m.extra)
         row = {
             "burst_fct_mean_us": round(statistics.mean(fcts), 1) if fcts else None,
             "burst_fct_p50_us": round(_pct(fcts, 0.5), 1) if fcts else None,
@@ -136,12 +136,7 @@ class PulserTestbedExp(Experiment):
             "burst_retrans_segs": bursts["summary"].get("retrans_segs"),
             "burst_rto_rounds": bursts["summary"].get("rto_rounds"),
         }
-        if qmon and qmon["ports"]:
-            row["queue_max_bytes"] = qmon["ports"][0]["max_backlog_bytes"]
-            row["queue_mean_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
-        row.update(m.faults)
-        row.update(extra)
-        return row
+        return finish_row(row, m, extra)
 
     # -- presentation ----------------------------------------------------------
     def table(self, result) -> str:
