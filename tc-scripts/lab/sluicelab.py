@@ -562,6 +562,14 @@ class Topology:
                 return self.lab.ns_name(w), self.lab.if_name(w + ("a" if port is a else "b"))
         return port.peer.ns, port.peer.ifname
 
+    def check_wires(self):
+        """Raises if a wire's process has ended: its link carries nothing
+        since, and what was measured over it is void."""
+        for p, w in self.wire_procs:
+            if p.poll() is not None:
+                raise LabError(f"sluice-wire of {self.lab.ns_name(w)} exited ({p.returncode}):\n"
+                               f"{self.lab.log_of(p)[-1000:]}")
+
     def wire_stats(self) -> list:
         """Counters of every wire (sluice-wire's JSON); stops the wires, so
         call it after the traffic."""

@@ -119,6 +119,7 @@ class PulserExp(Experiment):
         for load in self.loads:
             for v in variants:
                 r = self.point(ctx, topo, v, cdf, load)
+                topo.check_wires()
                 rows[v.name].append(r)
                 ctx.log(f"load {load:.0%} {v.name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
                         f"p99 {r['short_fct_p99_us']:.0f} us, long {r['long_throughput_mbps']} Mbit/s, "

@@ -78,6 +78,7 @@ class PulserTestbedExp(Experiment):
         rows = {}
         for v in variants:
             r = self.point(ctx, topo, v)
+            topo.check_wires()
             rows[v.name] = [r]
             ctx.log(f"{v.name:7s} bursts: FCT mean {r['burst_fct_mean_us']:.0f} us p99 {r['burst_fct_p99_us']:.0f} us, "
                     f"long flow {r['long_throughput_mbps']} Mbit/s, queue mean {r['queue_mean_bytes']} B, "
