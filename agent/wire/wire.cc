@@ -134,7 +134,6 @@ struct End {
 };
 
 struct Direction {
-  const char* name;
   End* in;
   End* out;
   std::deque<Frame> queue;
@@ -242,7 +241,7 @@ int main(int argc, char** argv) {
     // Timer slack would add up to 50 us to every wake-up.
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     End a(a_if), b(b_if);
-    Direction ab{"a->b", &a, &b}, ba{"b->a", &b, &a};
+    Direction ab{&a, &b}, ba{&b, &a};  // a_to_b, b_to_a in the JSON
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (tfd < 0) throw SysError("timerfd_create", errno);
 
