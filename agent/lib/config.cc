@@ -363,19 +363,20 @@ void parse_interface(const toml::table& t, const std::string& path, InterfaceCon
   }
   if (auto n = s.node("link_far_end")) {
     auto str = n->as_string();
-    std::string v = str ? str->get() : "";
-    auto c = v.rfind(':');
-    std::string ns = c == std::string::npos ? "" : v.substr(0, c);
-    std::string dev = c == std::string::npos ? v : v.substr(c + 1);
+    ic.link_far_end = str ? str->get() : "";
+    auto [ns, dev] = ic.far_end();
     auto bad_char = [](const std::string& x) { return x.find_first_of("/ \t\n:") != std::string::npos; };
+    const char* why = nullptr;
     if (!str)
-      s.problem("link_far_end", n, "expected a string \"NETNS:IFNAME\" or \"IFNAME\"");
+      why = "expected a string \"NETNS:IFNAME\" or \"IFNAME\"";
     else if (dev.empty() || dev.size() >= IF_NAMESIZE || bad_char(dev))
-      s.problem("link_far_end", n, "the interface name must be 1-15 characters without '/', ':' or spaces");
-    else if (c != std::string::npos && (ns.empty() || bad_char(ns) || ns == "." || ns == ".."))
-      s.problem("link_far_end", n, "the namespace must be a name from `ip netns list`");
-    else
-      ic.link_far_end = v;
+      why = "the interface name must be 1-15 characters without '/', ':' or spaces";
+    else if (ic.link_far_end.find(':') != std::string::npos && (ns.empty() || bad_char(ns) || ns == "." || ns == ".."))
+      why = "the namespace must be a name from `ip netns list`";
+    if (why) {
+      s.problem("link_far_end", n, why);
+      ic.link_far_end.clear();
+    }
   }
   s.finish();
 }

@@ -500,9 +500,9 @@ class Topology:
         lines = [f"link add {a.ifname} netns {a.ns} type veth peer name {b.ifname} netns {b.ns}"
                  for a, b in self.links if id(a) not in wired]
         for a, b, _, w in self.wires:
-            wns = lab.ns_name(w)
-            lines += [f"link add {a.ifname} netns {a.ns} type veth peer name {lab.if_name(w + 'a')} netns {wns}",
-                      f"link add {b.ifname} netns {b.ns} type veth peer name {lab.if_name(w + 'b')} netns {wns}"]
+            wns, (wa, wb) = lab.ns_name(w), self._wire_ends(w)
+            lines += [f"link add {a.ifname} netns {a.ns} type veth peer name {wa} netns {wns}",
+                      f"link add {b.ifname} netns {b.ns} type veth peer name {wb} netns {wns}"]
         lab.ip_batch(None, lines)
         for a, b, delay, w in self.wires:
             self._build_wire(a, b, delay, w)
@@ -535,11 +535,15 @@ class Topology:
             lab.tc_batch(node.ns, tc)
         return self
 
+    def _wire_ends(self, w: str) -> tuple:
+        """The wire's two interfaces: the peer of a link's port a, of port b."""
+        return self.lab.if_name(w + "a"), self.lab.if_name(w + "b")
+
     def _build_wire(self, a: Port, b: Port, delay_us: float, w: str):
         """The wire namespace of one delayed link: its two ends up, no IP
         stack of its own, and sluice-wire joining them."""
         lab, wns = self.lab, self.lab.ns_name(w)
-        ends = [lab.if_name(w + "a"), lab.if_name(w + "b")]
+        ends = self._wire_ends(w)
         lab.ip_batch(wns, ["link set lo up"] + [f"link set {e} up" for e in ends])
         lab.sysctl(wns, {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
         if self.mode == "mtu":
@@ -559,7 +563,7 @@ class Topology:
         peer port, or the wire's end when the link has a delay."""
         for a, b, _, w in self.wires:
             if port is a or port is b:
-                return self.lab.ns_name(w), self.lab.if_name(w + ("a" if port is a else "b"))
+                return self.lab.ns_name(w), self._wire_ends(w)[0 if port is a else 1]
         return port.peer.ns, port.peer.ifname
 
     def check_wires(self):
