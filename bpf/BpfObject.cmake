@@ -84,7 +84,9 @@ function(bpf_object name src)
             -I${SLUICE_BPF_GEN_DIR}/vmlinux
             -I${PROJECT_SOURCE_DIR}/include
             -I${PROJECT_SOURCE_DIR}/bpf
-            -MD -MF "${dep}"
+            # -MT: the depfile must name the rule's OUTPUT, not the .tmp
+            # clang writes, or make ignores it and header edits rebuild nothing.
+            -MD -MF "${dep}" -MT "${obj}"
             -c "${src_abs}" -o "${obj}.tmp"
     COMMAND ${SLUICE_LLVM_STRIP} -g "${obj}.tmp"
     COMMAND ${CMAKE_COMMAND} -E rename "${obj}.tmp" "${obj}"

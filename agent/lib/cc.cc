@@ -303,6 +303,7 @@ nlohmann::json RegisteredCc::status() const {
     j["brake_extends"] = s.brake_extends;
     j["restores"] = s.restores;
     j["brakes_abandoned"] = s.brakes_abandoned;
+    j["braked_tx_starts"] = s.braked_tx_starts;
   }
   return j;
 }

@@ -148,6 +148,8 @@ void BPF_PROG(sl_pulser_set_state_cb, struct sock *sk, __u8 new_state)
 SEC("struct_ops")
 void BPF_PROG(sl_pulser_cwnd_event_cb, struct sock *sk, enum tcp_ca_event ev)
 {
+	if (ev == CA_EVENT_TX_START && ca_of(sk)->b.braking)
+		sl_cc_count(braked_tx_starts);
 	sl_dctcp_cwnd_event(sk, &ca_of(sk)->d, ev);
 }
 

@@ -67,6 +67,7 @@ struct sluice_cc_stats {
 	__u32 repair_cwnd;      /* snd_cwnd */
 	__u32 repair_bound;     /* the bound it crossed */
 	__u32 repair_ca_state;  /* icsk_ca_state */
+	__u64 braked_tx_starts; /* Pulser: sending resumed from nothing in flight while braking */
 };
 
 /* ---- Switch: AQM marking state (one per port, array map of 1) ----------- */
@@ -122,7 +123,7 @@ static_assert(sizeof(sluice_aqm_backlog) == 24, "sluice_aqm_backlog ABI");
 static_assert(sizeof(sluice_ein_sk) == 56, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, ein_ns) == 8, "sluice_ein_sk ABI");
 static_assert(offsetof(sluice_ein_sk, restores) == 48, "sluice_ein_sk ABI");
-static_assert(sizeof(sluice_cc_stats) == 104, "sluice_cc_stats ABI");
+static_assert(sizeof(sluice_cc_stats) == 112, "sluice_cc_stats ABI");
 static_assert(offsetof(sluice_aqm_state, avg_gradient) == 24, "sluice_aqm_state ABI");
 static_assert(offsetof(sluice_aqm_state, ring) == 64, "sluice_aqm_state ABI");
 static_assert(sizeof(sluice_aqm_state) == 64 + 16 * SLUICE_AQM_RING, "sluice_aqm_state ABI");

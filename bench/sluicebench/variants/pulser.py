@@ -123,7 +123,8 @@ mechanisms = ["ein"]
                 status = self.agents.ctl(ctx, ag, "status")
                 for c in status.get("congestion_control", []):
                     for k in ("sockets", "alpha_updates", "ecn_cuts", "loss_events", "repairs", "brakes",
-                              "brake_extends", "restores", "brakes_abandoned", "ein_acks", "last_repair"):
+                              "brake_extends", "restores", "brakes_abandoned", "braked_tx_starts", "ein_acks",
+                              "last_repair"):
                         if k in c:
                             out[f"cc_{k}"] = c[k]
         return out
