@@ -417,6 +417,9 @@ void PulserTest::brake_and_restore(bool departure) {
   json c = cc_status(pulser_);
   EXPECT_GE(c.value("brakes", 0), 1) << c.dump();
   EXPECT_GE(c.value("restores", 0), 1) << c.dump();
+  // Resuming from idle while braked needs a brake first.
+  ASSERT_TRUE(c.contains("braked_tx_starts")) << c.dump();
+  EXPECT_LE(c.value("braked_tx_starts", 0), c.value("brakes", 0)) << c.dump();
   json aqm = module_stats("w", "aqm");
   EXPECT_GT(aqm.value("ein_marks", 0), 0) << aqm.dump();
   EXPECT_GE(aqm.value("incasts_detected", 0), 1) << aqm.dump();
