@@ -29,6 +29,16 @@ def rate(text: str) -> float:
     return v
 
 
+def tcp_sysctl(text: str) -> tuple:
+    """'net.ipv4.tcp_recovery=0' -> (key, value): a per-namespace TCP knob of
+    the lab's hosts (net.ipv4.tcp_*), an integer value."""
+    m = re.fullmatch(r"\s*(net\.ipv4\.tcp_[a-z0-9_]+)\s*=\s*(-?\d+)\s*", str(text))
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad sysctl '{text}' (net.ipv4.tcp_NAME=INTEGER, "
+                                         "e.g. net.ipv4.tcp_recovery=0)")
+    return m.group(1), int(m.group(2))
+
+
 def int_list(text: str) -> list:
     try:
         return [int(x) for x in str(text).split(",") if x.strip()]

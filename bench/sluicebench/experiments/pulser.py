@@ -88,6 +88,9 @@ class PulserExp(Experiment):
         p.add_argument("--initcwnd", type=int, default=0,
                        help="TCP initial window of the senders in segments (route attribute; 0 = the kernel's 10)")
         p.add_argument("--pool", type=int, default=2, help="connections opened per sender up front")
+        p.add_argument("--host-sysctl", type=util.tcp_sysctl, action="append", default=[], metavar="KEY=VAL",
+                       help="a TCP sysctl of every lab host's namespace (net.ipv4.tcp_*; repeatable), "
+                            "e.g. net.ipv4.tcp_recovery=0 for a diagnostic run")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
 
     def params(self) -> dict:
@@ -98,6 +101,7 @@ class PulserExp(Experiment):
                 "incast_gap_ms": a.incast_gap_ms, "hosts": a.hosts, "rate_mbit": a.rate, "buffer": a.buffer,
                 "mode": a.mode, "switch": a.switch, "delay_us": a.delay_us,
                 "initcwnd": a.initcwnd,
+                "host_sysctl": dict(a.host_sysctl),
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(),
                 "aqm_k_packets": getattr(a, "aqm_k", None),
                 "ein_samples": getattr(a, "aqm_ein_samples", None),
@@ -115,6 +119,11 @@ class PulserExp(Experiment):
                               wire=ctx.tool("sluice-wire") if a.delay_us > 0 else None)
         if a.initcwnd:
             topo.set_initcwnd(a.initcwnd, topo.senders)
+        if a.host_sysctl:
+            try:
+                topo.set_host_sysctl(dict(a.host_sysctl))
+            except OSError as e:
+                raise core.BenchError(f"--host-sysctl: {e}") from None
         rows = {v.name: [] for v in variants}
         for load in self.loads:
             for v in variants:
