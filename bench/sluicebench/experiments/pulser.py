@@ -13,6 +13,11 @@ Every variant runs at every load in the same invocation (loads outer,
 variants inner), on the same topology and the same seeded workload.
 
 One row per variant and load:
+With --fan-in-reference a last row per load, 'dctcp-one-conn', runs dctcp
+with each burst's bytes sent by one connection at the same times: the
+workload without the fan-in, so dctcp-one-conn/dctcp bounds what handling
+incast better can gain here.
+
   short_fct_p50_us, short_fct_p99_us   Poisson flows <= 32 KB (request to last byte)
   long_throughput_mbps                 mean over 1 MB flows of size / FCT
   queue_max_bytes, queue_mean_bytes    bottleneck root qdisc (sluice-qmon, exact)
@@ -33,6 +38,9 @@ import sluicelab
 from .. import core
 from ..core import TOP, Experiment, experiment
 from .. import util
+
+# Row name of --fan-in-reference.
+REF = "dctcp-one-conn"
 
 
 def finish_row(row: dict, m: "core.Measurement", extra: dict) -> dict:
@@ -91,6 +99,9 @@ class PulserExp(Experiment):
         p.add_argument("--host-sysctl", type=util.tcp_sysctl, action="append", default=[], metavar="KEY=VAL",
                        help="a TCP sysctl of every lab host's namespace (net.ipv4.tcp_*; repeatable), "
                             "e.g. net.ipv4.tcp_recovery=0 for a diagnostic run")
+        p.add_argument("--fan-in-reference", action="store_true",
+                       help="also run dctcp with each burst's bytes sent by one connection (same bytes, same "
+                            "times, no fan-in): row 'dctcp-one-conn', what the fan-in itself costs dctcp")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant and load")
 
     def params(self) -> dict:
@@ -107,11 +118,22 @@ class PulserExp(Experiment):
                 "ein_samples": getattr(a, "aqm_ein_samples", None),
                 "ein_threshold": getattr(a, "aqm_ein_threshold", None),
                 "cwnd_safe": getattr(a, "pulser_cwnd_safe", None),
-                "ein_mark": getattr(a, "ein_mark", None)}
+                "ein_mark": getattr(a, "ein_mark", None),
+                "fan_in_reference": a.fan_in_reference}
 
     def run(self, ctx, variants):
         a = self.args
         self.loads = [float(x) for x in a.loads.split(",") if x.strip()]
+        # The fan-in reference: the baseline with every burst's bytes from
+        # one connection at the same times. What separates it from the
+        # baseline's own row is the fan-in alone, so the ratio of the two is
+        # what the fan-in itself costs the baseline on this workload.
+        points = [(v, v.name, a.incast_degree, a.incast_bytes) for v in variants]
+        if a.fan_in_reference:
+            base = next((v for v in variants if v.name == "dctcp"), None)
+            if base is None or a.incast_degree < 2:
+                raise core.BenchError("--fan-in-reference needs the dctcp variant and --incast-degree >= 2")
+            points.append((base, REF, 1, a.incast_degree * a.incast_bytes))
         cdf = self.cdf_path()
         ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
         topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
@@ -124,13 +146,13 @@ class PulserExp(Experiment):
                 topo.set_host_sysctl(dict(a.host_sysctl))
             except OSError as e:
                 raise core.BenchError(f"--host-sysctl: {e}") from None
-        rows = {v.name: [] for v in variants}
+        rows = {name: [] for _, name, _, _ in points}
         for load in self.loads:
-            for v in variants:
-                r = self.point(ctx, topo, v, cdf, load)
+            for v, name, degree, nbytes in points:
+                r = self.point(ctx, topo, v, cdf, load, name, degree, nbytes)
                 topo.check_wires()
-                rows[v.name].append(r)
-                ctx.log(f"load {load:.0%} {v.name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
+                rows[name].append(r)
+                ctx.log(f"load {load:.0%} {name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
                         f"p99 {r['short_fct_p99_us']:.0f} us, long {r['long_throughput_mbps']} Mbit/s, "
                         f"queue mean {r['queue_mean_bytes']} max {r['queue_max_bytes']} B, "
                         f"CE {r['ce_marks']} EIN {r['ein_marks']}")
@@ -139,12 +161,12 @@ class PulserExp(Experiment):
             out["wires"] = topo.wire_stats()
         return out
 
-    def point(self, ctx, topo, v, cdf, load) -> dict:
+    def point(self, ctx, topo, v, cdf, load, name, degree, nbytes) -> dict:
         a = self.args
         senders, recv = topo.senders, topo.receivers[0]
         ctx.point = {"load": load, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        tag = f"{v.name}-{int(load * 100)}"
+        tag = f"{name}-{int(load * 100)}"
         out = os.path.join(ctx.tmp, f"pulser-flows-{tag}.json")
         rec = os.path.join(ctx.tmp, f"pulser-flows-{tag}.csv")
         iout = os.path.join(ctx.tmp, f"pulser-incast-{tag}.json")
@@ -152,15 +174,15 @@ class PulserExp(Experiment):
         # workload's mean size).
         mean = self._cdf_mean(cdf)
         est_s = a.flows * mean * 8 / (load * a.rate * 1e6)
-        burst_ms = a.incast_degree * a.incast_bytes * 8 / (a.rate * 1e3)
+        burst_ms = degree * nbytes * 8 / (a.rate * 1e3)
         rounds = max(3, int(est_s * 1000 / (a.incast_gap_ms + burst_ms * 2)))
         incast = None
         with core.Measurement(ctx, topo, v, tag) as m:
             m.start(senders, [topo.bottleneck])
             inc = None
-            if a.incast_degree > 0:
+            if degree > 0:
                 iargv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
-                         "--conns", str(a.incast_degree), "--bytes", str(a.incast_bytes),
+                         "--conns", str(degree), "--bytes", str(nbytes),
                          "--rounds", str(rounds), "--warmup", "0", "--gap-ms", str(a.incast_gap_ms),
                          "--link-mbps", str(a.rate), "--json", iout, "--timeout", str(a.timeout)]
                 if v.cc:
@@ -257,11 +279,13 @@ class PulserExp(Experiment):
                          f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
                          f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
                          f"{r.get('incast_round_ms_p50') or 0:>13.1f}")
-            if v == names[-1] and "dctcp" in names and "pulser" in names:
-                d, q = result["variants"]["dctcp"][i], result["variants"]["pulser"][i]
-                if d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
-                    lines.append(f"      pulser/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
-                                 f", long throughput x{q['long_throughput_mbps'] / d['long_throughput_mbps']:.2f}")
+            if v == names[-1] and "dctcp" in names:
+                d = result["variants"]["dctcp"][i]
+                for other in ("pulser", REF):
+                    q = result["variants"].get(other, [None] * (i + 1))[i]
+                    if q and d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
+                        lines.append(f"      {other}/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
+                                     f", long throughput x{q['long_throughput_mbps'] / d['long_throughput_mbps']:.2f}")
         return "\n".join(lines)
 
     def plot(self, result, path):
