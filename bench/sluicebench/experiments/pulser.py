@@ -12,12 +12,12 @@ the bandwidth-delay product can be like the paper's instead of one frame.
 Every variant runs at every load in the same invocation (loads outer,
 variants inner), on the same topology and the same seeded workload.
 
-One row per variant and load:
 With --fan-in-reference a last row per load, 'dctcp-one-conn', runs dctcp
 with each burst's bytes sent by one connection at the same times: the
-workload without the fan-in, so dctcp-one-conn/dctcp bounds what handling
-incast better can gain here.
+workload without the fan-in, so dctcp-one-conn/dctcp is what the fan-in
+itself costs the baseline here.
 
+One row per variant and load:
   short_fct_p50_us, short_fct_p99_us   Poisson flows <= 32 KB (request to last byte)
   long_throughput_mbps                 mean over 1 MB flows of size / FCT
   queue_max_bytes, queue_mean_bytes    bottleneck root qdisc (sluice-qmon, exact)
