@@ -6,6 +6,8 @@
 //  2. Agent capacity: held ACKs per second through the whole agent path on
 //     one core (ring buffer -> MLFQ -> checksum completion -> AF_PACKET send
 //     on a veth in a private namespace).
+//  2b. Engine::release() per call with 1 and with 256 flows holding ACKs,
+//     none of which fits or is due (the agent's cost per event in an incast).
 //  3. Added delay: one ACK at a time, time from the BPF divert
 //     (bpf_ktime_get_ns in the event) to the end of its re-injection, through
 //     an epoll wake-up as in sluiced.
@@ -111,6 +113,47 @@ struct BenchDatapath : pac::Datapath {
   void write_ctl(const sluice_pac_flow_key&, const sluice_pac_flow_ctl&) override {}
   void set_wake(uint64_t, uint64_t, uint64_t) override {}
 };
+
+// A datapath where nothing fits: release() finds nothing to send and only
+// checks what it must (the max_hold bound), which is what it does on most
+// calls while ACKs are held.
+struct FullDatapath : pac::Datapath {
+  int64_t in_flight() override { return int64_t(1) << 40; }
+  uint64_t threshold() override { return 0; }
+  bool send(const sluice_pac_flow_key&, const pac::HeldAck&) override { return false; }
+  void write_ctl(const sluice_pac_flow_key&, const sluice_pac_flow_ctl&) override {}
+  void set_wake(uint64_t, uint64_t, uint64_t) override {}
+};
+
+// ns per Engine::release() call with `flows` flows holding 4 ACKs each,
+// none due: the agent's cost per event while an incast's ACKs wait.
+double release_ns(int flows) {
+  FullDatapath dp;
+  pac::Engine e(pac::Params{}, dp);
+  uint64_t t = 1'000'000;
+  for (int f = 0; f < flows; ++f)
+    for (uint32_t i = 1; i <= 4; ++i) {
+      sluice_pac_event ev{};
+      ev.type = SLUICE_PAC_EV_HELD;
+      ev.key.family = 4;
+      ev.key.rport = uint16_t(10000 + f);
+      ev.key.lport = 5201;
+      ev.ack = i * 1448;
+      ev.bytes_rcvd = i * 1448;
+      ev.last_ack = (i - 1) * 1448;
+      ev.ack_valid = 1;
+      ev.mss = 1448;
+      ev.frame_len = 66;
+      e.on_event(ev, t);
+    }
+  const int calls = 200000;
+  size_t sent = 0;
+  uint64_t t0 = monotonic_ns();
+  for (int i = 0; i < calls; ++i) sent += e.release(t + 1000 + uint64_t(i));
+  uint64_t dt = monotonic_ns() - t0;
+  if (sent || e.held() != size_t(4 * flows)) throw Error("engine bench: an ACK left while nothing fit");
+  return double(dt) / calls;
+}
 
 struct Collector {
   pac::Engine* engine;
@@ -221,6 +264,21 @@ int main(int argc, char** argv) {
     fp["fail_open_acks_during_bench"] =
         read_reason_counters(bpf_map__fd(skel->maps.sl_counters))[SLUICE_R_PAC_FAIL_OPEN].packets;
     out["bpf_fast_path"] = fp;
+    {
+      // Interleaved rounds, median, so both sizes see the same machine.
+      std::vector<double> one, many;
+      for (int r = 0; r < 5; ++r) {
+        one.push_back(release_ns(1));
+        many.push_back(release_ns(256));
+      }
+      std::sort(one.begin(), one.end());
+      std::sort(many.begin(), many.end());
+      nlohmann::json er;
+      er["ns_per_call_1_flow"] = one[2];
+      er["ns_per_call_256_flows"] = many[2];
+      er["ratio_256_to_1"] = many[2] / one[2];
+      out["engine_release"] = er;
+    }
     // Start the agent part from a fresh flow (the runs above re-injected far
     // more ACKs than they diverted).
     {

@@ -159,6 +159,7 @@ size_t Engine::drop_before(Flow& f, uint32_t ack) {
     held_per_level_[f.level] -= n;
     f.dropped += n;
     if (f.q.empty()) unlink_flow(f);
+    note_head(f);
   }
   return n;
 }
@@ -246,6 +247,7 @@ void Engine::on_event(const sluice_pac_event& ev, uint64_t now_ns) {
   ++held_;
   ++held_per_level_[f.level];
   enqueue_flow(f);
+  note_head(f);
 }
 
 Engine::Flow* Engine::head_flow() {
@@ -286,6 +288,7 @@ void Engine::send_head(Flow& f, uint64_t now_ns, ReleaseWhy why) {
   f.q.pop_front();
   --held_;
   --held_per_level_[f.level];
+  note_head(f);
   // Round robin within the level: the flow goes to the back.
   unlink_flow(f);
   if (f.q.empty()) {
@@ -325,23 +328,25 @@ size_t Engine::release(uint64_t now_ns) {
     send_head(*f, now_ns, ReleaseWhy::QueueFull);
     ++sent;
   }
-  if (held_ && p_.max_hold_ns) {
-    for (auto& l : rr_) {
-      // Copy: send_head reorders the list.
-      std::vector<sluice_pac_flow_key> keys(l.begin(), l.end());
-      for (const auto& k : keys) {
+  // Every flow is scanned only once a head may have passed its deadline;
+  // before that the check is one comparison per call.
+  if (held_ && p_.max_hold_ns && now_ns > next_hold_deadline_) {
+    // The flows due first (send_head reorders the lists), in MLFQ and
+    // round-robin order; then their heads go while they are past due.
+    std::vector<Flow*> due;
+    for (const auto& l : rr_)
+      for (const auto& k : l) {
         Flow& f = flows_.at(k);
-        // A held request waits for its turn longer than an ACK: releasing
-        // it early sets a whole response going at once. (Its sender's TCP
-        // believes it sent; past its RTO it resends, and the duplicate is
-        // harmless to the peer.)
-        auto limit = [&](const HeldAck& a) { return a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns; };
-        while (!f.q.empty() && now_ns > f.q.front().enq_ns && now_ns - f.q.front().enq_ns > limit(f.q.front())) {
-          send_head(f, now_ns, ReleaseWhy::MaxHold);
-          ++sent;
-        }
+        if (now_ns > hold_deadline(f.q.front())) due.push_back(&f);
       }
-    }
+    for (Flow* f : due)
+      while (!f->q.empty() && now_ns > hold_deadline(f->q.front())) {
+        send_head(*f, now_ns, ReleaseWhy::MaxHold);
+        ++sent;
+      }
+    next_hold_deadline_ = ~uint64_t(0);
+    for (const auto& l : rr_)
+      for (const auto& k : l) note_head(flows_.at(k));
   }
   // Algorithm 1 lines 9-14. With requests_yield a held ACK goes before
   // any held request, whether the request fits or not: a request that took
@@ -355,6 +360,18 @@ size_t Engine::release(uint64_t now_ns) {
   }
   update_wake();
   return sent;
+}
+
+// A held request waits for its turn longer than an ACK: releasing it early
+// sets a whole response going at once. (Its sender's TCP believes it sent;
+// past its RTO it resends, and the duplicate is harmless to the peer.)
+uint64_t Engine::hold_deadline(const HeldAck& a) const {
+  uint64_t limit = a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns;
+  return a.enq_ns > ~uint64_t(0) - limit ? ~uint64_t(0) : a.enq_ns + limit;
+}
+
+void Engine::note_head(const Flow& f) {
+  if (!f.q.empty()) next_hold_deadline_ = std::min(next_hold_deadline_, hold_deadline(f.q.front()));
 }
 
 size_t Engine::flush(uint64_t now_ns) {

@@ -214,6 +214,10 @@ class Engine {
   static constexpr uint64_t kNoAck = ~uint64_t(0);
   uint64_t ack_trigger() const;
   void update_wake();
+  // max_hold: when the ACK at the head of f must leave, and the bound
+  // release() checks before scanning every flow for that.
+  uint64_t hold_deadline(const HeldAck& a) const;
+  void note_head(const Flow& f);
 
   Params p_;
   Datapath& dp_;
@@ -221,6 +225,9 @@ class Engine {
   std::vector<std::list<sluice_pac_flow_key>> rr_;  // per level: flows with ACKs, RR order
   std::vector<size_t> held_per_level_;
   size_t held_ = 0;
+  // No flow's head ACK passes max_hold before this (a lower bound: lowered
+  // whenever a flow gets a new head, recomputed only by a scan).
+  uint64_t next_hold_deadline_ = 0;
   EngineStats st_;
 };
 
