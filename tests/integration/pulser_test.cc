@@ -388,24 +388,31 @@ void PulserTest::brake_and_restore(bool departure) {
   // window with it: a restore through ssthresh in CWR (TCP never raises
   // ssthresh after an ECN reduction; CWR has no undo).
   const double max_gap = pre / 2 * 120e-6;
+  // The control saves the window in use when the first echo arrives, a few
+  // ms after the last sample above; the data in flight may have moved by a
+  // segment or two meanwhile (a CI run saw 76 here and 75 saved). A
+  // restore therefore reaches at least 90% of `pre`; a regrowth still
+  // fails the step condition.
+  const uint32_t want = pre - pre / 10;
   uint32_t back = 0;
   double t_back = -1;
   for (size_t i = 1; i < tr.size(); ++i) {
     const auto &a = tr[i - 1], &b = tr[i];
     if (a.t < t_braked || a.cwnd >= kSane || b.cwnd >= kSane) continue;
-    bool step = b.t - a.t <= max_gap || (a.ssthresh <= 4 && b.ssthresh >= pre);
+    bool step = b.t - a.t <= max_gap || (a.ssthresh <= 4 && b.ssthresh >= want);
     // Not the brake itself: an ECE while braking lifts cwnd to the data in
     // flight so PRR reduces from there to cwnd_safe (ssthresh stays at
     // cwnd_safe in CWR). A restore leaves the flow in Open or puts the saved
     // window into ssthresh.
-    bool restored = b.ca_state == 0 || b.ssthresh >= pre;
-    if (step && restored && a.cwnd <= pre / 2 && b.cwnd >= pre) {
+    bool restored = b.ca_state == 0 || b.ssthresh >= want;
+    if (step && restored && a.cwnd <= pre / 2 && b.cwnd >= want) {
       back = b.cwnd;
       t_back = b.t;
       break;
     }
   }
-  EXPECT_GE(t_back, 0) << "cwnd did not step back to the window in use before the incast, " << pre << "; " << where;
+  EXPECT_GE(t_back, 0) << "cwnd did not step back to the window in use before the incast, " << pre << " (at least "
+                        << want << "); " << where;
   std::printf("pre-incast window in use %u, braked to 4 at +%.1f ms, restored to %u at +%.1f ms; incast of 16 x 20 KB "
               "took %.1f ms\n",
               pre, (t_braked - t_incast) * 1000, back, (t_back - t_incast) * 1000, took * 1000);
