@@ -373,67 +373,62 @@ TEST(PacEngine, NothingIsHeldLongerThanMaxHold) {
   EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{1000, 2000}));
 }
 
-TEST(PacEngine, HeldRequestsWaitLongerThanAcks) {
+// max_hold of 1 ms for ACKs and 5 ms for requests; flow 1 holds a request
+// (its trigger is the response it sets going) from t = 0; nothing fits.
+struct HeldRequest {
   FakeDatapath dp;
-  dp.inflight = 1 << 30;
-  Params p;
-  p.max_hold_ns = 1'000'000;
-  p.max_hold_request_ns = 5'000'000;
-  Engine e(p, dp);
-  auto req = held(1, 1000, 1000, 1000);
-  req.req_bytes = 65536;  // a request: its trigger is the response it sets going
-  e.on_event(req, 0);
-  EXPECT_EQ(e.head_trigger(), 65536u);
-  EXPECT_EQ(e.release(2'000'000), 0u) << "an ACK would have gone by now, a request waits";
-  EXPECT_EQ(e.release(5'000'001), 1u);
-  EXPECT_EQ(e.stats().released_max_hold, 1u);
+  Engine e;
+  static Params params() {
+    Params p;
+    p.max_hold_ns = 1'000'000;
+    p.max_hold_request_ns = 5'000'000;
+    return p;
+  }
+  HeldRequest() : e(params(), dp) {
+    dp.inflight = 1 << 30;
+    auto req = held(1, 1000, 1000, 1000);
+    req.req_bytes = 65536;
+    e.on_event(req, 0);
+  }
+};
+
+TEST(PacEngine, HeldRequestsWaitLongerThanAcks) {
+  HeldRequest c;
+  EXPECT_EQ(c.e.head_trigger(), 65536u);
+  EXPECT_EQ(c.e.release(2'000'000), 0u) << "an ACK would have gone by now, a request waits";
+  EXPECT_EQ(c.e.release(5'000'001), 1u);
+  EXPECT_EQ(c.e.stats().released_max_hold, 1u);
 }
 
 // release() scans the flows for max_hold only once a head may be due; a
 // head that appears after a scan (a new flow's ACK, an ACK uncovered behind
 // a superseded request) must still leave on time.
 TEST(PacEngine, AHeadArrivingAfterAScanStillLeavesAtMaxHold) {
-  FakeDatapath dp;
-  dp.inflight = 1 << 30;
-  Params p;
-  p.max_hold_ns = 1'000'000;
-  p.max_hold_request_ns = 5'000'000;
-  Engine e(p, dp);
-  auto req = held(1, 1000, 1000, 1000);
-  req.req_bytes = 65536;
-  e.on_event(req, 0);
-  EXPECT_EQ(e.release(500'000), 0u);  // scanned: the next head is due at 5 ms
-  e.on_event(held(2, 2000, 2000, 1000), 1'000'000);  // an ACK, due at 2 ms
-  EXPECT_EQ(e.release(1'999'999), 0u);
-  EXPECT_EQ(e.release(2'000'001), 1u);
-  EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{2000}));
-  EXPECT_EQ(e.release(5'000'001), 1u);
-  EXPECT_EQ(e.stats().released_max_hold, 2u);
+  HeldRequest c;
+  EXPECT_EQ(c.e.release(500'000), 0u);                 // scanned: the next head is due at 5 ms
+  c.e.on_event(held(2, 2000, 2000, 1000), 1'000'000);  // an ACK, due at 2 ms
+  EXPECT_EQ(c.e.release(1'999'999), 0u);
+  EXPECT_EQ(c.e.release(2'000'001), 1u);
+  EXPECT_EQ(acks_of(c.dp.sent), (std::vector<uint32_t>{2000}));
+  EXPECT_EQ(c.e.release(5'000'001), 1u);
+  EXPECT_EQ(c.e.stats().released_max_hold, 2u);
 }
 
 TEST(PacEngine, AnAckUncoveredBehindASupersededRequestLeavesAtMaxHold) {
-  FakeDatapath dp;
-  dp.inflight = 1 << 30;
-  Params p;
-  p.max_hold_ns = 1'000'000;
-  p.max_hold_request_ns = 5'000'000;
-  Engine e(p, dp);
-  auto req = held(1, 1000, 1000, 1000);
-  req.req_bytes = 65536;
-  e.on_event(req, 0);
-  e.on_event(held(1, 3000, 3000, 1000), 100'000);  // behind the request, due at 1.1 ms
-  EXPECT_EQ(e.release(500'000), 0u);                // scanned: the head (the request) is due at 5 ms
+  HeldRequest c;
+  c.e.on_event(held(1, 3000, 3000, 1000), 100'000);  // behind the request, due at 1.1 ms
+  EXPECT_EQ(c.e.release(500'000), 0u);                // scanned: the head (the request) is due at 5 ms
   sluice_pac_event seg{};
   seg.type = SLUICE_PAC_EV_SEGMENT;
   seg.key = key(1);
   seg.ack = 2000;  // our own segment carried ACK 2000: the request is superseded
   seg.tcp_flags = 0x10;
-  e.on_event(seg, 600'000);
-  EXPECT_EQ(e.stats().dropped_superseded, 1u);
-  EXPECT_EQ(e.release(1'099'999), 0u);
-  EXPECT_EQ(e.release(1'100'001), 1u);
-  EXPECT_EQ(acks_of(dp.sent), (std::vector<uint32_t>{3000}));
-  EXPECT_EQ(e.stats().released_max_hold, 1u);
+  c.e.on_event(seg, 600'000);
+  EXPECT_EQ(c.e.stats().dropped_superseded, 1u);
+  EXPECT_EQ(c.e.release(1'099'999), 0u);
+  EXPECT_EQ(c.e.release(1'100'001), 1u);
+  EXPECT_EQ(acks_of(c.dp.sent), (std::vector<uint32_t>{3000}));
+  EXPECT_EQ(c.e.stats().released_max_hold, 1u);
 }
 
 TEST(PacEngine, HeldAcksGoBeforeARequestThatFitsAndTheKernelIsToldTheirRoom) {
