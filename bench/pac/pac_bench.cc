@@ -127,12 +127,16 @@ struct FullDatapath : pac::Datapath {
 
 // ns per Engine::release() call with `flows` flows holding 4 ACKs each,
 // none due: the agent's cost per event while an incast's ACKs wait.
-double release_ns(int flows) {
+// requests: every flow holds one request instead, with requests_yield (the
+// pac-req variant's setting) looking for an ACK to go first.
+double release_ns(int flows, bool requests = false) {
   FullDatapath dp;
-  pac::Engine e(pac::Params{}, dp);
+  pac::Params prm;
+  prm.requests_yield = requests;
+  pac::Engine e(prm, dp);
   uint64_t t = 1'000'000;
   for (int f = 0; f < flows; ++f)
-    for (uint32_t i = 1; i <= 4; ++i) {
+    for (uint32_t i = 1; i <= (requests ? 1u : 4u); ++i) {
       sluice_pac_event ev{};
       ev.type = SLUICE_PAC_EV_HELD;
       ev.key.family = 4;
@@ -144,6 +148,7 @@ double release_ns(int flows) {
       ev.ack_valid = 1;
       ev.mss = 1448;
       ev.frame_len = 66;
+      if (requests) ev.req_bytes = 65536;
       e.on_event(ev, t);
     }
   const int calls = 200000;
@@ -151,7 +156,7 @@ double release_ns(int flows) {
   uint64_t t0 = monotonic_ns();
   for (int i = 0; i < calls; ++i) sent += e.release(t + 1000 + uint64_t(i));
   uint64_t dt = monotonic_ns() - t0;
-  if (sent || e.held() != size_t(4 * flows)) throw Error("engine bench: an ACK left while nothing fit");
+  if (sent || e.held() != size_t((requests ? 1 : 4) * flows)) throw Error("engine bench: an ACK left while nothing fit");
   return double(dt) / calls;
 }
 
@@ -266,17 +271,21 @@ int main(int argc, char** argv) {
     out["bpf_fast_path"] = fp;
     {
       // Interleaved rounds, median, so both sizes see the same machine.
-      std::vector<double> one, many;
+      std::vector<double> one, many, one_req, many_req;
       for (int r = 0; r < 5; ++r) {
         one.push_back(release_ns(1));
         many.push_back(release_ns(256));
+        one_req.push_back(release_ns(1, true));
+        many_req.push_back(release_ns(256, true));
       }
-      std::sort(one.begin(), one.end());
-      std::sort(many.begin(), many.end());
+      for (auto* v : {&one, &many, &one_req, &many_req}) std::sort(v->begin(), v->end());
       nlohmann::json er;
       er["ns_per_call_1_flow"] = one[2];
       er["ns_per_call_256_flows"] = many[2];
       er["ratio_256_to_1"] = many[2] / one[2];
+      er["requests_ns_per_call_1_flow"] = one_req[2];
+      er["requests_ns_per_call_256_flows"] = many_req[2];
+      er["requests_ratio_256_to_1"] = many_req[2] / one_req[2];
       out["engine_release"] = er;
     }
     // Start the agent part from a fresh flow (the runs above re-injected far

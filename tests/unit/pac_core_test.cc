@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "lib/config.h"
 #include "lib/pac/pac_core.h"
@@ -209,6 +210,39 @@ std::vector<uint32_t> acks_of(const std::vector<std::pair<sluice_pac_flow_key, u
   for (const auto& [k, a] : v) out.push_back(a);
   return out;
 }
+
+// A segment of ours that the program let pass (not held), carrying ACK
+// `ack`: it supersedes the flow's held ACKs before it; 0x04 is a reset.
+sluice_pac_event own_segment(uint16_t rport, uint32_t ack, uint8_t tcp_flags = 0x10) {
+  sluice_pac_event ev{};
+  ev.type = SLUICE_PAC_EV_SEGMENT;
+  ev.key = key(rport);
+  ev.ack = ack;
+  ev.tcp_flags = tcp_flags;
+  return ev;
+}
+
+// requests_yield (the pac-req setting), a threshold of 10 MSS with
+// `inflight` in flight.
+struct Yielding {
+  FakeDatapath dp;
+  Engine e;
+  static Params params() {
+    Params p;
+    p.requests_yield = true;
+    return p;
+  }
+  explicit Yielding(int64_t inflight) : e(params(), dp) {
+    dp.inflight = inflight;
+    dp.thr = 10 * kMss;
+  }
+  // Flow `rport` holds a request whose response is `bytes`.
+  void hold_request(uint16_t rport, uint64_t bytes) {
+    auto req = held(rport, 1000, 1000, 1000);
+    req.req_bytes = bytes;
+    e.on_event(req, 0);
+  }
+};
 
 TEST(PacEngine, MlfqStrictPriorityAcrossLevelsRoundRobinWithin) {
   FakeDatapath dp;
@@ -418,12 +452,7 @@ TEST(PacEngine, AnAckUncoveredBehindASupersededRequestLeavesAtMaxHold) {
   HeldRequest c;
   c.e.on_event(held(1, 3000, 3000, 1000), 100'000);  // behind the request, due at 1.1 ms
   EXPECT_EQ(c.e.release(500'000), 0u);                // scanned: the head (the request) is due at 5 ms
-  sluice_pac_event seg{};
-  seg.type = SLUICE_PAC_EV_SEGMENT;
-  seg.key = key(1);
-  seg.ack = 2000;  // our own segment carried ACK 2000: the request is superseded
-  seg.tcp_flags = 0x10;
-  c.e.on_event(seg, 600'000);
+  c.e.on_event(own_segment(1, 2000), 600'000);  // the request is superseded
   EXPECT_EQ(c.e.stats().dropped_superseded, 1u);
   EXPECT_EQ(c.e.release(1'099'999), 0u);
   EXPECT_EQ(c.e.release(1'100'001), 1u);
@@ -455,6 +484,94 @@ TEST(PacEngine, HeldAcksGoBeforeARequestThatFitsAndTheKernelIsToldTheirRoom) {
   EXPECT_EQ(dp.sent[0].first.rport, 2);
   EXPECT_EQ(dp.ack_room, 0u);
   EXPECT_EQ(e.head_trigger(), 4 * kMss) << "then the request";
+}
+
+// requests_yield finds the first ACK head through per-level counts of ACK
+// heads; they must follow every way a head appears or goes.
+// Random holds, requests, supersessions, stale ACKs, resets, map scans,
+// forgets and releases against Engine::check(): the bookkeeping release()
+// trusts (max_hold bound, ACK heads per level, list places) stays exact.
+TEST(PacEngine, BookkeepingSurvivesARandomWorkload) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](uint32_t n) { return uint32_t(rng() % n); };
+    FakeDatapath dp;
+    dp.thr = 20 * kMss;
+    Params p;
+    p.requests_yield = seed % 2 == 0;
+    p.max_hold_ns = 1'000'000;
+    p.max_hold_request_ns = 3'000'000;
+    Engine e(p, dp);
+    std::map<uint16_t, uint32_t> ack, retrans;
+    uint64_t now = 0;
+    for (int step = 0; step < 2000; ++step) {
+      uint16_t f = uint16_t(1 + pick(12));
+      uint32_t& a = ack.try_emplace(f, 1000).first->second;
+      switch (pick(10)) {
+        case 0: case 1: case 2: case 3: {  // a held ACK or request
+          a += kMss * (1 + pick(3));
+          auto ev = held(f, a, pick(2) ? 1000 : 500000, a - kMss, 0, retrans[f]);
+          if (pick(8) == 0) ev.req_bytes = 4 * kMss;
+          e.on_event(ev, now);
+          break;
+        }
+        case 4: {  // our own segment supersedes some of it
+          e.on_event(own_segment(f, a - kMss * pick(3), pick(20) ? 0x10 : 0x04), now);  // now and then a reset
+          break;
+        }
+        case 5: {  // a stale ACK after a retransmission
+          auto ev = held(f, a - kMss, 1000, a - 2 * kMss, 0, ++retrans[f]);
+          e.on_event(ev, now);
+          break;
+        }
+        case 6:
+          e.on_flow_sample(key(f), pick(10) * kMss, pick(10) * kMss, pick(4) == 0);
+          if (pick(3) == 0) e.forget(key(f));
+          break;
+        default:
+          dp.inflight = int64_t(pick(24)) * kMss;
+          now += pick(1'500'000);
+          e.release(now);
+          if (pick(200) == 0) e.flush(now);
+      }
+      ASSERT_EQ(e.check(), "") << "seed " << seed << ", step " << step;
+    }
+  }
+}
+
+TEST(PacEngine, TheKernelKeepsRoomForAnAckHeadBehindRequestsAndLevels) {
+  Yielding c(10 * kMss);  // nothing fits
+  for (uint16_t f = 1; f <= 3; ++f) c.hold_request(f, 4 * kMss);
+  c.e.on_event(held(4, 5000 + 2 * kMss, 500000, 5000), 0);  // level 1: a flow far along
+  EXPECT_EQ(c.e.held_at_level(1), 1u);
+  EXPECT_EQ(c.e.release(0), 0u);
+  EXPECT_EQ(c.dp.ack_room, 2 * kMss) << "the ACK at level 1, behind three requests at level 0";
+  c.e.on_event(own_segment(4, 5000 + 3 * kMss), 0);  // our own segment acknowledged past it
+  EXPECT_EQ(c.e.release(0), 0u);
+  EXPECT_EQ(c.dp.ack_room, 0u) << "that ACK is gone: only requests are held";
+}
+
+TEST(PacEngine, AFlowFirstSeenInAMapScanThenHoldsLikeAnyOther) {
+  Yielding c(10 * kMss);
+  c.e.on_flow_sample(key(1), 4 * kMss, 4 * kMss, false);  // the agent's first sight of any flow
+  c.e.on_event(held(1, 5000 + 2 * kMss, 1000, 5000), 0);
+  EXPECT_EQ(c.e.release(0), 0u);
+  EXPECT_EQ(c.dp.ack_room, 2 * kMss);
+  c.dp.inflight = 0;
+  EXPECT_EQ(c.e.release(1), 1u);
+  EXPECT_EQ(c.e.held(), 0u);
+}
+
+TEST(PacEngine, AnAckUncoveredBehindASupersededRequestGetsTheKernelsRoom) {
+  Yielding c(10 * kMss);
+  c.hold_request(1, 4 * kMss);
+  c.e.on_event(held(1, 3000 + 2 * kMss, 1000, 1000), 0);  // behind the request
+  EXPECT_EQ(c.e.release(0), 0u);
+  EXPECT_EQ(c.dp.ack_room, 0u) << "the flow's head is a request";
+  c.e.on_event(own_segment(1, 2000), 0);  // the request is superseded, the ACK becomes the head
+  EXPECT_EQ(c.e.release(0), 0u);
+  EXPECT_GT(c.dp.ack_room, 0u) << "the uncovered ACK's trigger is kept free";
+  EXPECT_EQ(c.e.head_trigger(), c.dp.ack_room);
 }
 
 TEST(PacEngine, UnderACappedWindowARequestThatDoesNotFitYieldsToAcksThatDo) {

@@ -91,6 +91,7 @@ Engine::Flow& Engine::flow(const sluice_pac_flow_key& k) {
   if (rr_.empty()) {
     rr_.resize(levels());
     held_per_level_.assign(levels(), 0);
+    ack_heads_.assign(levels(), 0);
   }
   auto [it, inserted] = flows_.try_emplace(k);
   if (inserted) it->second.key = k;
@@ -112,20 +113,16 @@ uint32_t Engine::trigger(const Flow& f, const HeldAck& a) const {
 
 void Engine::enqueue_flow(Flow& f) {
   if (f.queued || f.q.empty()) return;
-  rr_[f.level].push_back(f.key);
+  f.rr_pos = rr_[f.level].insert(rr_[f.level].end(), f.key);
   f.queued = true;
+  head_changed(f);
 }
 
 void Engine::unlink_flow(Flow& f) {
   if (!f.queued) return;
-  auto& l = rr_[f.level];
-  FlowKeyEq eq;
-  for (auto it = l.begin(); it != l.end(); ++it)
-    if (eq(*it, f.key)) {
-      l.erase(it);
-      break;
-    }
+  rr_[f.level].erase(f.rr_pos);
   f.queued = false;
+  head_changed(f);
 }
 
 void Engine::set_level(Flow& f, size_t level) {
@@ -159,7 +156,7 @@ size_t Engine::drop_before(Flow& f, uint32_t ack) {
     held_per_level_[f.level] -= n;
     f.dropped += n;
     if (f.q.empty()) unlink_flow(f);
-    note_head(f);
+    head_changed(f);
   }
   return n;
 }
@@ -247,7 +244,6 @@ void Engine::on_event(const sluice_pac_event& ev, uint64_t now_ns) {
   ++held_;
   ++held_per_level_[f.level];
   enqueue_flow(f);
-  note_head(f);
 }
 
 Engine::Flow* Engine::head_flow() {
@@ -257,12 +253,16 @@ Engine::Flow* Engine::head_flow() {
 }
 
 // With requests_yield: the first flow, in MLFQ order, whose head is an ACK.
+// Levels without an ACK head are skipped; within a level the search stops
+// at the first one (flows holding only requests are the ones passed over).
 const Engine::Flow* Engine::first_ack_flow() const {
-  for (const auto& l : rr_)
-    for (const auto& k : l) {
+  for (size_t lv = 0; lv < rr_.size(); ++lv) {
+    if (!ack_heads_[lv]) continue;
+    for (const auto& k : rr_[lv]) {
       const Flow& f = flows_.at(k);
       if (!f.q.front().req_bytes) return &f;
     }
+  }
   return nullptr;
 }
 
@@ -288,7 +288,6 @@ void Engine::send_head(Flow& f, uint64_t now_ns, ReleaseWhy why) {
   f.q.pop_front();
   --held_;
   --held_per_level_[f.level];
-  note_head(f);
   // Round robin within the level: the flow goes to the back.
   unlink_flow(f);
   if (f.q.empty()) {
@@ -346,7 +345,7 @@ size_t Engine::release(uint64_t now_ns) {
       }
     next_hold_deadline_ = ~uint64_t(0);
     for (const auto& l : rr_)
-      for (const auto& k : l) note_head(flows_.at(k));
+      for (const auto& k : l) head_changed(flows_.at(k));
   }
   // Algorithm 1 lines 9-14. With requests_yield a held ACK goes before
   // any held request, whether the request fits or not: a request that took
@@ -370,8 +369,13 @@ uint64_t Engine::hold_deadline(const HeldAck& a) const {
   return a.enq_ns > ~uint64_t(0) - limit ? ~uint64_t(0) : a.enq_ns + limit;
 }
 
-void Engine::note_head(const Flow& f) {
+void Engine::head_changed(Flow& f) {
   if (!f.q.empty()) next_hold_deadline_ = std::min(next_hold_deadline_, hold_deadline(f.q.front()));
+  bool ack_head = f.queued && !f.q.empty() && !f.q.front().req_bytes;
+  if (ack_head != f.ack_head) {
+    ack_head ? ++ack_heads_[f.level] : --ack_heads_[f.level];
+    f.ack_head = ack_head;
+  }
 }
 
 size_t Engine::flush(uint64_t now_ns) {
@@ -396,16 +400,7 @@ void Engine::update_wake() {
 }
 
 void Engine::on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen) {
-  auto it = flows_.find(key);
-  if (it == flows_.end()) {
-    it = flows_.try_emplace(key).first;
-    it->second.key = key;
-    if (rr_.empty()) {
-      rr_.resize(levels());
-      held_per_level_.assign(levels(), 0);
-    }
-  }
-  Flow& f = it->second;
+  Flow& f = flow(key);
   bool changed = false;
   if (ce_seen && !f.ce_ca) f.ce_ca = true;
   if (f.phase.on_interval(double(received), double(triggered), p_.lambda)) changed = true;
@@ -469,6 +464,27 @@ std::vector<sluice_pac_flow_key> Engine::holding_flows() const {
 bool Engine::flow_ca(const sluice_pac_flow_key& key) const {
   auto it = flows_.find(key);
   return it != flows_.end() && (it->second.phase.ca() || it->second.ce_ca);
+}
+
+std::string Engine::check() const {
+  std::vector<size_t> acks(rr_.size(), 0);
+  size_t queued = 0;
+  for (size_t lv = 0; lv < rr_.size(); ++lv)
+    for (auto it = rr_[lv].begin(); it != rr_[lv].end(); ++it) {
+      const Flow& f = flows_.at(*it);
+      if (!f.queued || f.level != lv || f.rr_pos != it) return "a listed flow is not at its recorded place";
+      if (f.q.empty()) return "an empty flow is listed";
+      if (hold_deadline(f.q.front()) < next_hold_deadline_) return "a head is due before the max_hold bound";
+      if (!f.q.front().req_bytes) ++acks[lv];
+      ++queued;
+    }
+  for (const auto& [k, f] : flows_) {
+    if (!f.q.empty() && !f.queued) return "a holding flow is in no list";
+    if (f.queued) --queued;
+  }
+  if (queued) return "list entries and queued flows differ";
+  if (!rr_.empty() && acks != ack_heads_) return "ACK head counts differ from the queues";
+  return "";
 }
 
 }  // namespace sluice::pac
