@@ -91,7 +91,6 @@ Engine::Flow& Engine::flow(const sluice_pac_flow_key& k) {
   if (rr_.empty()) {
     rr_.resize(levels());
     held_per_level_.assign(levels(), 0);
-    ack_heads_.assign(levels(), 0);
   }
   auto [it, inserted] = flows_.try_emplace(k);
   if (inserted) it->second.key = k;
@@ -113,16 +112,20 @@ uint32_t Engine::trigger(const Flow& f, const HeldAck& a) const {
 
 void Engine::enqueue_flow(Flow& f) {
   if (f.queued || f.q.empty()) return;
-  f.rr_pos = rr_[f.level].insert(rr_[f.level].end(), f.key);
+  rr_[f.level].push_back(f.key);
   f.queued = true;
-  head_changed(f);
 }
 
 void Engine::unlink_flow(Flow& f) {
   if (!f.queued) return;
-  rr_[f.level].erase(f.rr_pos);
+  auto& l = rr_[f.level];
+  FlowKeyEq eq;
+  for (auto it = l.begin(); it != l.end(); ++it)
+    if (eq(*it, f.key)) {
+      l.erase(it);
+      break;
+    }
   f.queued = false;
-  head_changed(f);
 }
 
 void Engine::set_level(Flow& f, size_t level) {
@@ -156,7 +159,6 @@ size_t Engine::drop_before(Flow& f, uint32_t ack) {
     held_per_level_[f.level] -= n;
     f.dropped += n;
     if (f.q.empty()) unlink_flow(f);
-    head_changed(f);
   }
   return n;
 }
@@ -253,16 +255,12 @@ Engine::Flow* Engine::head_flow() {
 }
 
 // With requests_yield: the first flow, in MLFQ order, whose head is an ACK.
-// Levels without an ACK head are skipped; within a level the search stops
-// at the first one (flows holding only requests are the ones passed over).
 const Engine::Flow* Engine::first_ack_flow() const {
-  for (size_t lv = 0; lv < rr_.size(); ++lv) {
-    if (!ack_heads_[lv]) continue;
-    for (const auto& k : rr_[lv]) {
+  for (const auto& l : rr_)
+    for (const auto& k : l) {
       const Flow& f = flows_.at(k);
       if (!f.q.front().req_bytes) return &f;
     }
-  }
   return nullptr;
 }
 
@@ -327,25 +325,23 @@ size_t Engine::release(uint64_t now_ns) {
     send_head(*f, now_ns, ReleaseWhy::QueueFull);
     ++sent;
   }
-  // Every flow is scanned only once a head may have passed its deadline;
-  // before that the check is one comparison per call.
-  if (held_ && p_.max_hold_ns && now_ns > next_hold_deadline_) {
-    // The flows due first (send_head reorders the lists), in MLFQ and
-    // round-robin order; then their heads go while they are past due.
-    std::vector<Flow*> due;
-    for (const auto& l : rr_)
-      for (const auto& k : l) {
+  if (held_ && p_.max_hold_ns) {
+    for (auto& l : rr_) {
+      // Copy: send_head reorders the list.
+      std::vector<sluice_pac_flow_key> keys(l.begin(), l.end());
+      for (const auto& k : keys) {
         Flow& f = flows_.at(k);
-        if (now_ns > hold_deadline(f.q.front())) due.push_back(&f);
+        // A held request waits for its turn longer than an ACK: releasing
+        // it early sets a whole response going at once. (Its sender's TCP
+        // believes it sent; past its RTO it resends, and the duplicate is
+        // harmless to the peer.)
+        auto limit = [&](const HeldAck& a) { return a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns; };
+        while (!f.q.empty() && now_ns > f.q.front().enq_ns && now_ns - f.q.front().enq_ns > limit(f.q.front())) {
+          send_head(f, now_ns, ReleaseWhy::MaxHold);
+          ++sent;
+        }
       }
-    for (Flow* f : due)
-      while (!f->q.empty() && now_ns > hold_deadline(f->q.front())) {
-        send_head(*f, now_ns, ReleaseWhy::MaxHold);
-        ++sent;
-      }
-    next_hold_deadline_ = ~uint64_t(0);
-    for (const auto& l : rr_)
-      for (const auto& k : l) head_changed(flows_.at(k));
+    }
   }
   // Algorithm 1 lines 9-14. With requests_yield a held ACK goes before
   // any held request, whether the request fits or not: a request that took
@@ -359,23 +355,6 @@ size_t Engine::release(uint64_t now_ns) {
   }
   update_wake();
   return sent;
-}
-
-// A held request waits for its turn longer than an ACK: releasing it early
-// sets a whole response going at once. (Its sender's TCP believes it sent;
-// past its RTO it resends, and the duplicate is harmless to the peer.)
-uint64_t Engine::hold_deadline(const HeldAck& a) const {
-  uint64_t limit = a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns;
-  return a.enq_ns > ~uint64_t(0) - limit ? ~uint64_t(0) : a.enq_ns + limit;
-}
-
-void Engine::head_changed(Flow& f) {
-  if (!f.q.empty()) next_hold_deadline_ = std::min(next_hold_deadline_, hold_deadline(f.q.front()));
-  bool ack_head = f.queued && !f.q.empty() && !f.q.front().req_bytes;
-  if (ack_head != f.ack_head) {
-    ack_head ? ++ack_heads_[f.level] : --ack_heads_[f.level];
-    f.ack_head = ack_head;
-  }
 }
 
 size_t Engine::flush(uint64_t now_ns) {
@@ -400,7 +379,16 @@ void Engine::update_wake() {
 }
 
 void Engine::on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen) {
-  Flow& f = flow(key);
+  auto it = flows_.find(key);
+  if (it == flows_.end()) {
+    it = flows_.try_emplace(key).first;
+    it->second.key = key;
+    if (rr_.empty()) {
+      rr_.resize(levels());
+      held_per_level_.assign(levels(), 0);
+    }
+  }
+  Flow& f = it->second;
   bool changed = false;
   if (ce_seen && !f.ce_ca) f.ce_ca = true;
   if (f.phase.on_interval(double(received), double(triggered), p_.lambda)) changed = true;
@@ -464,27 +452,6 @@ std::vector<sluice_pac_flow_key> Engine::holding_flows() const {
 bool Engine::flow_ca(const sluice_pac_flow_key& key) const {
   auto it = flows_.find(key);
   return it != flows_.end() && (it->second.phase.ca() || it->second.ce_ca);
-}
-
-std::string Engine::check() const {
-  std::vector<size_t> acks(rr_.size(), 0);
-  size_t queued = 0;
-  for (size_t lv = 0; lv < rr_.size(); ++lv)
-    for (auto it = rr_[lv].begin(); it != rr_[lv].end(); ++it) {
-      const Flow& f = flows_.at(*it);
-      if (!f.queued || f.level != lv || f.rr_pos != it) return "a listed flow is not at its recorded place";
-      if (f.q.empty()) return "an empty flow is listed";
-      if (hold_deadline(f.q.front()) < next_hold_deadline_) return "a head is due before the max_hold bound";
-      if (!f.q.front().req_bytes) ++acks[lv];
-      ++queued;
-    }
-  for (const auto& [k, f] : flows_) {
-    if (!f.q.empty() && !f.queued) return "a holding flow is in no list";
-    if (f.queued) --queued;
-  }
-  if (queued) return "list entries and queued flows differ";
-  if (!rr_.empty() && acks != ack_heads_) return "ACK head counts differ from the queues";
-  return "";
 }
 
 }  // namespace sluice::pac

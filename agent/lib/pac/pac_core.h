@@ -178,11 +178,6 @@ class Engine {
   std::vector<uint32_t> queued_acks(const sluice_pac_flow_key& key) const;
   std::vector<sluice_pac_flow_key> holding_flows() const;
   bool flow_ca(const sluice_pac_flow_key& key) const;
-  // The bookkeeping release() relies on, recomputed from the queues (for
-  // tests): the counts of ACK heads per level, every queued flow at its
-  // place, and the max_hold bound at or below every head's deadline.
-  // Empty when consistent, else what is wrong.
-  std::string check() const;
 
  private:
   struct Flow {
@@ -199,9 +194,7 @@ class Engine {
     uint64_t dropped = 0;   // total dropped, mirrored into pac_flow_ctl
     size_t level = 0;
     bool boosted = false;   // §III-D: stale flow moved to the top level
-    bool queued = false;    // present in a level's RR list, at rr_pos
-    std::list<sluice_pac_flow_key>::iterator rr_pos;
-    bool ack_head = false;  // counted in ack_heads_[level]: queued, head is an ACK
+    bool queued = false;    // present in a level's RR list
   };
   using FlowMap = std::unordered_map<sluice_pac_flow_key, Flow, FlowKeyHash, FlowKeyEq>;
 
@@ -221,23 +214,13 @@ class Engine {
   static constexpr uint64_t kNoAck = ~uint64_t(0);
   uint64_t ack_trigger() const;
   void update_wake();
-  // max_hold: when the ACK at the head of f must leave, and the bound
-  // release() checks before scanning every flow for that.
-  uint64_t hold_deadline(const HeldAck& a) const;
-  // After f's head or its place in the lists changed: the max_hold bound
-  // and the count of ACK heads per level (what first_ack_flow() looks for).
-  void head_changed(Flow& f);
 
   Params p_;
   Datapath& dp_;
   FlowMap flows_;
   std::vector<std::list<sluice_pac_flow_key>> rr_;  // per level: flows with ACKs, RR order
   std::vector<size_t> held_per_level_;
-  std::vector<size_t> ack_heads_;  // per level: queued flows whose head is an ACK
   size_t held_ = 0;
-  // No flow's head ACK passes max_hold before this (a lower bound: lowered
-  // whenever a flow gets a new head, recomputed only by a scan).
-  uint64_t next_hold_deadline_ = 0;
   EngineStats st_;
 };
 
