@@ -6,8 +6,9 @@
 //  2. Agent capacity: held ACKs per second through the whole agent path on
 //     one core (ring buffer -> MLFQ -> checksum completion -> AF_PACKET send
 //     on a veth in a private namespace).
-//  2b. Engine::release() per call with 1 and with 256 flows holding ACKs,
-//     none of which fits or is due (the agent's cost per event in an incast).
+//  2b. Engine::release() per call with 1 and with 256 flows holding ACKs
+//     (or requests, with requests_yield), none of which fits or is due: the
+//     agent's cost per event in an incast.
 //  3. Added delay: one ACK at a time, time from the BPF divert
 //     (bpf_ktime_get_ns in the event) to the end of its re-injection, through
 //     an epoll wake-up as in sluiced.
@@ -114,9 +115,9 @@ struct BenchDatapath : pac::Datapath {
   void set_wake(uint64_t, uint64_t, uint64_t) override {}
 };
 
-// A datapath where nothing fits: release() finds nothing to send and only
-// checks what it must (the max_hold bound), which is what it does on most
-// calls while ACKs are held.
+// A datapath where nothing fits: release() finds nothing to send, its work
+// is the checks (max_hold, the first ACK head under requests_yield), which
+// is what it does on most calls while ACKs are held.
 struct FullDatapath : pac::Datapath {
   int64_t in_flight() override { return int64_t(1) << 40; }
   uint64_t threshold() override { return 0; }
