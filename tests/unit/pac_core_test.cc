@@ -221,6 +221,13 @@ sluice_pac_event own_segment(uint16_t rport, uint32_t ack, uint8_t tcp_flags = 0
   return ev;
 }
 
+// A held request of flow `rport` whose response is `bytes` (its trigger).
+sluice_pac_event request(uint16_t rport, uint64_t bytes) {
+  auto req = held(rport, 1000, 1000, 1000);
+  req.req_bytes = bytes;
+  return req;
+}
+
 // requests_yield (the pac-req setting), a threshold of 10 MSS with
 // `inflight` in flight.
 struct Yielding {
@@ -236,11 +243,7 @@ struct Yielding {
     dp.thr = 10 * kMss;
   }
   // Flow `rport` holds a request whose response is `bytes`.
-  void hold_request(uint16_t rport, uint64_t bytes) {
-    auto req = held(rport, 1000, 1000, 1000);
-    req.req_bytes = bytes;
-    e.on_event(req, 0);
-  }
+  void hold_request(uint16_t rport, uint64_t bytes) { e.on_event(request(rport, bytes), 0); }
 };
 
 TEST(PacEngine, MlfqStrictPriorityAcrossLevelsRoundRobinWithin) {
@@ -344,12 +347,7 @@ TEST(PacEngine, NonHeldSegmentSupersedesOlderAcksButKeepsEqualOnes) {
   dp.inflight = 1 << 30;
   Engine e(Params{}, dp);
   for (uint32_t a : {1000u, 2000u, 2000u, 3000u}) e.on_event(held(1, a, a, 500), 0);
-  sluice_pac_event seg{};
-  seg.type = SLUICE_PAC_EV_SEGMENT;
-  seg.key = key(1);
-  seg.ack = 2000;
-  seg.tcp_flags = 0x18;  // PSH|ACK: a request with data
-  e.on_event(seg, 0);
+  e.on_event(own_segment(1, 2000, 0x18), 0);  // PSH|ACK: a request with data
   EXPECT_EQ(e.queued_acks(key(1)), (std::vector<uint32_t>{2000, 2000, 3000}));
   EXPECT_EQ(e.stats().dropped_superseded, 1u);
 }
@@ -419,9 +417,7 @@ struct HeldRequest {
   }
   HeldRequest() : e(params(), dp) {
     dp.inflight = 1 << 30;
-    auto req = held(1, 1000, 1000, 1000);
-    req.req_bytes = 65536;
-    e.on_event(req, 0);
+    e.on_event(request(1, 65536), 0);
   }
 };
 
@@ -459,15 +455,9 @@ TEST(PacEngine, AnAckUncoveredBehindASupersededRequestLeavesAtMaxHold) {
 }
 
 TEST(PacEngine, HeldAcksGoBeforeARequestThatFitsAndTheKernelIsToldTheirRoom) {
-  FakeDatapath dp;
-  dp.inflight = 10 * kMss;  // nothing fits yet
-  dp.thr = 10 * kMss;
-  Params p;
-  p.requests_yield = true;
-  Engine e(p, dp);
-  auto req = held(1, 1000, 1000, 1000);
-  req.req_bytes = 4 * kMss;  // fits by itself once there is room
-  e.on_event(req, 0);
+  Yielding c(10 * kMss);       // nothing fits yet
+  c.hold_request(1, 4 * kMss);  // fits by itself once there is room
+  auto& [dp, e] = c;
   EXPECT_EQ(e.release(0), 0u);
   EXPECT_EQ(dp.ack_room, 0u) << "only a request is held: the kernel keeps nothing back";
   e.on_event(held(2, 5000 + 2 * kMss, 1000, 5000), 0);
@@ -522,15 +512,9 @@ TEST(PacEngine, AnAckUncoveredBehindASupersededRequestGetsTheKernelsRoom) {
 }
 
 TEST(PacEngine, UnderACappedWindowARequestThatDoesNotFitYieldsToAcksThatDo) {
-  FakeDatapath dp;
-  dp.inflight = 6 * kMss;
-  dp.thr = 10 * kMss;
-  Params p;
-  p.requests_yield = true;
-  Engine e(p, dp);
-  auto req = held(1, 1000, 1000, 1000);
-  req.req_bytes = 8 * kMss;  // its response does not fit yet
-  e.on_event(req, 0);
+  Yielding c(6 * kMss);
+  c.hold_request(1, 8 * kMss);  // its response does not fit yet
+  auto& [dp, e] = c;
   // An ACK of a response in progress (flow 2, a later level-0 arrival):
   // eq. (3) in slow start says 2 x 2 MSS; under a capped window it moves
   // the window's edge by the 2 MSS it acknowledges, no more.
@@ -546,7 +530,7 @@ TEST(PacEngine, UnderACappedWindowARequestThatDoesNotFitYieldsToAcksThatDo) {
   FakeDatapath dp2;
   dp2.inflight = 6 * kMss;
   Engine e2(Params{}, dp2);
-  e2.on_event(req, 0);
+  e2.on_event(request(1, 8 * kMss), 0);
   e2.on_event(held(2, 5000 + 2 * kMss, 1000, 5000), 0);
   EXPECT_EQ(e2.release(1), 0u);
 }
