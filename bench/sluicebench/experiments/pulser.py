@@ -263,18 +263,19 @@ class PulserExp(Experiment):
     # -- presentation ----------------------------------------------------------
     def table(self, result) -> str:
         p = result["params"]
+        names = list(result["variants"])
+        w = max([8] + [len(n) for n in names])
         lines = [f"pulser: {p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, "
                  f"{p['flows']} flows/point, incast {p['incast_degree']} x {p['incast_bytes']} B "
                  f"every {p['incast_gap_ms']} ms"
                  + (f", receiver link +{p['delay_us']:g} us each way" if p.get("delay_us") else "")
                  + (f", initial window {p['initcwnd']}" if p.get("initcwnd") else "")
                  + (f", EIN on {p['ein_mark']}" if p.get("ein_mark") == "departure" else ""),
-                 f"{'load':>5} {'variant':8} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
+                 f"{'load':>5} {'variant':{w}} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
                  f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
-        names = list(result["variants"])
         for i, v, r in self.points(result):
             load = p["loads"][i]
-            lines.append(f"{load:>5.0%} {v:8} {r['short_fct_p50_us'] or 0:>12.0f} "
+            lines.append(f"{load:>5.0%} {v:{w}} {r['short_fct_p50_us'] or 0:>12.0f} "
                          f"{r['short_fct_p99_us'] or 0:>12.0f} {r['long_throughput_mbps'] or 0:>11.2f} "
                          f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
                          f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
@@ -282,7 +283,7 @@ class PulserExp(Experiment):
             if v == names[-1] and "dctcp" in names:
                 d = result["variants"]["dctcp"][i]
                 for other in ("pulser", REF):
-                    q = result["variants"].get(other, [None] * (i + 1))[i]
+                    q = result["variants"][other][i] if other in result["variants"] else None
                     if q and d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
                         lines.append(f"      {other}/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
                                      f", long throughput x{q['long_throughput_mbps'] / d['long_throughput_mbps']:.2f}")
