@@ -42,11 +42,14 @@ uint32_t to_ppm(double frac, const char* what) {
 uint32_t parse_classid(const std::string& s) {
   auto c = s.find(':');
   if (c == std::string::npos) throw Error("--delay-class '" + s + "': expected MAJOR:MINOR (hex)");
+  // strtoul's end pointers must point into strings that outlive the check:
+  // keep both halves as named locals (not substr() temporaries).
+  const std::string maj_s = s.substr(0, c), min_s = s.substr(c + 1);
   char* e1 = nullptr;
   char* e2 = nullptr;
-  unsigned long maj = std::strtoul(s.substr(0, c).c_str(), &e1, 16);
-  unsigned long min = std::strtoul(s.substr(c + 1).c_str(), &e2, 16);
-  if (*e1 || *e2 || maj > 0xffff || min > 0xffff || s.substr(c + 1).empty())
+  unsigned long maj = std::strtoul(maj_s.c_str(), &e1, 16);
+  unsigned long min = std::strtoul(min_s.c_str(), &e2, 16);
+  if (maj_s.empty() || min_s.empty() || *e1 || *e2 || maj > 0xffff || min > 0xffff)
     throw Error("--delay-class '" + s + "': expected MAJOR:MINOR (hex)");
   return uint32_t(maj << 16 | min);
 }
