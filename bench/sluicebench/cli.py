@@ -11,7 +11,7 @@ import time
 
 import sluicelab
 
-from . import core
+from . import core, stats
 
 
 def _on_sigterm(signum, frame):
@@ -28,14 +28,9 @@ def _write_json(path: str, data: dict):
     os.replace(tmp, path)
 
 
-def _key_metric(exp_name: str) -> tuple:
-    return {"incast": ("senders", "goodput_mbps"), "fct": ("bucket", "fct_p50_us"),
-            "fairness": ("phase", "aggregate_mbps")}.get(exp_name, (None, None))
-
-
 def show(exps: dict, files: list) -> int:
-    """Prints stored results; with two files of one experiment, the ratio
-    of the key metric row by row (second / first)."""
+    """Prints stored results with their spread; with two files of one
+    experiment, the first key figure row by row (second / first)."""
     results = []
     for f in files:
         with open(f) as fh:
@@ -45,22 +40,29 @@ def show(exps: dict, files: list) -> int:
         if not cls:
             print(f"{f}: unknown experiment {r.get('experiment')!r}", file=sys.stderr)
             return 1
+        exp = cls(argparse.Namespace())
         print(f"== {f}")
-        print(cls(argparse.Namespace()).table(r))
+        print(exp.table(r))
+        s = core.summary(r, exp)
+        if s:
+            print(s)
         print()
     if len(results) == 2 and results[0]["experiment"] == results[1]["experiment"]:
-        key, metric = _key_metric(results[0]["experiment"])
-        if key:
-            print(f"{metric}: second / first")
+        exp = exps[results[0]["experiment"]](argparse.Namespace())
+        if exp.key_figures:
+            metric = exp.key_figures[0]
+            print(f"{metric}: second / first (each with its spread)")
             worst = 0.0
             for v, rows in results[0]["variants"].items():
-                other = {r[key]: r for r in results[1]["variants"].get(v, [])}
-                for r in rows:
-                    o = other.get(r[key])
-                    if o and r[metric]:
+                other = {core._label(exp, o, j): o for j, o in enumerate(results[1]["variants"].get(v, []))}
+                for i, r in enumerate(rows):
+                    lab = core._label(exp, r, i)
+                    o = other.get(lab)
+                    if o and r.get(metric) and o.get(metric) is not None:
                         ratio = o[metric] / r[metric]
                         worst = max(worst, abs(ratio - 1))
-                        print(f"  {v:12s} {key}={r[key]!s:<8} {r[metric]:>10.1f} {o[metric]:>10.1f}  {ratio:6.2f}")
+                        print(f"  {v:12s} {lab:14} {stats.fmt_spread(r, metric):>34} "
+                              f"{stats.fmt_spread(o, metric):>34}  {ratio:6.2f}")
             print(f"largest difference: {100 * worst:.0f}%")
     return 0
 
@@ -99,6 +101,13 @@ def main(argv=None) -> int:
                        help="scheduling class of the traffic generator: fifo = SCHED_FIFO (servers 10, "
                             "client 11), so other load on the shared machine does not desynchronize the "
                             "senders (bench/README.md)")
+        p.add_argument("--repeat", type=int, default=cls.default_repeat, metavar="N",
+                       help="measure every point N times, variants interleaved in each repeat; the JSON keeps "
+                            "every run, rows give the median with min-max and percentiles pooled over the runs "
+                            "with a bootstrap 95%% interval (docs/lab.md)")
+        p.add_argument("--ratio-to", metavar="VARIANT",
+                       help="ratios between variants are the others / this one (default: "
+                            + (cls.ratio_to or "the first of --variants") + ")")
         p.add_argument("-v", "--verbose", action="store_true")
         cls.add_args(p)
         for vcls in vars_.values():
@@ -128,6 +137,12 @@ def main(argv=None) -> int:
         print("bench/run: run as root (network namespaces, qdiscs, BPF)", file=sys.stderr)
         return 1
 
+    if args.repeat < 1:
+        print("bench/run: --repeat must be >= 1", file=sys.stderr)
+        return 2
+    if args.ratio_to and args.ratio_to not in names:
+        print(f"bench/run: --ratio-to {args.ratio_to} is not one of --variants", file=sys.stderr)
+        return 2
     if getattr(args, "fault", None):
         try:
             core.parse_fault(args.fault)
@@ -159,8 +174,12 @@ def main(argv=None) -> int:
         print(f"bench/run: {e}", file=sys.stderr)
         return 1
     result.setdefault("elapsed_s", round(time.monotonic() - t0, 1))
+    core.finalize(result, exp, args)
     _write_json(args.json, result)
     print(exp.table(result))
+    s = core.summary(result, exp)
+    if s:
+        print(s)
     print(f"\nJSON: {args.json}")
     if not args.no_plot:
         png = args.png or os.path.splitext(args.json)[0] + ".png"

@@ -23,6 +23,8 @@ from typing import Optional
 
 import sluicelab
 
+from . import stats
+
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # Tools every experiment needs; experiments may set build_targets to add theirs.
@@ -102,10 +104,23 @@ class Variant:
 
 class Experiment:
     """Subclass, set `name`/`help`, implement add_args/run/table/plot,
-    decorate with @experiment, put the file in sluicebench/experiments/."""
+    decorate with @experiment, put the file in sluicebench/experiments/.
+    Measure through sweep() to get --repeat, spread and ratios (docs/lab.md
+    "How to add an experiment")."""
     name = ""
     help = ""
     default_variants = "baseline"
+    # --repeat's default: times every point is measured (3: the least that
+    # gives a spread; experiments whose single runs are noisier ask more).
+    default_repeat = 3
+    # Row fields that say which point a row is (e.g. ("load",)); the spread
+    # summary and `bench/run show A B` label rows with them.
+    point_keys: tuple = ()
+    # The figures the spread summary prints and the ratios between variants
+    # cover; the first is the one `bench/run show A B` compares.
+    key_figures: tuple = ()
+    # Ratios are other variants / this one (None: the first of --variants).
+    ratio_to: Optional[str] = None
     # Scheduling class of sluice-tg (--sched): "fifo" for bursty traffic that
     # must stay synchronized; "normal" for long bulk transfers (senders that
     # never block would starve ksoftirqd under SCHED_FIFO).
@@ -145,6 +160,21 @@ class Experiment:
         for i in range(len(result["variants"][names[0]]) if names else 0):
             for v in names:
                 yield i, v, result["variants"][v][i]
+
+    @staticmethod
+    def errorbar(ax, xs, rows, key, scale=1.0, **kw):
+        """Plots rows[i][key] / scale at xs with error bars: the pooled
+        bootstrap 95% interval of a percentile, else the min-max over the
+        repeats (none for a single run)."""
+        ys, lo, hi = [], [], []
+        for r in rows:
+            v = r.get(key)
+            v = float("nan") if not stats.is_figure(v) else v / scale
+            band = r.get("ci95", {}).get(key) or (r.get("spread", {}).get(key) if len(r.get("runs", [])) > 1 else None)
+            ys.append(v)
+            lo.append(max(0.0, v - band[0] / scale) if band else 0.0)
+            hi.append(max(0.0, band[1] / scale - v) if band else 0.0)
+        return ax.errorbar(xs, ys, yerr=[lo, hi], capsize=3, **kw)
 
     @staticmethod
     def subplots(*args, **kw):
@@ -494,3 +524,173 @@ def load_plugins():
     for pkg in (E, V):
         for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
             importlib.import_module(f"{pkg.__name__}.{m.name}")
+
+
+# ---------------------------------------------------------------------------
+# Repeats, sample counts, spread (docs/lab.md "Reading a result")
+
+def percentiles(values: list, base: str, qs=(50, 99), unit: str = "", digits: int = 1) -> dict:
+    """Row fields for percentiles of `values`: <base>_p<q>[_<unit>] for each
+    q, <base>_n (the sample count) and the samples themselves, which sweep()
+    pools over repeats and finalize() drops before the JSON is written.
+    percentiles(fcts, "short_fct", unit="us") -> short_fct_p50_us,
+    short_fct_p99_us, short_fct_n."""
+    s = sorted(values)
+    out = {}
+    for q in qs:
+        d = f"{q:g}".replace(".", "")
+        v = stats.quantile(s, q)
+        out[f"{base}_p{d}" + (f"_{unit}" if unit else "")] = None if v is None else round(v, digits)
+    out[f"{base}_n"] = len(s)
+    out[stats.SAMPLES] = {base: s}
+    return out
+
+
+def add_percentiles(row: dict, values: list, base: str, qs=(50, 99), unit: str = "", digits: int = 1) -> dict:
+    """percentiles() merged into an existing row (several sample sets may
+    share a row)."""
+    p = percentiles(values, base, qs, unit, digits)
+    samples = p.pop(stats.SAMPLES)
+    row.update(p)
+    row.setdefault(stats.SAMPLES, {}).update(samples)
+    return row
+
+
+def sweep(ctx: "Context", points: list, names: list, measure) -> dict:
+    """The measurement loop every experiment uses: for each point, --repeat
+    times, each name in turn (variants interleaved inside every repeat, so a
+    noisy moment of the shared machine hits all of them), calls
+    measure(point, name, rep) -> row (or a list of rows, e.g. one per size
+    bucket). Returns {name: [row, ...]}, one row per point (and sub-row),
+    each the merge of its repeats (stats.merge_runs): medians with
+    spread {key: [min, max]}, percentiles pooled over the repeats with ci95
+    and their pooled sample count, and every repeat's row in `runs`."""
+    n = max(1, int(getattr(ctx.args, "repeat", 1) or 1))
+    rows = {name: [] for name in names}
+    for point in points:
+        runs = {name: [] for name in names}
+        for rep in range(n):
+            ctx.rep = rep
+            for name in names:
+                r = measure(point, name, rep)
+                runs[name].append(r if isinstance(r, list) else [r])
+        for name in names:
+            per = runs[name]
+            for j in range(len(per[0])):
+                row = stats.merge_runs([per[k][j] for k in range(n)])
+                for k, r in enumerate(row["runs"]):
+                    r["repeat"] = k
+                rows[name].append(row)
+    return rows
+
+
+def _label(exp: "Experiment", row: dict, i: int) -> str:
+    keys = [k for k in exp.point_keys if k in row]
+    return " ".join(f"{k}={row[k]}" for k in keys) if keys else f"#{i}"
+
+
+def finalize(result: dict, exp: "Experiment", args: argparse.Namespace) -> dict:
+    """After run(): flags (percentiles from too few samples, throughputs
+    above the link rate, percentiles without their count), ratios between
+    variants per repeat, the repeat count; drops the raw samples."""
+    rate = result.get("params", {}).get("rate_mbit")
+    vs = result.get("variants", {})
+    result["repeat"] = max(1, int(getattr(args, "repeat", 1) or 1))
+    for rows in vs.values():
+        for row in rows:
+            for r in [row] + row.get("runs", []):
+                f = stats.flags(r, rate)
+                for k in stats.check_counts(r):
+                    f[k] = "percentile without its sample count"
+                f.update(r.get("flags", {}))
+                if f:
+                    r["flags"] = f
+    names = list(vs)
+    base = getattr(args, "ratio_to", None) or exp.ratio_to or (names[0] if names else None)
+    if base not in vs and names:
+        base = names[0]
+    figs = list(exp.key_figures)
+    if base and len(names) > 1 and figs:
+        rat = {}
+        for v in names:
+            if v == base:
+                continue
+            out = []
+            for rv, rb in zip(vs[v], vs[base]):
+                rv_runs, rb_runs = rv.get("runs", [rv]), rb.get("runs", [rb])
+                bv, bb = rv.get(stats.BOOT, {}), rb.get(stats.BOOT, {})
+                out.append({k: stats.ratio_stats(rv_runs, rb_runs, k, bv.get(k), bb.get(k))
+                            for k in figs if k in rv})
+            rat[v] = out
+        result["ratios"] = {"to": base, "figures": figs, "variants": rat}
+    for rows in vs.values():
+        for row in rows:
+            for r in [row] + row.get("runs", []):
+                r.pop(stats.SAMPLES, None)
+                r.pop(stats.BOOT, None)
+    return result
+
+
+def summary(result: dict, exp: "Experiment") -> str:
+    """The spread block printed under every table (bench/run and show):
+    key figures with their spread and sample counts, the ratios between
+    variants per repeat, and every flag."""
+    vs = result.get("variants", {})
+    if "repeat" not in result:
+        return "(recorded before repeats and sample counts were kept: no spread, no n)"
+    n = result["repeat"]
+    figs = [k for k in exp.key_figures]
+    lines = []
+    if figs and vs:
+        lines.append(f"spread: {n} repeat(s) per point, variants interleaved; median [min-max] over the repeats; "
+                     "percentiles pooled over the repeats (bootstrap 95% CI) with n samples; ! = flagged below")
+        w = max(len(v) for v in vs)
+        names = list(vs)
+        for i in range(len(vs[names[0]])):
+            for v in names:
+                if i >= len(vs[v]):
+                    continue
+                row = vs[v][i]
+                cells = [f"{k} {stats.fmt_spread(row, k, _spec(row.get(k)))}" for k in figs if k in row]
+                lines.append(f"  {_label(exp, row, i):14} {v:{w}}  " + "; ".join(cells))
+    rat = result.get("ratios")
+    if rat and rat.get("variants"):
+        lines.append(f"ratios to {rat['to']}, paired by repeat: median [min-max] of the per-repeat ratios"
+                     + ("; pooled percentiles: 95% CI of their ratio" if n >= 1 else ""))
+        base_rows = vs.get(rat["to"], [])
+        for v, per in rat["variants"].items():
+            for i, d in enumerate(per):
+                cells = []
+                for k, s in d.items():
+                    if "median" not in s:
+                        continue
+                    c = f"{k} x{s['median']:.2f}"
+                    if len(s["runs"]) > 1:
+                        c += f" [{s['min']:.2f}-{s['max']:.2f}]"
+                    if s.get("pooled_ci95"):
+                        c += f" CI {s['pooled_ci95'][0]:.2f}-{s['pooled_ci95'][1]:.2f}"
+                    cells.append(c)
+                lab = _label(exp, base_rows[i], i) if i < len(base_rows) else f"#{i}"
+                lines.append(f"  {lab:14} {v}/{rat['to']}: " + "; ".join(cells))
+    fl = []
+    for v, rows in vs.items():
+        for i, row in enumerate(rows):
+            for k, why in row.get("flags", {}).items():
+                fl.append(f"  ! {_label(exp, row, i)} {v} {k}: {why}")
+            runs = row.get("runs", [])
+            nrun = sum(1 for r in runs if r.get("flags")) if len(runs) > 1 else 0
+            if nrun:
+                why = sorted({w.split(" from ")[0] if " from " in w else k
+                              for r in runs for k, w in r.get("flags", {}).items()})
+                fl.append(f"  ! {_label(exp, row, i)} {v}: {nrun} of {len(runs)} repeats flagged on their own "
+                          f"({', '.join(why)}; runs[].flags)")
+    if fl:
+        lines.append("flags:")
+        lines += fl
+    return "\n".join(lines)
+
+
+def _spec(v) -> str:
+    if isinstance(v, float) and abs(v) < 100:
+        return ".2f" if abs(v) >= 1 else ".3f"
+    return ".0f"

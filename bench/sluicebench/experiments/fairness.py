@@ -29,6 +29,8 @@ class Fairness(Experiment):
     # Bulk senders under SCHED_FIFO starve ksoftirqd on 2 cores (phases with
     # no throughput at all were measured): ordinary scheduling here.
     default_sched = "normal"
+    point_keys = ("phase", "active")
+    key_figures = ("aggregate_mbps", "jain")
 
     @classmethod
     def add_args(cls, p):
@@ -52,12 +54,16 @@ class Fairness(Experiment):
             raise BenchError("need --flows >= 1 and --stagger > 2 * --settle")
         topo = sluicelab.star(ctx.lab, senders=a.flows, rate=a.rate, buffer=a.buffer, mode=a.mode,
                               switch=a.switch, shaper=a.shaper, burst=a.burst or None)
-        rows = {}
-        for v in variants:
-            rows[v.name] = self.point(ctx, topo, v)
-            for r in rows[v.name]:
-                ctx.log(f"{v.name:10s} phase {r['phase']:2d} ({r['active']} flows): aggregate "
+        by_name = {v.name: v for v in variants}
+
+        def measure(_, name, rep):
+            rs = self.point(ctx, topo, by_name[name], rep)
+            for r in rs:
+                ctx.log(f"rep {rep} {name:10s} phase {r['phase']:2d} ({r['active']} flows): aggregate "
                         f"{r['aggregate_mbps']:7.1f} Mbit/s, Jain {r['jain']:.3f}")
+            return rs
+
+        rows = core.sweep(ctx, [None], list(by_name), measure)
         return {"experiment": "fairness",
                 "params": {"flows": a.flows, "stagger_s": a.stagger, "settle_s": a.settle,
                            "interval_ms": a.interval_ms, "rate_mbit": a.rate, "buffer": a.buffer,
@@ -65,7 +71,7 @@ class Fairness(Experiment):
                            "burst": a.burst or sluicelab.Shape(a.rate).default_burst()},
                 "topology": topo.describe(), "variants": rows}
 
-    def point(self, ctx, topo, v) -> list:
+    def point(self, ctx, topo, v, rep=0) -> list:
         a = self.args
         n = a.flows
         starts = [i * a.stagger for i in range(n)]
@@ -74,8 +80,9 @@ class Fairness(Experiment):
         recv = topo.receivers[0]
         ctx.point = {"senders": n, "sender_hosts": topo.senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        out = os.path.join(ctx.tmp, f"long-{v.name}.json")
-        with core.Measurement(ctx, topo, v, f"long-{v.name}") as m:
+        tag = f"long-{v.name}-r{rep}"
+        out = os.path.join(ctx.tmp, f"{tag}.json")
+        with core.Measurement(ctx, topo, v, tag) as m:
             m.start(topo.senders, [topo.bottleneck])
             argv = ctx.tg() + ["long", "--to", ",".join(h.ip for h in topo.senders), "--conns", str(n),
                                "--duration", str(duration), "--interval-ms", str(a.interval_ms),
@@ -84,8 +91,8 @@ class Fairness(Experiment):
                                "--link-mbps", str(a.rate), "--json", out]
             if v.cc:
                 argv += ["--cc", v.cc]
-            ctx.run_tool(recv.ns, argv, f"tg-long-{v.name}", timeout=duration + 60)
-            ctx.save_artifacts(f"long-{v.name}.json", f"tg-long-{v.name}.log")
+            ctx.run_tool(recv.ns, argv, f"tg-{tag}", timeout=duration + 60)
+            ctx.save_artifacts(f"{tag}.json", f"tg-{tag}.log")
             m.finish()
         qmon = m.qmon
         with open(out) as f:
@@ -119,8 +126,9 @@ class Fairness(Experiment):
                  f"{p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, {p['mode']} mode",
                  f"{'phase':>5} {'flows':>5} {'variant':12} {'aggregate':>9} {'%link':>6} {'jain':>6}  per-flow Mbit/s"]
         for _, v, r in self.points(result):
+            mark = "!" if "aggregate_mbps" in r.get("flags", {}) else " "
             lines.append(f"{r['phase']:>5} {r['active']:>5} {v:12} {r['aggregate_mbps']:>9.1f} "
-                         f"{100 * r['utilisation']:>5.1f}% {r['jain']:>6.3f}  "
+                         f"{100 * r['utilisation']:>5.1f}%{mark}{r['jain']:>6.3f}  "
                          + " ".join(f"{x:.0f}" for x in r["flow_mbps"]))
         return "\n".join(lines)
 
@@ -129,8 +137,8 @@ class Fairness(Experiment):
         fig, (ax1, ax2) = self.subplots(1, 2, figsize=(11, 4))
         for v, rows in result["variants"].items():
             xs = [r["phase"] for r in rows]
-            ax1.plot(xs, [r["aggregate_mbps"] for r in rows], marker="o", label=v)
-            ax2.plot(xs, [r["jain"] for r in rows], marker="s", label=v)
+            self.errorbar(ax1, xs, rows, "aggregate_mbps", marker="o", label=v)
+            self.errorbar(ax2, xs, rows, "jain", marker="s", label=v)
         ax1.axhline(p["rate_mbit"], ls="--", color="k", lw=0.8, label="link")
         rows0 = next(iter(result["variants"].values()))
         for ax in (ax1, ax2):

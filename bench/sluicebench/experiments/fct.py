@@ -11,6 +11,7 @@ One row per size bucket (and one for all flows) per variant.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 
@@ -26,6 +27,8 @@ class Fct(Experiment):
     name = "fct"
     help = "flow completion times of a Poisson workload (web search, ...) on the star"
     default_variants = "baseline"
+    point_keys = ("bucket",)
+    key_figures = ("fct_p99_us", "fct_p50_us", "slowdown_p99")
 
     @classmethod
     def add_args(cls, p):
@@ -33,7 +36,9 @@ class Fct(Experiment):
                        help="CDF name in bench/cdf/ (websearch, datamining, hadoop, webserver, memcached, "
                             "google) or a path to a CDF file")
         p.add_argument("--load", type=float, default=0.6, help="offered load, fraction of --rate")
-        p.add_argument("--flows", type=int, default=1000, help="flows per variant")
+        p.add_argument("--flows", type=int, default=2400,
+                       help="flows per variant and repeat (web search: 15.7%% are at most 10 KB, so 3 repeats "
+                            "of 2400 pool about 1130 of them behind the smallest bucket's p99)")
         p.add_argument("--seed", type=int, default=1, help="arrivals, sizes and servers (same for every variant)")
         p.add_argument("--size-scale", type=float, default=1.0, help="multiply every flow size")
         p.add_argument("--buckets", default="10K,100K,1M",
@@ -63,32 +68,37 @@ class Fct(Experiment):
         ctx.log(f"building star: {a.hosts} senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, mode {a.mode}")
         topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
                               switch=a.switch, shaper=a.shaper, burst=a.burst or None)
-        rows = {}
-        for v in variants:
-            rows[v.name] = self.point(ctx, topo, v, cdf)
-            allrow = rows[v.name][-1]
-            ctx.log(f"{v.name:10s} {allrow['count']} flows  FCT p50 {allrow['fct_p50_us']:.0f} us "
+        by_name = {v.name: v for v in variants}
+
+        def measure(_, name, rep):
+            rs = self.point(ctx, topo, by_name[name], cdf, rep)
+            allrow = rs[-1]
+            ctx.log(f"rep {rep} {name:10s} {allrow['count']} flows  FCT p50 {allrow['fct_p50_us']:.0f} us "
                     f"p99 {allrow['fct_p99_us']:.0f} us  slowdown p99 {allrow['slowdown_p99']:.1f}")
+            return rs
+
+        rows = core.sweep(ctx, [None], list(by_name), measure)
         return {"experiment": "fct", "params": self.params(), "topology": topo.describe(), "variants": rows}
 
-    def point(self, ctx, topo, v, cdf) -> list:
+    def point(self, ctx, topo, v, cdf, rep=0) -> list:
         a = self.args
         senders, recv = topo.senders, topo.receivers[0]
-        ctx.point = {"senders": len(senders), "sender_hosts": senders, "receiver": recv}
+        ctx.point = {"senders": len(senders), "repeat": rep, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        out = os.path.join(ctx.tmp, f"fct-{v.name}.json")
-        rec = os.path.join(ctx.tmp, f"fct-{v.name}.csv")
-        with core.Measurement(ctx, topo, v, f"fct-{v.name}") as m:
+        tag = f"fct-{v.name}-r{rep}"
+        out = os.path.join(ctx.tmp, f"{tag}.json")
+        rec = os.path.join(ctx.tmp, f"{tag}.csv")
+        with core.Measurement(ctx, topo, v, tag) as m:
             m.start(senders, [topo.bottleneck])
             argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
-                    "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed),
+                    "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed + rep),
                     "--link-mbps", str(a.rate), "--pool", str(a.pool), "--scale", str(a.size_scale),
                     "--buckets", ",".join(str(b) for b in self.bounds), "--records", rec, "--json", out,
                     "--timeout", str(a.timeout)]
             if v.cc:
                 argv += ["--cc", v.cc]
-            ctx.run_tool(recv.ns, argv, f"tg-flows-{v.name}", timeout=a.timeout + 60)
-            ctx.save_artifacts(f"fct-{v.name}.json", f"fct-{v.name}.csv", f"tg-flows-{v.name}.log")
+            ctx.run_tool(recv.ns, argv, f"tg-flows-{tag}", timeout=a.timeout + 60)
+            ctx.save_artifacts(f"{tag}.json", f"{tag}.csv", f"tg-flows-{tag}.log")
             m.finish()
         qmon = m.qmon
         with open(out) as f:
@@ -104,10 +114,16 @@ class Fct(Experiment):
             common["mean_queue_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
         common.update(m.faults)
         common.update(m.extra)
+        recs = []
+        with open(rec) as f:
+            for r in csv.DictReader(f):
+                recs.append((int(r["size"]), float(r["fct_us"]), float(r["slowdown"])))
         rows = []
         for b in tg["buckets"]:
-            rows.append(self.row(b, b["min_bytes"], b["max_bytes"], common))
-        rows.append(self.row(tg["summary"]["all"], 1, None, common))
+            lo, hi = b["min_bytes"], b["max_bytes"]
+            sel = [x for x in recs if x[0] >= lo and (hi is None or x[0] <= hi)]
+            rows.append(self.row(b, lo, hi, sel, common))
+        rows.append(self.row(tg["summary"]["all"], 1, None, recs, common))
         return rows
 
     @staticmethod
@@ -124,11 +140,13 @@ class Fct(Experiment):
             return "all" if lo <= 1 else f">{h(lo - 1)}"
         return f"<={h(hi)}" if lo <= 1 else f"{h(lo - 1)}-{h(hi)}"
 
-    def row(self, s, lo, hi, common) -> dict:
+    def row(self, s, lo, hi, recs, common) -> dict:
+        """One bucket's row; percentiles from the per-flow records (the same
+        nearest rank as sluice-tg's), with their samples for pooling."""
         r = {"bucket": self._label(lo, hi), "min_bytes": lo, "max_bytes": hi, "count": s["count"],
-             "fct_p50_us": round(s["fct_us_p50"], 1), "fct_p99_us": round(s["fct_us_p99"], 1),
-             "fct_mean_us": round(s["fct_us_mean"], 1),
-             "slowdown_p50": round(s["slowdown_p50"], 3), "slowdown_p99": round(s["slowdown_p99"], 3)}
+             "fct_mean_us": round(s["fct_us_mean"], 1)}
+        core.add_percentiles(r, [x[1] for x in recs], "fct", unit="us")
+        core.add_percentiles(r, [x[2] for x in recs], "slowdown", digits=3)
         r.update(common)
         return r
 
@@ -138,10 +156,16 @@ class Fct(Experiment):
         lines = [f"fct: {p['workload']} at {p['load']:.0%} of {p['rate_mbit']:g} Mbit/s, {p['flows']} flows, "
                  f"{p['hosts']} senders, buffer {p['buffer']} B, {p['mode']} mode",
                  f"{'bucket':>12} {'variant':12} {'flows':>6} {'p50_us':>10} {'p99_us':>11} "
-                 f"{'slow_p50':>8} {'slow_p99':>8}"]
+                 f"{'slow_p50':>8} {'slow_p99':>9}"]
+        low = False
         for _, v, r in self.points(result):
-            lines.append(f"{r['bucket']:>12} {v:12} {r['count']:>6} {r['fct_p50_us']:>10.0f} "
-                         f"{r['fct_p99_us']:>11.0f} {r['slowdown_p50']:>8.2f} {r['slowdown_p99']:>8.2f}")
+            fl = r.get("flags", {})
+            m99, ms99 = ("!" if "fct_p99_us" in fl else " "), ("!" if "slowdown_p99" in fl else " ")
+            low |= "!" in (m99 + ms99)
+            lines.append(f"{r['bucket']:>12} {v:12} {r.get('fct_n', r['count']):>6} {r['fct_p50_us']:>10.0f} "
+                         f"{r['fct_p99_us']:>10.0f}{m99} {r['slowdown_p50']:>8.2f} {r['slowdown_p99']:>8.2f}{ms99}")
+        if low:
+            lines.append("! p99 from fewer than 1000 flows of the bucket: a few flows decide it (--flows, --repeat)")
         for v in result["variants"]:
             r = result["variants"][v][-1]
             lines.append(f"{v}: drops {r['drops']}, retrans {r['retrans_segs']}, flows with RTO {r['rto_flows']}, "
@@ -165,6 +189,8 @@ class Fct(Experiment):
                 xs = [i + (2 * j) * width - 0.4 + width / 2 for i in range(len(buckets))]
                 ax.bar(xs, [r[key50] / scale for r in rows], width, label=f"{v} p50")
                 ax.bar([x + width for x in xs], [r[key99] / scale for r in rows], width, label=f"{v} p99")
+                self.errorbar(ax, xs, rows, key50, scale, fmt="none", color="k")
+                self.errorbar(ax, [x + width for x in xs], rows, key99, scale, fmt="none", color="k")
             ax.set_xticks(range(len(buckets)))
             ax.set_xticklabels(buckets)
             ax.set_yscale("log")

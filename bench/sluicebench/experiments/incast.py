@@ -42,6 +42,11 @@ class Incast(Experiment):
     name = "incast"
     help = "incast goodput vs number of synchronized senders (star topology)"
     default_variants = "baseline"
+    # One run of 10 rounds is noisy: whether a round hits a 200 ms RTO is
+    # close to a coin flip at the collapse point (docs/lab.md).
+    default_repeat = 5
+    point_keys = ("senders",)
+    key_figures = ("goodput_mbps", "capacity_share", "rto_rounds", "max_queue_bytes")
 
     @classmethod
     def add_args(cls, p):
@@ -92,10 +97,6 @@ class Incast(Experiment):
                        help="bottleneck qdisc (TBF splits GSO into MTU frames)")
         p.add_argument("--burst", type=util.size, default=0,
                        help="token bucket burst in bytes (0 = the profile's, else 100 us at the rate, >= 2 frames)")
-        p.add_argument("--repeat", type=int, default=5,
-                       help="runs of --rounds rounds per point; the row is the run with the median goodput "
-                            "and lists every run's goodput (one run of 10 rounds is noisy: whether a round "
-                            "hits a 200 ms RTO is close to a coin flip at the collapse point)")
         p.add_argument("--timeout", type=float, default=300, help="seconds per point")
 
     def resolve_profile(self):
@@ -117,6 +118,7 @@ class Incast(Experiment):
                 "gap_ms": a.gap_ms, "connections": a.connections, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
                 "buffer": a.buffer, "mode": a.mode, "switch": a.switch, "shaper": a.shaper,
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(), "repeat": a.repeat,
+                "bottleneck_mbit": self.bottleneck_rate(), "bottleneck_burst": self.bottleneck_burst(),
                 "topology": a.topology, "core_mbit": a.core_rate or a.rate, "background": a.background}
 
     def run(self, ctx, variants):
@@ -130,21 +132,39 @@ class Incast(Experiment):
         if a.background:
             ctx.log(f"{a.background} background flow(s) {', '.join(h.name for h in self.bg_hosts)} -> "
                     f"{self.bg_target.name} during every point")
-        rows = {v.name: [] for v in variants}
-        for n in self.senders:
-            runs = {v.name: [] for v in variants}
-            for rep in range(a.repeat):
-                # Variants interleaved per point: a noisy moment hits all of them.
-                for v in variants:
-                    r = self.point(ctx, topo, v, n, rep)
-                    runs[v.name].append(r)
-                    ctx.log(f"N={n:<4d} {v.name:10s} goodput {r['goodput_mbps']:8.1f} Mbit/s  "
-                            f"rto_rounds {r['rto_rounds']}/{r['rounds']}  drops {r['drops']}  "
-                            f"maxq {r['max_queue_bytes']}")
-            for v in variants:
-                rows[v.name].append(util.median_row(runs[v.name], "goodput_mbps"))
+        by_name = {v.name: v for v in variants}
+
+        def measure(n, name, rep):
+            r = self.point(ctx, topo, by_name[name], n, rep)
+            ctx.log(f"N={n:<4d} rep {rep} {name:10s} goodput {r['goodput_mbps']:8.1f} Mbit/s "
+                    f"({100 * r['capacity_share']:.0f}% of deliverable)  "
+                    f"rto_rounds {r['rto_rounds']}/{r['rounds']}  drops {r['drops']}  "
+                    f"maxq {r['max_queue_bytes']}")
+            return r
+
+        rows = core.sweep(ctx, self.senders, list(by_name), measure)
         return {"experiment": "incast", "params": self.params(), "topology": topo.describe(),
                 "variants": rows}
+
+    def bottleneck_rate(self) -> float:
+        """The rate of the port the incast converges on: the receiver's
+        switch port (star, leaf-spine) or the core link (dumbbell)."""
+        a = self.args
+        return (a.core_rate or a.rate) if a.topology == "dumbbell" else a.rate
+
+    def bottleneck_burst(self) -> int:
+        a = self.args
+        return a.burst or sluicelab.Shape(self.bottleneck_rate()).default_burst()
+
+    def deliverable_bytes(self, durations_us: list) -> float:
+        """The most the bottleneck's token bucket can send in the measured
+        rounds: rate x duration + one full bucket per round. A bucket that
+        refilled while the port idled between rounds sends its burst at
+        once, so over rounds of a few bucket-lengths the receiver can see
+        more than the link rate; this, not the rate, is what a round's
+        bytes are to be measured against."""
+        rate_Bps = self.bottleneck_rate() * 1e6 / 8
+        return sum(rate_Bps * d / 1e6 + self.bottleneck_burst() for d in durations_us)
 
     def build(self, ctx):
         """The topology, the incast senders (in the order they are used), the
@@ -274,18 +294,23 @@ class Incast(Experiment):
         # delayed ACK, 200 ms, and counts as a loss probe, not an RTO).
         ideal_ms = (a.total_bytes or a.bytes_per_sender * n) * 8 / (a.rate * 1e3)
         stall_rounds = sum(1 for r in tg["per_round"] if r["duration_us"] / 1e3 >= ideal_ms * 1.5 + 150)
+        durations = [r["duration_us"] for r in tg["per_round"]]
+        payload = sum(r["bytes"] for r in tg["per_round"])
+        deliverable = self.deliverable_bytes(durations)
         row = {
             "senders": n,
             "goodput_mbps": round(s["goodput_mbps"], 2),
-            "link_mbps": a.rate,
+            "link_mbps": self.bottleneck_rate(),
+            # Payload bytes / what the bottleneck could deliver in these
+            # rounds (<= 1 physically; the goodput may exceed the link rate).
+            "capacity_share": round(payload / deliverable, 4) if deliverable else None,
+            "deliverable_mbit": round(deliverable * 8 / sum(durations), 1) if durations else None,
             "rto_rounds": rto_rounds,
             "rounds": a.rounds,
             "drops": m.bottleneck_delta("drops"),
             "retrans_segs": s["retrans_segs"],
             "max_queue_bytes": None,
-            "utilisation": round(s["goodput_mbps"] / a.rate, 4),
-            "goodput_mbps_p50": round(s["goodput_mbps_p50"], 2),
-            "round_ms_p50": round(s["round_us_p50"] / 1e3, 3),
+            "utilisation": round(s["goodput_mbps"] / self.bottleneck_rate(), 4),
             "round_ms_max": round(s["round_us_max"] / 1e3, 3),
             "rto": s["rto"],
             "rto_source": rto_source,
@@ -299,6 +324,9 @@ class Incast(Experiment):
             "round_ms": [round(r["duration_us"] / 1e3, 2) for r in tg["per_round"]],
             "round_rto": [None if r["rto_flows"] is None else int(r["rto_flows"] > 0) for r in tg["per_round"]],
         }
+        core.add_percentiles(row, [r["goodput_mbps"] for r in tg["per_round"]], "round_goodput",
+                             qs=(50,), unit="mbps", digits=2)
+        core.add_percentiles(row, [d / 1e3 for d in durations], "round_ms", qs=(50,), digits=3)
         if qmon:
             bn = topo.bottleneck.spec()
             port = next((p for p in qmon["ports"] if p["spec"] == bn), None)
@@ -314,16 +342,30 @@ class Incast(Experiment):
     # -- presentation ----------------------------------------------------------
     def table(self, result) -> str:
         p = result["params"]
+        n = result.get("repeat", p.get("repeat", 1))
         lines = [f"incast: {p['rate_mbit']:g} Mbit/s {p['shaper']} bottleneck, buffer {p['buffer']} B, "
-                 f"{p['mode']} mode, {p['bytes_per_sender']} B per sender, {p['rounds']} rounds",
-                 f"{'senders':>7} {'variant':12} {'goodput':>9} {'%link':>6} {'rto_rnds':>8} "
+                 f"{p['mode']} mode, {p['bytes_per_sender']} B per sender, {p['rounds']} rounds"
+                 + (f", {n} repeats (medians)" if n > 1 else ""),
+                 f"{'senders':>7} {'variant':12} {'goodput':>9} {'%link':>7} {'%cap':>6} {'rto_rnds':>8} "
                  f"{'drops':>7} {'retrans':>7} {'maxq_B':>8} {'round_p50_ms':>12}"]
+        above = False
         for i, v, r in self.points(result):
-            n = p["senders"][i]
+            n_ = p["senders"][i]
             mq = r["max_queue_bytes"]
-            lines.append(f"{n:>7} {v:12} {r['goodput_mbps']:>9.1f} {100 * r['goodput_mbps'] / r['link_mbps']:>5.1f}% "
-                             f"{r['rto_rounds']:>4}/{r['rounds']:<3} {r['drops']:>7} {r['retrans_segs']:>7} "
-                             f"{'-' if mq is None else mq:>8} {r['round_ms_p50']:>12.2f}")
+            link = r.get("link_mbps") or p["rate_mbit"]
+            pct = 100 * r["goodput_mbps"] / link
+            mark = "!" if pct > 100 or "goodput_mbps" in r.get("flags", {}) else " "
+            above |= mark == "!"
+            cap = r.get("capacity_share")
+            lines.append(f"{n_:>7} {v:12} {r['goodput_mbps']:>9.1f} {pct:>5.1f}%{mark} "
+                         f"{'-' if cap is None else f'{100 * cap:.1f}%':>6} "
+                         f"{r['rto_rounds']:>4}/{r['rounds']:<3} {r['drops']:>7} {r['retrans_segs']:>7} "
+                         f"{'-' if mq is None else mq:>8} {r['round_ms_p50']:>12.2f}")
+        lines.append("%cap: payload / what the bottleneck could deliver in those rounds (rate x round + its "
+                     f"{p.get('bottleneck_burst', p['burst'])} B token bucket per round)")
+        if above:
+            lines.append("! goodput above the link rate: rounds so short that the token bucket's burst is a "
+                         "large share of them; read %cap (or use longer rounds)")
         return "\n".join(lines)
 
     def plot(self, result, path):
@@ -331,9 +373,11 @@ class Incast(Experiment):
         fig, (ax1, ax2) = self.subplots(1, 2, figsize=(11, 4))
         for v, rows in result["variants"].items():
             xs = [r["senders"] for r in rows]
-            ax1.plot(xs, [r["goodput_mbps"] for r in rows], marker="o", label=v)
-            runs = [r.get("goodput_mbps_runs") for r in rows]
-            if any(runs):
+            if any("spread" in r for r in rows):
+                self.errorbar(ax1, xs, rows, "goodput_mbps", marker="o", label=v)
+            else:
+                ax1.plot(xs, [r["goodput_mbps"] for r in rows], marker="o", label=v)
+                runs = [r.get("goodput_mbps_runs") for r in rows]
                 for x, rr in zip(xs, runs):
                     if rr:
                         ax1.plot([x, x], [min(rr), max(rr)], color="gray", lw=1)
@@ -342,7 +386,8 @@ class Incast(Experiment):
         ax1.set_xscale("log")
         ax1.set_xlabel("senders")
         ax1.set_ylabel("goodput (Mbit/s)")
-        ax1.set_ylim(0, p["rate_mbit"] * 1.05)
+        top = max([p["rate_mbit"]] + [r["goodput_mbps"] for rows in result["variants"].values() for r in rows])
+        ax1.set_ylim(0, top * 1.05)
         ax1.legend()
         ax1.set_title(f"incast goodput, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer'] // 1024} KB, {p['mode']}")
         ax2.set_xscale("log")

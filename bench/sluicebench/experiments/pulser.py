@@ -55,25 +55,23 @@ def finish_row(row: dict, m: "core.Measurement", extra: dict) -> dict:
     return row
 
 
-def _pct(xs: list, q: float):
-    if not xs:
-        return None
-    xs = sorted(xs)
-    k = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
-    return xs[k]
-
-
 @experiment
 class PulserExp(Experiment):
     name = "pulser"
     help = "Pulser vs DCTCP vs cubic: short-flow FCT and long-flow throughput with incast bursts (pulser-ein)"
     default_variants = "cubic,dctcp,pulser"
+    point_keys = ("load",)
+    key_figures = ("short_fct_p99_us", "short_fct_p50_us", "long_throughput_mbps", "queue_max_bytes",
+                   "queue_mean_bytes")
+    ratio_to = "dctcp"
     build_targets = ["sluice-tg", "sluice-qmon", "sluice-fault", "sluice-wire", "sluiced", "sluicectl"]
 
     @classmethod
     def add_args(cls, p):
         p.add_argument("--loads", default="0.6", help="offered loads of the Poisson flows, fractions of --rate")
-        p.add_argument("--flows", type=int, default=800, help="Poisson flows per variant and load")
+        p.add_argument("--flows", type=int, default=1200,
+                       help="Poisson flows per variant, load and repeat (1200: about 1110 short flows, so "
+                            "a short-flow p99 rests on more than 1000 samples in every run)")
         p.add_argument("--seed", type=int, default=1, help="arrivals, sizes and servers (same for every variant)")
         p.add_argument("--workload", default="pulser", help="CDF in bench/cdf/ or a path")
         p.add_argument("--short-max", type=util.size, default=32768, help="largest short flow (bytes)")
@@ -146,27 +144,33 @@ class PulserExp(Experiment):
                 topo.set_host_sysctl(dict(a.host_sysctl))
             except OSError as e:
                 raise core.BenchError(f"--host-sysctl: {e}") from None
-        rows = {name: [] for _, name, _, _ in points}
-        for load in self.loads:
-            for v, name, degree, nbytes in points:
-                r = self.point(ctx, topo, v, cdf, load, name, degree, nbytes)
-                topo.check_wires()
-                rows[name].append(r)
-                ctx.log(f"load {load:.0%} {name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
-                        f"p99 {r['short_fct_p99_us']:.0f} us, long {r['long_throughput_mbps']} Mbit/s, "
-                        f"queue mean {r['queue_mean_bytes']} max {r['queue_max_bytes']} B, "
-                        f"CE {r['ce_marks']} EIN {r['ein_marks']}")
+        by_name = {name: (v, degree, nbytes) for v, name, degree, nbytes in points}
+
+        def measure(load, name, rep):
+            v, degree, nbytes = by_name[name]
+            r = self.point(ctx, topo, v, cdf, load, name, degree, nbytes, rep)
+            topo.check_wires()
+            ctx.log(f"load {load:.0%} rep {rep} {name:7s} short FCT p50 {r['short_fct_p50_us']:.0f} us "
+                    f"p99 {r['short_fct_p99_us']:.0f} us (n={r['short_fct_n']}), long {r['long_throughput_mbps']} "
+                    f"Mbit/s, queue mean {r['queue_mean_bytes']} max {r['queue_max_bytes']} B, "
+                    f"CE {r['ce_marks']} EIN {r['ein_marks']}")
+            return r
+
+        rows = core.sweep(ctx, self.loads, list(by_name), measure)
         out = {"experiment": "pulser", "params": self.params(), "topology": topo.describe(), "variants": rows}
         if topo.wires:
             out["wires"] = topo.wire_stats()
         return out
 
-    def point(self, ctx, topo, v, cdf, load, name, degree, nbytes) -> dict:
+    def point(self, ctx, topo, v, cdf, load, name, degree, nbytes, rep=0) -> dict:
         a = self.args
         senders, recv = topo.senders, topo.receivers[0]
-        ctx.point = {"load": load, "sender_hosts": senders, "receiver": recv}
+        ctx.point = {"load": load, "repeat": rep, "sender_hosts": senders, "receiver": recv}
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        tag = f"{name}-{int(load * 100)}"
+        tag = f"{name}-{int(load * 100)}-r{rep}"
+        # Repeat k draws the workload with seed + k: every variant of a
+        # repeat sees the same flows, and the repeats sample the workload too.
+        seed = a.seed + rep
         out = os.path.join(ctx.tmp, f"pulser-flows-{tag}.json")
         rec = os.path.join(ctx.tmp, f"pulser-flows-{tag}.csv")
         iout = os.path.join(ctx.tmp, f"pulser-incast-{tag}.json")
@@ -190,7 +194,7 @@ class PulserExp(Experiment):
                 inc = ctx.spawn(recv.ns, iargv, f"tg-incast-{tag}")
                 m.stop_on_finish("incast", lambda: ctx.stop(inc))
             argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
-                    "--cdf", cdf, "--load", str(load), "--count", str(a.flows), "--seed", str(a.seed),
+                    "--cdf", cdf, "--load", str(load), "--count", str(a.flows), "--seed", str(seed),
                     "--link-mbps", str(a.rate), "--pool", str(a.pool), "--records", rec, "--json", out,
                     "--timeout", str(a.timeout)]
             if v.cc:
@@ -236,10 +240,9 @@ class PulserExp(Experiment):
                     long_tput.append(size * 8 / fct)  # bits per us = Mbit/s
         with open(out) as f:
             tg = json.load(f)
-        row = {
-            "load": load,
-            "short_fct_p50_us": round(_pct(short, 0.50), 1) if short else None,
-            "short_fct_p99_us": round(_pct(short, 0.99), 1) if short else None,
+        row = {"load": load}
+        core.add_percentiles(row, short, "short_fct", unit="us")
+        row.update({
             "long_throughput_mbps": round(statistics.mean(long_tput), 2) if long_tput else None,
             "queue_max_bytes": None,
             "queue_mean_bytes": None,
@@ -252,12 +255,11 @@ class PulserExp(Experiment):
             "retrans_segs": tg["summary"]["retrans_segs"],
             "rto_flows": tg["summary"]["rto_flows"],
             "achieved_load": round(tg["summary"]["achieved_load"], 4),
-        }
+        })
         if incast:
             rms = [r["duration_us"] / 1e3 for r in incast.get("per_round", [])]
             row["incast_rounds"] = len(rms)
-            row["incast_round_ms_p50"] = round(_pct(rms, 0.5), 2) if rms else None
-            row["incast_round_ms_p99"] = round(_pct(rms, 0.99), 2) if rms else None
+            core.add_percentiles(row, rms, "incast_round_ms", qs=(50,), digits=2)
         return finish_row(row, m, extra)
 
     # -- presentation ----------------------------------------------------------
@@ -265,28 +267,36 @@ class PulserExp(Experiment):
         p = result["params"]
         names = list(result["variants"])
         w = max([8] + [len(n) for n in names])
+        n = result.get("repeat", 1)
         lines = [f"pulser: {p['hosts']} senders, {p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B, "
                  f"{p['flows']} flows/point, incast {p['incast_degree']} x {p['incast_bytes']} B "
                  f"every {p['incast_gap_ms']} ms"
                  + (f", receiver link +{p['delay_us']:g} us each way" if p.get("delay_us") else "")
                  + (f", initial window {p['initcwnd']}" if p.get("initcwnd") else "")
-                 + (f", EIN on {p['ein_mark']}" if p.get("ein_mark") == "departure" else ""),
-                 f"{'load':>5} {'variant':{w}} {'short p50 us':>12} {'short p99 us':>12} {'long Mbit/s':>11} "
-                 f"{'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
+                 + (f", EIN on {p['ein_mark']}" if p.get("ein_mark") == "departure" else "")
+                 + (f"; {n} repeats: medians, percentiles pooled" if n > 1 else ""),
+                 f"{'load':>5} {'variant':{w}} {'short p50 us':>12} {'short p99 us':>13} {'n short':>7} "
+                 f"{'long Mbit/s':>11} {'q mean B':>9} {'q max B':>8} {'CE':>7} {'EIN':>7} {'incast p50 ms':>13}"]
         for i, v, r in self.points(result):
             load = p["loads"][i]
+            fl = r.get("flags", {})
             lines.append(f"{load:>5.0%} {v:{w}} {r['short_fct_p50_us'] or 0:>12.0f} "
-                         f"{r['short_fct_p99_us'] or 0:>12.0f} {r['long_throughput_mbps'] or 0:>11.2f} "
+                         f"{r['short_fct_p99_us'] or 0:>12.0f}{'!' if 'short_fct_p99_us' in fl else ' '} "
+                         f"{r.get('short_fct_n', r.get('short_flows', '?')):>7} "
+                         f"{r['long_throughput_mbps'] or 0:>11.2f} "
                          f"{r['queue_mean_bytes'] or 0:>9.0f} {r['queue_max_bytes'] or 0:>8} "
                          f"{r['ce_marks'] or 0:>7} {r['ein_marks'] or 0:>7} "
                          f"{r.get('incast_round_ms_p50') or 0:>13.1f}")
-            if v == names[-1] and "dctcp" in names:
+            if v == names[-1] and "dctcp" in names and "ratios" not in result:
+                # Results from before per-repeat ratios: the ratio of the rows.
                 d = result["variants"]["dctcp"][i]
                 for other in ("pulser", REF):
                     q = result["variants"][other][i] if other in result["variants"] else None
                     if q and d["short_fct_p99_us"] and q["short_fct_p99_us"] and d["long_throughput_mbps"]:
                         lines.append(f"      {other}/dctcp: short p99 x{q['short_fct_p99_us'] / d['short_fct_p99_us']:.2f}"
                                      f", long throughput x{q['long_throughput_mbps'] / d['long_throughput_mbps']:.2f}")
+        if any("short_fct_p99_us" in r.get("flags", {}) for _, _, r in self.points(result)):
+            lines.append("! p99 from fewer than 1000 short flows: a few unlucky flows decide it (--flows, --repeat)")
         return "\n".join(lines)
 
     def plot(self, result, path):
@@ -296,15 +306,16 @@ class PulserExp(Experiment):
         fig, axes = self.subplots(1, 3, figsize=(14, 4))
         for v in names:
             rows = result["variants"][v]
-            axes[0].plot(loads, [r["short_fct_p99_us"] / 1e3 for r in rows], "o-", label=f"{v} p99")
-            axes[0].plot(loads, [r["short_fct_p50_us"] / 1e3 for r in rows], "x--", label=f"{v} p50")
-            axes[1].plot(loads, [r["long_throughput_mbps"] for r in rows], "o-", label=v)
-            axes[2].plot(loads, [(r["queue_mean_bytes"] or 0) / 1e3 for r in rows], "o-", label=f"{v} mean")
-            axes[2].plot(loads, [(r["queue_max_bytes"] or 0) / 1e3 for r in rows], "x--", label=f"{v} max")
-        axes[0].set_ylabel("short-flow FCT (ms)")
+            self.errorbar(axes[0], loads, rows, "short_fct_p99_us", 1e3, marker="o", label=f"{v} p99")
+            self.errorbar(axes[0], loads, rows, "short_fct_p50_us", 1e3, marker="x", ls="--", label=f"{v} p50")
+            self.errorbar(axes[1], loads, rows, "long_throughput_mbps", marker="o", label=v)
+            self.errorbar(axes[2], loads, rows, "queue_mean_bytes", 1e3, marker="o", label=f"{v} mean")
+            self.errorbar(axes[2], loads, rows, "queue_max_bytes", 1e3, marker="x", ls="--", label=f"{v} max")
+        n = result.get("repeat", 1)
+        axes[0].set_ylabel("short-flow FCT (ms)" + (f"; 95% CI over {n} repeats" if n > 1 else "; 95% CI"))
         axes[0].set_yscale("log")
-        axes[1].set_ylabel("long-flow throughput (Mbit/s)")
-        axes[2].set_ylabel("bottleneck queue (KB)")
+        axes[1].set_ylabel("long-flow throughput (Mbit/s)" + (f"; min-max of {n}" if n > 1 else ""))
+        axes[2].set_ylabel("bottleneck queue (KB)" + (f"; min-max of {n}" if n > 1 else ""))
         for ax in axes:
             ax.set_xlabel("load (%)")
             ax.grid(True, alpha=0.3)

@@ -1,0 +1,149 @@
+"""bench/sluicebench statistics: sample counts, pooling over repeats,
+bootstrap intervals, ratios and flags (docs/lab.md "Reading a result")."""
+
+import argparse
+import math
+import os
+import random
+import sys
+import unittest
+
+TOP = os.environ.get("SLUICE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+sys.path.insert(0, os.path.join(TOP, "tc-scripts", "lab"))
+
+from sluicebench import core, stats  # noqa: E402
+
+
+class Percentiles(unittest.TestCase):
+    def test_nearest_rank_and_count(self):
+        vals = list(range(1, 1001))  # 1..1000
+        row = core.percentiles(vals, "short_fct", unit="us")
+        self.assertEqual(row["short_fct_p50_us"], 500)
+        self.assertEqual(row["short_fct_p99_us"], 990)
+        self.assertEqual(row["short_fct_n"], 1000)
+        self.assertEqual(stats.count_key("short_fct_p99_us"), "short_fct_n")
+        self.assertEqual(stats.count_key("round_ms_p50"), "round_ms_n")
+        self.assertEqual(stats.count_key("goodput_mbps"), None)
+        self.assertEqual(stats.pct_key("x_p999"), ("x", 99.9))
+
+    def test_min_samples(self):
+        self.assertEqual(stats.min_samples(99), 1000)
+        self.assertEqual(stats.min_samples(50), 20)
+        self.assertEqual(stats.min_samples(99.9), 10000)
+
+    def test_bootstrap_matches_resampling(self):
+        # The Beta shortcut must give the same distribution as resampling
+        # n values with replacement and taking the nearest-rank p99.
+        rng = random.Random(3)
+        vals = sorted(rng.expovariate(1.0) for _ in range(400))
+        fast = sorted(stats.boot_quantiles(vals, 99, draws=3000, seed=5))
+        slow = []
+        for _ in range(3000):
+            s = sorted(rng.choice(vals) for _ in range(len(vals)))
+            slow.append(stats.quantile(s, 99))
+        # Both put their draws on the same order statistics: the largest
+        # difference of their CDFs (Kolmogorov-Smirnov, 3000 draws each;
+        # 0.05 is beyond the 99.9% critical value, 0.05).
+        worst = 0.0
+        for x in vals[-40:]:
+            fa = sum(1 for y in fast if y <= x) / len(fast)
+            fb = sum(1 for y in slow if y <= x) / len(slow)
+            worst = max(worst, abs(fa - fb))
+        self.assertLess(worst, 0.05)
+        # And not a degenerate distribution: several order statistics.
+        self.assertGreater(len(set(fast)), 3)
+
+    def test_interval_covers_true_quantile(self):
+        # 95% intervals of the exponential's p90 cover ln(10) in about 95%
+        # of samples (fails if the interval is far too narrow or too wide).
+        rng = random.Random(11)
+        hits = 0
+        for t in range(200):
+            vals = sorted(rng.expovariate(1.0) for _ in range(300))
+            lo, hi = stats.interval(stats.boot_quantiles(vals, 90, draws=800, seed=t))
+            hits += lo <= math.log(10) <= hi
+        self.assertGreater(hits, 176)
+        self.assertLess(hits, 200)
+
+
+class Merge(unittest.TestCase):
+    def run_row(self, vals, tput):
+        row = {"load": 0.6, "long_throughput_mbps": tput, "name": "x"}
+        return core.add_percentiles(row, vals, "short_fct", unit="us")
+
+    def test_medians_spread_pooling(self):
+        runs = [self.run_row(list(range(1, 501)), 40.0),
+                self.run_row(list(range(501, 1001)), 44.0),
+                self.run_row(list(range(1001, 1501)), 30.0)]
+        row = stats.merge_runs(runs)
+        self.assertEqual(row["long_throughput_mbps"], 40)
+        self.assertEqual(row["spread"]["long_throughput_mbps"], [30, 44])
+        # Pooled: 1..1500, p99 = 1485; n = 1500.
+        self.assertEqual(row["short_fct_p99_us"], 1485)
+        self.assertEqual(row["short_fct_n"], 1500)
+        lo, hi = row["ci95"]["short_fct_p99_us"]
+        self.assertLessEqual(lo, 1485)
+        self.assertGreaterEqual(hi, 1485)
+        self.assertEqual(row["spread"]["short_fct_p99_us"], [495, 1495])
+        self.assertEqual(len(row["runs"]), 3)
+        self.assertNotIn(stats.SAMPLES, row["runs"][0])
+        self.assertEqual(row["name"], "x")
+
+    def test_flags(self):
+        row = self.run_row(list(range(800)), 120.0)
+        f = stats.flags(row, rate_mbit=100)
+        self.assertIn("short_fct_p99_us", f)
+        self.assertIn("long_throughput_mbps", f)
+        self.assertNotIn("short_fct_p50_us", f)
+        ok = self.run_row(list(range(1000)), 99.0)
+        self.assertEqual(stats.flags(ok, rate_mbit=100), {})
+        self.assertEqual(stats.check_counts({"x_p99_us": 3.0}), ["x_p99_us"])
+
+
+class RatioInterval(unittest.TestCase):
+    def test_independent_bootstraps(self):
+        # Two samples, the second 1.2 x the first's distribution: the 95%
+        # interval of the ratio of their p99s must contain 1.2 in most of
+        # 40 trials (identical seeds for both made it a point, missing it).
+        rng = random.Random(7)
+        hits = 0
+        for t in range(40):
+            a = sorted(rng.expovariate(1.0) for _ in range(2000))
+            b = sorted(1.2 * rng.expovariate(1.0) for _ in range(2000))
+            ba, bb = stats.boot_quantiles(a, 99, draws=1000), stats.boot_quantiles(b, 99, draws=1000)
+            lo, hi = stats.interval([y / x for x, y in zip(ba, bb)])
+            hits += lo <= 1.2 <= hi
+        self.assertGreaterEqual(hits, 34)
+
+
+class Finalize(unittest.TestCase):
+    def test_ratios_per_repeat(self):
+        class Exp(core.Experiment):
+            name = "t"
+            point_keys = ("load",)
+            key_figures = ("short_fct_p99_us", "long_throughput_mbps")
+            ratio_to = "dctcp"
+
+        def run(scale, tput):
+            row = {"load": 0.6, "long_throughput_mbps": tput}
+            return core.add_percentiles(row, [scale * x for x in range(1, 1201)], "short_fct", unit="us")
+
+        d = stats.merge_runs([run(1.0, 40.0), run(1.0, 50.0), run(1.0, 40.0)])
+        p = stats.merge_runs([run(2.0, 40.0), run(1.0, 50.0), run(0.5, 80.0)])
+        res = {"params": {"rate_mbit": 100}, "variants": {"dctcp": [d], "pulser": [p]}}
+        core.finalize(res, Exp(argparse.Namespace()), argparse.Namespace(repeat=3, ratio_to=None))
+        r = res["ratios"]["variants"]["pulser"][0]
+        self.assertEqual(r["short_fct_p99_us"]["runs"], [2.0, 1.0, 0.5])
+        self.assertEqual(r["short_fct_p99_us"]["median"], 1.0)
+        self.assertEqual((r["long_throughput_mbps"]["min"], r["long_throughput_mbps"]["max"]), (1.0, 2.0))
+        lo, hi = r["short_fct_p99_us"]["pooled_ci95"]
+        self.assertLess(lo, hi)
+        self.assertNotIn(stats.BOOT, res["variants"]["pulser"][0])
+        text = core.summary(res, Exp(argparse.Namespace()))
+        self.assertIn("pulser/dctcp", text)
+        self.assertIn("n=3600", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
