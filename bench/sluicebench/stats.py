@@ -93,6 +93,44 @@ def boot_quantiles(sorted_values: list, q: float, draws: int = BOOT_DRAWS, seed=
     return out
 
 
+def boot_pooled(runs: list, q: float, draws: int = BOOT_DRAWS) -> list:
+    """Bootstrap replicates of the q-th percentile of several runs' samples
+    pooled, resampling in two stages: the runs (N of the N, with
+    replacement), then the samples of the runs drawn (boot_quantiles' Beta
+    draw on their pooled values). Resampling only the samples would treat
+    the runs as one big sample and miss what moves a whole run (a burst of
+    timeouts, the machine's load): two back-to-back runs of 3 repeats each
+    then had disjoint intervals. Two-stage resampling of clustered data:
+    Davison & Hinkley, Bootstrap Methods and their Application, §3.8.
+
+    The runs are picked by a generator seeded only by the number of runs,
+    so the i-th replicate of every variant uses the same repeats: ratios of
+    replicates stay paired by repeat (same workload seed, same moment)."""
+    runs = [r for r in runs]
+    n_runs = len(runs)
+    if n_runs == 1:
+        return boot_quantiles(runs[0], q, draws)
+    pick = random.Random(BOOT_SEED + n_runs)
+    pooled_all = sorted(x for r in runs for x in r)
+    beta = random.Random(data_seed(pooled_all, q))
+    cache: dict = {}
+    out = []
+    for _ in range(draws):
+        key = tuple(sorted(pick.randrange(n_runs) for _ in range(n_runs)))
+        s = cache.get(key)
+        if s is None:
+            if len(cache) > 256:
+                cache.clear()
+            s = cache[key] = sorted(x for i in key for x in runs[i])
+        n = len(s)
+        if n == 0:
+            continue
+        k = min(n, max(1, math.ceil(q / 100 * n)))
+        u = beta.betavariate(k, n - k + 1)
+        out.append(s[min(n, max(1, math.ceil(n * u))) - 1])
+    return out
+
+
 def interval(draws: list, level: float = 0.95):
     """Percentile interval of bootstrap draws."""
     if not draws:
@@ -121,7 +159,8 @@ def merge_runs(runs: list) -> dict:
     Every numeric figure becomes the median over the runs, with
     spread[key] = [min, max]. A percentile figure whose runs carry their
     samples (core.percentiles) becomes the percentile of all runs' samples
-    pooled, with ci95[key] (bootstrap) and its count key the pooled count;
+    pooled, with ci95[key] (two-stage bootstrap, boot_pooled) and its count
+    key the pooled count;
     spread[key] is still the min-max of the per-run percentiles. Other
     fields come from the first run; every run's row is kept in `runs`."""
     clean = [{k: v for k, v in r.items() if k not in (SAMPLES, BOOT)} for r in runs]
@@ -141,6 +180,7 @@ def merge_runs(runs: list) -> dict:
             bases &= set(r[SAMPLES])
         for base in bases:
             pooled[base] = sorted(x for r in runs for x in r[SAMPLES][base])
+        per_run = {base: [r[SAMPLES][base] for r in runs] for base in bases}
         for key in list(row):
             p = pct_key(key)
             if not p or p[0] not in pooled or not pooled[p[0]]:
@@ -149,7 +189,7 @@ def merge_runs(runs: list) -> dict:
             digits = _digits(clean[0].get(key))
             row[key] = _round(quantile(s, p[1]), digits)
             row[p[0] + "_n"] = len(s)
-            draws = boot_quantiles(s, p[1])
+            draws = boot_pooled(per_run[p[0]], p[1])
             ci[key] = [_round(x, digits) for x in interval(draws)]
             boot[key] = draws
     row["spread"] = spread

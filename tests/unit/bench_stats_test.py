@@ -117,6 +117,34 @@ class RatioInterval(unittest.TestCase):
         self.assertGreaterEqual(hits, 34)
 
 
+class Clustered(unittest.TestCase):
+    def test_a_deviant_run_widens_the_interval(self):
+        # Three runs, one with a tail three times the others': the pooled
+        # p99's interval must reach from about the quiet runs' p99 to about
+        # the deviant one's (resampling only the samples gave a narrow one).
+        rng = random.Random(5)
+        quiet = [sorted(rng.expovariate(1.0) for _ in range(1100)) for _ in range(2)]
+        loud = sorted(3 * rng.expovariate(1.0) for _ in range(1100))
+        lo, hi = stats.interval(stats.boot_pooled(quiet + [loud], 99))
+        flat_lo, flat_hi = stats.interval(stats.boot_quantiles(sorted(x for r in quiet + [loud] for x in r), 99))
+        self.assertLess(lo, stats.quantile(quiet[0], 99) * 1.15)
+        self.assertGreater(hi, stats.quantile(loud, 99) * 0.85)
+        self.assertGreater(hi - lo, 2 * (flat_hi - flat_lo))
+
+    def test_replicates_are_paired_by_repeat(self):
+        # Run effects (scale 1, 2, 4) shared by both variants; the second is
+        # 1.2 x the first within every run. Paired replicates keep the ratio
+        # interval around 1.2 and narrow despite the run effects.
+        rng = random.Random(9)
+        a = [sorted(f * rng.expovariate(1.0) for _ in range(2000)) for f in (1, 2, 4)]
+        b = [sorted(1.2 * f * rng.expovariate(1.0) for _ in range(2000)) for f in (1, 2, 4)]
+        ra, rb = stats.boot_pooled(a, 99), stats.boot_pooled(b, 99)
+        lo, hi = stats.interval([y / x for x, y in zip(ra, rb)])
+        self.assertLessEqual(lo, 1.2)
+        self.assertGreaterEqual(hi, 1.2)
+        self.assertLess(hi - lo, 0.6)
+
+
 class Finalize(unittest.TestCase):
     def test_ratios_per_repeat(self):
         class Exp(core.Experiment):
