@@ -84,7 +84,8 @@ int run_purge(const Config& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sluiced: incast control agent (PAC, Pulser, Floodgate, BFC, TOP) for Linux hosts and switches"};
+  CLI::App app{"sluiced: incast control agent for Linux hosts and switches. Works today: PAC, Pulser with "
+               "DCTCP (aqm, ein, [cc]), flowstat. Coming: Floodgate, BFC, TOP"};
   std::string config_path = kDefaultConfig;
   bool check = false, validate = false, purge = false, version = false, libbpf_verbose = false;
   std::string log_level;

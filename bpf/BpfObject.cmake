@@ -22,11 +22,11 @@
 # (deliberately broken ones for the checker's own tests) stay out of it.
 
 find_program(SLUICE_BPF_CLANG NAMES clang-16 REQUIRED
-  DOC "clang used for BPF (Debian 12's clang-16; see README 'Why clang-16')")
+  DOC "clang used for BPF (Debian 12's clang-16; see docs/operations.md 'Why clang-16')")
 find_program(SLUICE_LLVM_STRIP NAMES llvm-strip-16 llvm-strip REQUIRED)
 find_program(SLUICE_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
 
-# vmlinux.h: generated from the build host's BTF (see README "vmlinux.h").
+# vmlinux.h: generated from the build host's BTF (see docs/operations.md "vmlinux.h").
 # Override with -DSLUICE_VMLINUX_BTF=/path/to/vmlinux (an ELF with .BTF or a
 # raw BTF blob) to build on a machine without /sys/kernel/btf/vmlinux.
 set(SLUICE_VMLINUX_BTF "/sys/kernel/btf/vmlinux" CACHE FILEPATH

@@ -60,7 +60,7 @@ for name, r in (("plain TCP", b), ("PAC", p)):
 if b and p and b.get("goodput_mbps"):
     print(f"   PAC / plain TCP goodput: {p['goodput_mbps'] / b['goodput_mbps']:.2f}x")
 PY
-  echo "== the full experiment and what it measures: README.md (PAC, Lab and experiments)"
+  echo "== the full experiment and what it measures: docs/pac.md and docs/lab.md"
   exit 0
 fi
 

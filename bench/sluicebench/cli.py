@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         p.add_argument("--sched", choices=("normal", "fifo"), default=cls.default_sched,
                        help="scheduling class of the traffic generator: fifo = SCHED_FIFO (servers 10, "
                             "client 11), so other load on the shared machine does not desynchronize the "
-                            "senders (bench/README.md)")
+                            "senders (docs/lab.md)")
         p.add_argument("--repeat", type=int, default=cls.default_repeat, metavar="N",
                        help="measure every point N times, variants interleaved in each repeat; the JSON keeps "
                             "every run, rows give the median with min-max and percentiles pooled over the runs "

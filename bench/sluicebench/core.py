@@ -7,7 +7,7 @@ a class registered with @variant that prepares hosts and switch ports before
 traffic and undoes it after. An *experiment* builds a topology, runs every
 requested variant on it in the same invocation and returns the result JSON
 {"experiment": ..., "params": {...}, "variants": {name: [row, ...]}}.
-See bench/README.md "Adding a variant" / "Adding an experiment".
+See docs/lab.md "Adding a variant" / "Adding an experiment".
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ class Context:
     # -- traffic generator ----------------------------------------------------
     def tg(self, server: bool = False) -> list:
         """argv prefix that runs sluice-tg: with --sched fifo under SCHED_FIFO
-        (bench/README.md "Measuring on a shared 2-core machine"), the client
+        (docs/lab.md "Measuring on a shared 2-core machine"), the client
         (the receiving application) one level above the servers so busy
         senders cannot starve it."""
         prio = getattr(self.args, "sched", "normal")

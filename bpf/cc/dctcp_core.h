@@ -130,7 +130,7 @@ static __always_inline void sl_dctcp_init(struct sock *sk, struct sl_dctcp *ca)
 	/* The kernel's DCTCP also clears ECT from the socket here. A BPF
 	 * congestion control cannot write inet->tos, so the segments of such
 	 * a connection keep the ECT(0) TCP set at the SYN for an ECN-needing
-	 * control; the peer ignores CE on them and loss still works (README
+	 * control; the peer ignores CE on them and loss still works (docs/pulser.md,
 	 * "DCTCP without ECN"). */
 	ca->reno = 1;
 	ca->loss_cwnd = 0;
@@ -178,7 +178,7 @@ static __always_inline void sl_dctcp_update_alpha(struct sock *sk, struct sl_dct
 /* A guard against values no callback of ours produced. On the 6.18 host
  * TCP occasionally entered CWR with an ssthresh that sluice_dctcp never
  * returned (always 0x81100010, the low half of a kernel text address), and
- * PRR then grew cwnd toward it by millions of segments in one ACK (README
+ * PRR then grew cwnd toward it by millions of segments in one ACK (docs/pulser.md,
  * "A kernel anomaly"). No legitimate path moves cwnd or ssthresh past twice
  * the largest window seen since our last callback (`extra`: a Pulser
  * restore target), so anything beyond is put back: ssthresh to the DCTCP

@@ -15,7 +15,7 @@
  * the brake ends on the first echo-free ACK that acknowledges snd_nxt as it
  * was then.
  *
- * Linux specifics (README "Pulser on Linux TCP"): the kernel reduces cwnd
+ * Linux specifics (docs/pulser.md "Pulser on Linux TCP"): the kernel reduces cwnd
  * with PRR while it is in CWR/Recovery and sets cwnd = ssthresh when that
  * state ends, so a cwnd written there would be overwritten. In those states
  * the brake and the restore therefore go through ssthresh, which PRR steers

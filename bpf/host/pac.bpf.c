@@ -518,7 +518,7 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 	if (!b && !f->burst_bytes) {
 		/* The bound's flows only (a capped window bounds a wrong guess):
 		 * the eq. (4)/(5) estimate keeps one initial window, as measured
-		 * at 1 Gbit/s before (README "PAC"); the peer guess was not
+		 * at 1 Gbit/s before (docs/pac.md); the peer guess was not
 		 * measured to help it. */
 		b = rwnd_cap_bytes && cap_to_response ? pac.resp_guess : 0;
 		if (!b) {

@@ -23,7 +23,7 @@
  * samples are evenly spaced, as dequeues at line rate are in the paper):
  * on Linux samples arrive unevenly and a plain mean would be dominated by
  * two packets a nanosecond apart.
- * Linux difference (README "EIN on Linux"): Algorithm 1 runs at dequeue; a
+ * Linux difference (docs/pulser.md "EIN on Linux"): Algorithm 1 runs at dequeue; a
  * tc program cannot touch a packet at dequeue, so samples are taken as
  * packets enter the qdisc. The EIN mark goes on TCP segments carrying data,
  * either there (ein_at_departure = 0: the mark then waits behind the queue

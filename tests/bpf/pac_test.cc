@@ -509,7 +509,7 @@ TEST_F(PacBpfRequestsTest, RequestsAreHeldLikeAcksAndLookSent) {
 
 namespace {
 
-// rwnd_cap_bytes (an extension, README "PAC: receive-window cap"): our
+// rwnd_cap_bytes (an extension, docs/pac.md "Receive-window cap"): our
 // segments' window is clamped, read with the scale of our own SYN, and no
 // trigger exceeds the room the window leaves.
 class PacBpfRwndCapTest : public PacBpfTest {

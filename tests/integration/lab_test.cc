@@ -491,7 +491,7 @@ TEST(BenchRun, IncastWritesJsonRowsAndPlot) {
   EXPECT_NE(p.log().find("senders variant"), std::string::npos) << "no table printed";
 }
 
-// The 1g-gso profile's token bucket (64 KB, bench/README.md "Token bucket")
+// The 1g-gso profile's token bucket (64 KB, docs/lab.md "Token bucket")
 // is what the bottleneck TBF gets; another --rate gets the lab default.
 TEST(BenchRun, ProfileBurstReachesTheBottleneck) {
   ASSERT_EQ(geteuid(), 0u);

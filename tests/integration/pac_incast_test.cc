@@ -163,7 +163,7 @@ TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
   // retransmission timeouts: 0.35-0.46x the baseline's in every run measured.
   // Goodput gains vary with the machine's load (1.13-1.7x measured; the
   // baseline itself moves ~20%), so the test only asks PAC not to lose
-  // goodput; the gains are measured by bench/run (README, PAC results).
+  // goodput; the gains are measured by bench/run (docs/pac.md, Results).
   EXPECT_LT(pac.timeouts * 4, base.timeouts * 3) << "PAC did not cut the retransmission timeouts";
   EXPECT_GE(pac.goodput_mbps, base.goodput_mbps);
   EXPECT_LE(pac.goodput_mbps, kLinkMbps * 1.05) << "goodput above the link rate: measurement broken";

@@ -97,7 +97,7 @@ class Sink {
 };
 
 // On the 6.18 host a BPF struct_ops congestion control now and then shows a
-// cwnd near 2^31 for an instant (README "A kernel anomaly"; the controls
+// cwnd near 2^31 for an instant (docs/pulser.md "A kernel anomaly"; the controls
 // repair it). Samples above this are not windows TCP could have used.
 constexpr uint32_t kSane = 1'000'000;
 
@@ -352,7 +352,7 @@ void PulserTest::brake_and_restore(bool departure) {
   flow.stop();
   auto tr = flow.trace();
   ASSERT_GT(tr.size(), 100u);
-  // SLUICE_PULSER_TRACE=file: the TCP_INFO trace as CSV (README "Pulser").
+  // SLUICE_PULSER_TRACE=file: the TCP_INFO trace as CSV (docs/pulser.md, "cwnd trace").
   if (const char* out = std::getenv("SLUICE_PULSER_TRACE")) {
     std::ofstream f(out);
     f << "# incast " << t_incast << " - " << t_done << " s\nt_s,cwnd,ssthresh,ca_state,unacked\n";

@@ -21,13 +21,13 @@ from ..core import BenchError, Experiment, experiment
 from .. import util
 
 
-# Link profiles (see bench/README.md "Profiles"): the bottleneck settings the
+# Link profiles (see docs/lab.md, "incast"): the bottleneck settings the
 # recorded baselines use, so every variant is compared on the same ones.
 PROFILES = {
     # 1g-gso's token bucket holds 0.5 ms at the rate: with the lab default
     # (100 us, 12.5 KB) the TBF's timer, late by more than that on a loaded
     # 2-core machine, delivered 82% of 1 Gbit/s to a backlogged queue; 64 KB
-    # delivers 95% (the payload ceiling, bench/README.md "Token bucket"). GSO
+    # delivers 95% (the payload ceiling, docs/lab.md "Token bucket"). GSO
     # super-packets up to 64 KB then enter (and leave, or are dropped from)
     # the TBF whole.
     "1g-gso": {"rate": 1000.0, "mode": "gso", "buffer": 131072, "burst": 65536,

@@ -87,7 +87,7 @@ class PulserExp(Experiment):
         p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
         p.add_argument("--burst", type=util.size, default=0,
                        help="bottleneck token bucket in bytes (0 = the lab's 100 us at the rate, >= 2 frames; "
-                            "at 1 Gbit/s give 64K, bench/README.md \"Token bucket\")")
+                            "at 1 Gbit/s give 64K, docs/lab.md \"Token bucket\")")
         p.add_argument("--delay-us", type=float, default=0,
                        help="one-way propagation delay of the receiver's link, after the bottleneck queue "
                             "(sluice-wire; 0 = none)")

@@ -36,7 +36,7 @@ def default_threshold(buffer: int) -> int:
     bottleneck buffer. pac-icnp14 §III-B sets it to the buffer size, but its
     testbed (§IV-B, Table I) gave PAC 80 KB of a 150 KB port; on the 1 Gbit/s
     profile 80-96 KB of 128 KB kept every round free of RTOs and 128 KB did
-    not (README "PAC", threshold sweep)."""
+    not (docs/pac.md, threshold sweep)."""
     return buffer * 3 // 4
 
 
@@ -44,10 +44,10 @@ def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> s
     """rwnd_cap_bytes for the agent (a TOML value): `arg` is "auto", "off" or
     a size. auto, for the variants that hold requests: a third of the
     threshold when one response is larger than the threshold (one released
-    request could then overfill the buffer by itself: README "PAC",
+    request could then overfill the buffer by itself: docs/pac.md,
     receive-window cap), so three responses are under way at once, else off.
     At 100 Mbit/s with a 24 KB threshold a third (8 KB) gave 95.0/93.7/94.5%
-    of the link at N = 32/64/100 and a half 94.9/91.2/93.6% (README "PAC",
+    of the link at N = 32/64/100 and a half 94.9/91.2/93.6% (docs/pac.md,
     results). auto for the others: the agent's own "auto" (the threshold)."""
     if arg == "off":
         return "0"
