@@ -304,19 +304,24 @@ class PulserExp(Experiment):
         names = list(result["variants"])
         loads = [x * 100 for x in p["loads"]]
         fig, axes = self.subplots(1, 3, figsize=(14, 4))
-        for v in names:
+        # Variants side by side at each load, so their error bars do not hide each other.
+        step = (min(b - a for a, b in zip(loads, loads[1:])) if len(loads) > 1 else 10) / (4 * len(names))
+        for j, v in enumerate(names):
             rows = result["variants"][v]
-            self.errorbar(axes[0], loads, rows, "short_fct_p99_us", 1e3, marker="o", label=f"{v} p99")
-            self.errorbar(axes[0], loads, rows, "short_fct_p50_us", 1e3, marker="x", ls="--", label=f"{v} p50")
-            self.errorbar(axes[1], loads, rows, "long_throughput_mbps", marker="o", label=v)
-            self.errorbar(axes[2], loads, rows, "queue_mean_bytes", 1e3, marker="o", label=f"{v} mean")
-            self.errorbar(axes[2], loads, rows, "queue_max_bytes", 1e3, marker="x", ls="--", label=f"{v} max")
+            xs = [x + (j - (len(names) - 1) / 2) * step for x in loads]
+            self.errorbar(axes[0], xs, rows, "short_fct_p99_us", 1e3, marker="o", label=f"{v} p99")
+            self.errorbar(axes[0], xs, rows, "short_fct_p50_us", 1e3, marker="x", ls="--", label=f"{v} p50")
+            self.errorbar(axes[1], xs, rows, "long_throughput_mbps", marker="o", label=v)
+            self.errorbar(axes[2], xs, rows, "queue_mean_bytes", 1e3, marker="o", label=f"{v} mean")
+            self.errorbar(axes[2], xs, rows, "queue_max_bytes", 1e3, marker="x", ls="--", label=f"{v} max")
         n = result.get("repeat", 1)
         axes[0].set_ylabel("short-flow FCT (ms)" + (f"; 95% CI over {n} repeats" if n > 1 else "; 95% CI"))
         axes[0].set_yscale("log")
         axes[1].set_ylabel("long-flow throughput (Mbit/s)" + (f"; min-max of {n}" if n > 1 else ""))
         axes[2].set_ylabel("bottleneck queue (KB)" + (f"; min-max of {n}" if n > 1 else ""))
         for ax in axes:
+            ax.set_xticks(loads)
+            ax.set_xlim(min(loads) - 4 * step * len(names) / 2 - 1, max(loads) + 4 * step * len(names) / 2 + 1)
             ax.set_xlabel("load (%)")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
