@@ -655,8 +655,9 @@ def summary(result: dict, exp: "Experiment") -> str:
                 lines.append(f"  {_label(exp, row, i):14} {v:{w}}  " + "; ".join(cells))
     rat = result.get("ratios")
     if rat and rat.get("variants"):
-        lines.append(f"ratios to {rat['to']}, paired by repeat: median [min-max] of the per-repeat ratios"
-                     + ("; pooled percentiles: 95% CI of their ratio" if n >= 1 else ""))
+        cover = f" (a {100 * stats.minmax_coverage(n):.0f}% interval for their median)" if n > 1 else ""
+        lines.append(f"ratios to {rat['to']}, paired by repeat: median [min-max] of the {n} per-repeat ratios{cover}; "
+                     "pooled percentiles: CI = 95% interval of their ratio")
         base_rows = vs.get(rat["to"], [])
         for v, per in rat["variants"].items():
             for i, d in enumerate(per):

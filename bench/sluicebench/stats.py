@@ -257,6 +257,13 @@ def ratio_stats(runs_v: list, runs_b: list, key: str, boot_v=None, boot_b=None) 
     return out
 
 
+def minmax_coverage(n: int) -> float:
+    """Probability that the min-max of n independent values holds their
+    median: 1 - 2 / 2^n (3: 75%, 5: 94%, 7: 98%), whatever their
+    distribution (the sign test's interval)."""
+    return 1 - 2 * 0.5 ** n if n > 1 else 0.0
+
+
 def fmt_spread(row: dict, key: str, spec: str = ".0f") -> str:
     """'value [min-max]' or, for a pooled percentile, 'value (CI lo-hi) n=N';
     '!' after a flagged figure."""

@@ -27,6 +27,10 @@ class Percentiles(unittest.TestCase):
         self.assertEqual(stats.count_key("goodput_mbps"), None)
         self.assertEqual(stats.pct_key("x_p999"), ("x", 99.9))
 
+    def test_minmax_coverage(self):
+        self.assertAlmostEqual(stats.minmax_coverage(3), 0.75)
+        self.assertAlmostEqual(stats.minmax_coverage(5), 0.9375)
+
     def test_min_samples(self):
         self.assertEqual(stats.min_samples(99), 1000)
         self.assertEqual(stats.min_samples(50), 20)
