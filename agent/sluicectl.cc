@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "lib/control.h"
+#include "core/control.h"
 
 using nlohmann::json;
 

@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <iostream>
 
-#include "lib/agent.h"
-#include "lib/bpf_util.h"
-#include "lib/config.h"
-#include "lib/features.h"
-#include "lib/log.h"
-#include "lib/mechanisms.h"
+#include "core/agent.h"
+#include "core/bpf_util.h"
+#include "core/config.h"
+#include "core/features.h"
+#include "core/log.h"
+#include "mechanisms/mechanisms.h"
 
 using namespace sluice;
 

@@ -17,7 +17,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/netns.h"
+#include "core/netns.h"
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/features.h"
+#include "core/features.h"
 
 using namespace sluice;
 

@@ -31,9 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bpf_util.h"
-#include "lib/pac/pac_core.h"
-#include "lib/pac/reinject.h"
+#include "core/bpf_util.h"
+#include "mechanisms/pac/pac_core.h"
+#include "mechanisms/pac/reinject.h"
 #include "sluice/pac.h"
 #include "flowstat.skel.h"
 #include "pac_tc.skel.h"

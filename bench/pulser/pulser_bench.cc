@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "sluice/pulser.h"
 #include "aqm.skel.h"
 #include "ein.skel.h"

@@ -202,7 +202,8 @@ def build_dir() -> str:
 def tool(name: str) -> str:
     """Path of a built sluice binary (sluice-tg, sluice-qmon, sluiced, ...)."""
     bd = build_dir()
-    for rel in (f"agent/tg/{name}", f"agent/qmon/{name}", f"agent/fault/{name}", f"agent/wire/{name}", f"agent/{name}", name):
+    for rel in (f"bench/lab/tg/{name}", f"bench/lab/qmon/{name}", f"bench/lab/fault/{name}", f"bench/lab/wire/{name}",
+                f"agent/{name}", name):
         p = os.path.join(bd, rel)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* PAC (proactive ACK control, pac-icnp14 §III): ABI shared by
- * bpf/host/pac.bpf.c and the agent (agent/lib/pac/).
+ * bpf/host/pac.bpf.c and the agent (agent/mechanisms/pac/).
  *
  * Division of labour (README "PAC"):
  *  - tc ingress: every data segment of a managed flow lowers the in-flight

@@ -15,7 +15,7 @@ Topologies (hosts and switches are namespaces joined by veth pairs):
 Per link: rate shaping (TBF or HTB), a byte buffer limit (TBF limit or HTB
 leaf bfifo), a propagation delay (this kernel has no netem: the link runs
 through a wire namespace where sluice-wire forwards every frame after the
-delay, see agent/wire/wire.cc), and a frame mode: "gso" (TCP hands GSO super-packets to the
+delay, see bench/lab/wire/wire.cc), and a frame mode: "gso" (TCP hands GSO super-packets to the
 qdiscs; a TBF bottleneck splits them into MTU frames) or "mtu" (TSO/GSO off
 and gso_max_segs 1 on every lab interface, GRO off: one MTU frame per skb
 everywhere).

@@ -12,7 +12,7 @@
 #include "sluice/pulser.h"
 #include "aqm.skel.h"
 #include "aqm_compat.skel.h"
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 

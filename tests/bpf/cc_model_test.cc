@@ -7,7 +7,7 @@
 
 #include "sluice/pulser.h"
 #include "cc_model.skel.h"
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/prog_test.h"
 #include "progs/cc_model.h"
 

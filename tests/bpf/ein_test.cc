@@ -16,7 +16,7 @@
 
 #include "sluice/pulser.h"
 #include "ein.skel.h"
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 

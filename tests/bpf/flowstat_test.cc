@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "flowstat.skel.h"
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "sluice/flow.h"

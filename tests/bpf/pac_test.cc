@@ -7,7 +7,7 @@
 #include <cstring>
 #include <unistd.h>
 
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "sluice/pac.h"  // before the skeleton: it names these structs

@@ -13,8 +13,8 @@
 #include <regex>
 
 #include "flowstat.skel.h"
-#include "lib/bpf_util.h"
-#include "lib/netns.h"
+#include "core/bpf_util.h"
+#include "core/netns.h"
 #include "lib/netns_fixture.h"
 
 SLUICE_SKELETON(flowstat);

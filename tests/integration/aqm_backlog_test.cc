@@ -26,7 +26,7 @@
 
 #include "aqm.skel.h"
 #include "aqm_compat.skel.h"
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/netns_fixture.h"
 #include "lib/prog_test.h"
 #include "sluice/pulser.h"

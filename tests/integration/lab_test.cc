@@ -26,7 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#include "lib/netns.h"
+#include "core/netns.h"
 #include "lib/netns_fixture.h"
 
 using namespace sluice;
@@ -35,10 +35,10 @@ using nlohmann::json;
 
 namespace {
 
-std::string tg() { return build_path("agent/tg/sluice-tg"); }
-std::string qmon() { return build_path("agent/qmon/sluice-qmon"); }
-std::string fault() { return build_path("agent/fault/sluice-fault"); }
-std::string wire() { return build_path("agent/wire/sluice-wire"); }
+std::string tg() { return build_path("bench/lab/tg/sluice-tg"); }
+std::string qmon() { return build_path("bench/lab/qmon/sluice-qmon"); }
+std::string fault() { return build_path("bench/lab/fault/sluice-fault"); }
+std::string wire() { return build_path("bench/lab/wire/sluice-wire"); }
 
 json read_json(const std::string& path) {
   std::ifstream f(path);

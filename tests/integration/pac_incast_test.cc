@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/netns_fixture.h"
 #include "sluice/reasons.h"
 

@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "lib/cc.h"
+#include "mechanisms/cc/cc.h"
 #include "lib/netns_fixture.h"
 #include "sluice/pulser.h"
 

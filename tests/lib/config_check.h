@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/config.h"
+#include "core/config.h"
 
 namespace sluice::test {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/packet.h"
-#include "lib/features.h"
+#include "core/features.h"
 
 struct __sk_buff;
 

@@ -1,0 +1,18 @@
+// aqm: ECN step marking at K and EIN marking (Pulser Algorithm 1) on a
+// switch egress port (bpf/switch/aqm.bpf.c).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/module.h"
+
+namespace sluice {
+
+std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx);
+
+// Kind of the root qdisc of an interface ("noqueue", "tbf", ...), or "" if
+// it cannot be read.
+std::string root_qdisc_kind(const std::string& ifname);
+
+}  // namespace sluice

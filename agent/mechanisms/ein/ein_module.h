@@ -1,0 +1,13 @@
+// ein: the host half of Pulser's EIN (bpf/host/ein.bpf.c) on one interface:
+// the receiver echoes EIN in ACKs, the sender hands echoes to sluice_pulser.
+#pragma once
+
+#include <memory>
+
+#include "core/module.h"
+
+namespace sluice {
+
+std::unique_ptr<Module> make_ein_module(const ModuleContext& ctx);
+
+}  // namespace sluice

@@ -1,0 +1,557 @@
+#include "mechanisms/pac/pac_module.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/event_loop.h"
+#include "core/log.h"
+#include "mechanisms/pac/reinject.h"
+#include "pac_tc.skel.h"
+#include "core/tc.h"
+
+SLUICE_SKELETON(pac_tc);
+
+namespace sluice::pac {
+
+namespace {
+
+// The idle reset leaves pac.bound alone for this long (at least) after a
+// request left: a sender's application may answer later than an RTT.
+constexpr uint64_t kRequestQuietNs = 20'000'000;
+
+
+template <typename T>
+T load(const T* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+template <typename T, typename V>
+void store(T* p, V v) {
+  __atomic_store_n(p, static_cast<T>(v), __ATOMIC_RELEASE);
+}
+
+// Lowers *p to at most `v` without losing concurrent BPF adds.
+void lower_to(__s64* p, __s64 v) {
+  __s64 cur = load(p);
+  while (cur > v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+Params params_of(const PacConfig& c) {
+  Params p;
+  p.buffer_bytes = sluice_pac_payload_capacity(c.buffer_bytes);
+  p.level_bytes = c.mlfq_level_bytes;
+  p.lambda = c.lambda;
+  p.max_held = c.max_held;
+  p.max_hold_ns = uint64_t(c.max_hold_ms) * 1'000'000ull;
+  p.max_hold_request_ns = uint64_t(c.max_hold_request_ms) * 1'000'000ull;
+  p.requests_yield = c.rwnd_cap_bytes && c.hold_requests;
+  p.ecn = c.ecn;
+  return p;
+}
+
+}  // namespace
+
+struct PacModule::Impl : Datapath {
+  std::string ifname;
+  PacConfig cfg;
+  uint64_t fail_open_ns;
+  uint64_t busy_poll_ns = 0;
+  uint64_t poll_progress = 0;            // last wake-up or release (busy polling)
+  bool poll_posted = false;
+  uint64_t poll_ns = 0, poll_passes = 0;  // time spent polling, release passes it made
+  EventLoop* loop = nullptr;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  Skeleton<pac_tc> skel;
+  sluice_pac_state* st = nullptr;  // mmapped .bss
+  std::unique_ptr<Reinjector> reinjector;
+  std::unique_ptr<Engine> engine;
+  ring_buffer* rb = nullptr;
+  std::vector<TcAttachment> attachments;
+  std::unique_ptr<FdWatch> rb_watch;
+  std::unique_ptr<PeriodicTimer> heartbeat, control;
+  int flows_fd = -1, ctl_fd = -1;
+
+  // Control interval state.
+  uint64_t last_ctl_ns = 0, last_hb_ns = 0;
+  uint64_t prev_pkts = 0, prev_ce = 0, prev_bytes = 0;
+  uint64_t interval_ns = 1'000'000;
+  double alpha = 0;
+  uint64_t corrections = 0, threshold_changes = 0, stalls = 0, expired = 0, ctl_write_failures = 0;
+  uint64_t idle_resets = 0;
+  uint64_t prev_held_events = 0;
+  uint64_t last_expiry_ns = 0;
+  std::unique_ptr<DeviationCorrector> corrector;
+  std::unordered_map<sluice_pac_flow_key, std::pair<uint64_t, uint64_t>, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
+  size_t bpf_flows = 0;
+  double avg_srtt_us = 0;
+  // Largest response of unknown size (SLUICE_PAC_BF_GUESS) seen in the last
+  // flow scan: once the pipe is idle those responses are over, and their
+  // size is the next new flow's guess (pac.resp_guess).
+  uint64_t guess_seen = 0;
+
+  ~Impl() override {
+    if (rb) ring_buffer__free(rb);
+  }
+
+  // Datapath
+  int64_t in_flight() override { return admit_in_flight(); }
+  // What the datapath compares with the threshold: the estimate of the
+  // flows the bound does not cover, plus the bound (rwnd_cap_bytes with
+  // cap_to_response; admit_in_flight() in bpf/host/pac.bpf.c).
+  int64_t admit_in_flight() {
+    int64_t a = load(&st->in_flight);
+    if (cfg.rwnd_cap_bytes && cfg.cap_to_response) a += load(&st->bound);
+    return a;
+  }
+  uint64_t threshold() override { return load(&st->threshold); }
+  bool send(const sluice_pac_flow_key&, const HeldAck& a) override {
+    HeldAck copy = a;
+    return reinjector->send(copy.frame.data(), copy.frame_len);
+  }
+  void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) override {
+    if (bpf_map_update_elem(ctl_fd, &key, &ctl, BPF_ANY) != 0) ++ctl_write_failures;
+  }
+  void set_wake(uint64_t held, uint64_t room, uint64_t ack_room) override {
+    store(&st->wake_room, room);
+    store(&st->ack_room, ack_room);
+    store(&st->held, held);
+    // Consumed: the ingress program may wake us again.
+    store(&st->wake_pending, 0u);
+  }
+
+  static int on_sample(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<Impl*>(ctx);
+    if (size < offsetof(sluice_pac_event, frame)) return 0;
+    sluice_pac_event ev;
+    std::memset(&ev, 0, sizeof(ev));
+    std::memcpy(&ev, data, std::min(size, sizeof(ev)));
+    self->engine->on_event(ev, monotonic_ns());
+    return 0;
+  }
+
+  void on_readable() {
+    ring_buffer__consume(rb);
+    poll_progress = monotonic_ns();
+    engine->release(poll_progress);
+    poll_held();
+  }
+
+  // While ACKs are held, the next release is due the moment enough data
+  // arrives (eq. 5). Sleeping until the ingress program's wake-up costs a
+  // scheduler round trip (ring buffer -> irq_work -> epoll -> this loop),
+  // which on a loaded host is longer than the buffer's slack (0.5 ms at
+  // 1 Gbit/s, 128 KB). So the agent keeps polling the mmapped estimate and
+  // the ring until busy_poll_us have passed without a release, then sleeps
+  // in epoll again (every release re-arms the ingress wake-up). Nothing
+  // held: no polling, the agent stays off the CPU. Polling runs in slices
+  // of at most kPollSlice, posted back to the loop, so the heartbeat and
+  // the control interval keep their timers.
+  static constexpr uint64_t kPollSliceNs = 250'000;
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
+  void poll_held() {
+    if (!busy_poll_ns || poll_posted) return;
+    uint64_t start = monotonic_ns(), now = start;
+    while (engine->held()) {
+      int n = ring_buffer__consume(rb);
+      bool fits = sluice_pac_fits(admit_in_flight(), load(&st->wake_room), load(&st->threshold));
+      now = monotonic_ns();
+      if (n > 0 || fits) {
+        if (engine->release(now) || n > 0) poll_progress = now;
+        ++poll_passes;
+      }
+      if (now - poll_progress > busy_poll_ns) break;
+      if (now - start > kPollSliceNs) {
+        poll_posted = true;
+        std::weak_ptr<bool> w = alive;
+        loop->post([this, w] {
+          if (w.expired()) return;
+          poll_posted = false;
+          poll_held();
+        });
+        break;
+      }
+      cpu_relax();
+    }
+    poll_ns += now - start;
+  }
+
+  void on_heartbeat() {
+    uint64_t now = monotonic_ns();
+    if (last_hb_ns && now - last_hb_ns > fail_open_ns) {
+      // The loop stalled long enough for BPF to fail open: ACKs passed
+      // meanwhile may have overtaken held ones. Resynchronise each holding
+      // flow with the kernel's last ACK (drops what is superseded), then
+      // release the rest at once.
+      ++stalls;
+      for (const auto& k : engine->holding_flows()) {
+        sluice_pac_flow f{};
+        if (bpf_map_lookup_elem(flows_fd, &k, &f) != 0) continue;
+        sluice_pac_event ev{};
+        ev.type = SLUICE_PAC_EV_SEGMENT;
+        ev.key = k;
+        ev.ack = f.last_ack;
+        ev.mss = f.mss;
+        ev.bytes_rcvd = f.bytes_rcvd;
+        engine->on_event(ev, now);
+      }
+      size_t n = engine->flush(now);
+      SLOG_WARN("PAC_STALL", "{}: agent loop stalled {} ms (> fail_open {} ms); released {} held ACKs", ifname,
+                (now - last_hb_ns) / 1'000'000, cfg.fail_open_ms, n);
+    }
+    store(&st->heartbeat_ns, now);
+    last_hb_ns = now;
+  }
+
+  void scan_flows(uint64_t now) {
+    std::vector<sluice_pac_flow_key> keys(256);
+    std::vector<sluice_pac_flow> vals(256);
+    uint64_t batch = 0;
+    bool first = true;
+    size_t n_flows = 0;
+    double srtt_sum = 0;
+    double srtt_n = 0;
+    std::vector<sluice_pac_flow_key> gone;
+    uint64_t guess_max = 0;
+    bool do_expiry = now - last_expiry_ns > 1'000'000'000ull;
+    for (;;) {
+      __u32 count = static_cast<__u32>(keys.size());
+      int rc = bpf_map_lookup_batch(flows_fd, first ? nullptr : &batch, &batch, keys.data(), vals.data(), &count,
+                                    nullptr);
+      int err = rc ? errno : 0;
+      first = false;
+      for (__u32 i = 0; i < count; ++i) {
+        const auto& k = keys[i];
+        const auto& f = vals[i];
+        ++n_flows;
+        if ((f.bflags & SLUICE_PAC_BF_GUESS) && !f.fin_rst) guess_max = std::max<uint64_t>(guess_max, f.cur_burst);
+        auto& prev = prev_flow_bytes[k];
+        uint64_t d = f.bytes_rcvd >= prev.first ? f.bytes_rcvd - prev.first : f.bytes_rcvd;
+        uint64_t dt_trig = f.trig_sum >= prev.second ? f.trig_sum - prev.second : f.trig_sum;
+        prev = {f.bytes_rcvd, f.trig_sum};
+        if (d || dt_trig) {
+          engine->on_flow_sample(k, d, dt_trig, f.ce_seen);
+          // §III-C: the control interval is the average RTT of the flows;
+          // weighted by the bytes each brought in this interval, so an idle
+          // control connection (one RTT sample per second) does not stretch
+          // the interval of the flows that carry the traffic.
+          if (f.srtt_us && d) {
+            srtt_sum += double(f.srtt_us) * double(d);
+            srtt_n += d;
+          }
+        }
+        if (do_expiry) {
+          uint64_t idle = now > f.last_ns ? now - f.last_ns : 0;
+          uint64_t limit = (f.fin_rst ? 10ull : uint64_t(cfg.idle_timeout_s)) * 1'000'000'000ull;
+          if (idle > limit && engine->queued_acks(k).empty()) gone.push_back(k);
+        }
+      }
+      if (err == ENOENT || (rc == 0 && count == 0)) break;
+      if (rc && err != ENOENT) break;
+    }
+    bpf_flows = n_flows;
+    guess_seen = guess_max;
+    if (srtt_n) avg_srtt_us = srtt_sum / srtt_n;
+    if (do_expiry) {
+      last_expiry_ns = now;
+      for (const auto& k : gone) {
+        sluice_pac_flow f{};
+        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0 && f.contrib &&
+            f.bepoch == uint8_t(load(&st->bound_epoch)))
+          __atomic_fetch_sub(&st->bound, __s64(f.contrib), __ATOMIC_ACQ_REL);
+        bpf_map_delete_elem(flows_fd, &k);
+        bpf_map_delete_elem(ctl_fd, &k);
+        prev_flow_bytes.erase(k);
+        engine->forget(k);
+        ++expired;
+      }
+    }
+  }
+
+  void on_control() {
+    uint64_t now = monotonic_ns();
+    uint64_t dt = last_ctl_ns ? now - last_ctl_ns : interval_ns;
+    last_ctl_ns = now;
+    uint64_t pkts = load(&st->data_pkts), ce = load(&st->ce_pkts), bytes = load(&st->data_bytes);
+    uint64_t dp = pkts - prev_pkts, dce = ce - prev_ce, db = bytes - prev_bytes;
+    prev_pkts = pkts;
+    prev_ce = ce;
+    prev_bytes = bytes;
+    // α: fraction of CE-marked data segments in this interval (§III-B).
+    alpha = dp ? std::min(1.0, double(dce) / double(dp)) : 0.0;
+    if (cfg.ecn) {
+      uint64_t thr = load(&st->threshold);
+      uint64_t nt = adapt_threshold(thr, alpha, engine->params().buffer_bytes, engine->params().min_threshold);
+      if (nt != thr) {
+        store(&st->threshold, nt);
+        ++threshold_changes;
+      }
+    }
+    double dt_s = double(dt) / 1e9;
+    double bw = dt_s > 0 ? double(db) / dt_s : 0;
+    int64_t inflight = load(&st->in_flight);
+    uint64_t held_ev = engine->stats().held_events;
+    bool holding = (engine->held() > 0 || held_ev != prev_held_events);
+    prev_held_events = held_ev;
+    if (auto c = corrector->on_interval(bw, inflight, alpha, holding)) {
+      lower_to(&st->in_flight, *c);
+      // Per-flow expected bytes are part of what was just removed.
+      __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
+      ++corrections;
+    }
+    // The estimate says bytes are in flight, but nothing arrived and
+    // nothing was released for max(2 RTT, trigger_age_min): the pipe is
+    // empty (a bottleneck cannot stay busy and deliver nothing). What the
+    // estimate holds never comes; with ACKs held on it, nothing ever would
+    // (README "PAC: estimate").
+    inflight = admit_in_flight();
+    if (cfg.trigger_age_min_us && inflight > 0) {
+      uint64_t idle = std::max<uint64_t>(uint64_t(2 * avg_srtt_us * 1000), uint64_t(cfg.trigger_age_min_us) * 1000);
+      uint64_t last = std::max<uint64_t>(load(&st->last_data_ns), load(&st->last_trigger_ns));
+      if (last && now > last + idle) {
+        lower_to(&st->in_flight, 0);
+        __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
+        // Nothing moves: every response of unknown size has ended, so the
+        // next new flow need not count its whole window (request_burst()).
+        if (guess_seen) store(&st->resp_guess, guess_seen);
+        // The bound too, but not while a request that left recently may
+        // still be waiting for its sender's application: its response
+        // will come, and the bound (which cannot drift) counts it. Cleared
+        // then, the bound lets further requests out, and their responses
+        // meet it at the bottleneck. Shares that outlive their response are
+        // cleared per flow by the datapath (bound_watch); this clears what
+        // is left when nothing moves at all.
+        uint64_t req_quiet = std::max<uint64_t>(uint64_t(4 * avg_srtt_us * 1000), kRequestQuietNs);
+        uint64_t last_req = load(&st->last_request_ns);
+        if (load(&st->bound) != 0 && (!last_req || now > last_req + req_quiet)) {
+          store(&st->bound, __s64(0));
+          __atomic_fetch_add(&st->bound_epoch, 1u, __ATOMIC_ACQ_REL);
+        }
+        ++idle_resets;
+      }
+    }
+    if (load(&st->in_flight) < 0) {
+      __s64 cur = load(&st->in_flight);
+      while (cur < 0 &&
+             !__atomic_compare_exchange_n(&st->in_flight, &cur, __s64(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      }
+    }
+    if (dp || engine->held() || now - last_expiry_ns > 1'000'000'000ull) scan_flows(now);
+    engine->release(now);
+    // Control interval = average RTT of the flows (§III-C), floored; slow
+    // ticks while idle.
+    uint64_t want = uint64_t(avg_srtt_us * 1000);
+    want = std::clamp<uint64_t>(want, uint64_t(cfg.control_interval_min_us) * 1000, 100'000'000ull);
+    // Slow ticks only once the interface has been quiet for a while: a
+    // single interval without data in the middle of a transfer is exactly
+    // when eq. (6) and the idle-pipe rule must keep running.
+    uint64_t last_data = load(&st->last_data_ns);
+    if (!engine->held() && (!last_data || now > last_data + 200'000'000ull))
+      want = std::max<uint64_t>(want, 20'000'000ull);
+    if (want != interval_ns) {
+      interval_ns = want;
+      control->set_period(std::chrono::nanoseconds(interval_ns));
+    }
+  }
+};
+
+PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.ifname = ctx.iface.name;
+  m.cfg = ctx.config.pac;
+  m.fail_open_ns = uint64_t(m.cfg.fail_open_ms) * 1'000'000ull;
+  m.busy_poll_ns = uint64_t(m.cfg.busy_poll_us) * 1000ull;
+  m.loop = &ctx.loop;
+  auto& s = m.skel;
+  s->rodata->reinject_mark = m.cfg.reinject_mark;
+  s->rodata->fail_open_ns = m.fail_open_ns;
+  s->rodata->account_requests = m.cfg.account_requests ? 1 : 0;
+  s->rodata->cap_to_response = m.cfg.cap_to_response ? 1 : 0;
+  s->rodata->hold_requests = m.cfg.hold_requests ? 1 : 0;
+  s->rodata->request_max_bytes = m.cfg.request_max_bytes;
+  s->rodata->trigger_age_min_ns = uint64_t(m.cfg.trigger_age_min_us) * 1000ull;
+  s->rodata->rwnd_cap_bytes = m.cfg.rwnd_cap_bytes;
+  s->rodata->n_local_ports = static_cast<__u32>(m.cfg.local_ports.size());
+  for (size_t i = 0; i < m.cfg.local_ports.size(); ++i) {
+    s->rodata->local_ports[i].lo = m.cfg.local_ports[i].lo;
+    s->rodata->local_ports[i].hi = m.cfg.local_ports[i].hi;
+  }
+  s->rodata->n_remote_ports = static_cast<__u32>(m.cfg.remote_ports.size());
+  for (size_t i = 0; i < m.cfg.remote_ports.size(); ++i) {
+    s->rodata->remote_ports[i].lo = m.cfg.remote_ports[i].lo;
+    s->rodata->remote_ports[i].hi = m.cfg.remote_ports[i].hi;
+  }
+  s->rodata->n_prefixes = static_cast<__u32>(m.cfg.remote_prefixes.size());
+  for (size_t i = 0; i < m.cfg.remote_prefixes.size(); ++i) {
+    const auto& p = m.cfg.remote_prefixes[i];
+    s->rodata->prefixes[i].family = static_cast<__u8>(p.family);
+    s->rodata->prefixes[i].len = p.len;
+    std::memcpy(const_cast<__u32*>(s->rodata->prefixes[i].addr), p.addr, 16);
+  }
+  s.pin_maps(ctx.pin_dir);
+  s.load();
+  m.st = &s->bss->pac;
+  m.flows_fd = bpf_map__fd(s->maps.pac_flows);
+  m.ctl_fd = bpf_map__fd(s->maps.pac_flow_ctl);
+  // Pinned tables may hold a previous run's flows, whose held ACKs died
+  // with that process: start clean.
+  for (int fd : {m.flows_fd, m.ctl_fd}) {
+    sluice_pac_flow_key k{}, next{};
+    while (bpf_map_get_next_key(fd, nullptr, &next) == 0) {
+      k = next;
+      if (bpf_map_delete_elem(fd, &k) != 0) break;
+    }
+  }
+  store(&m.st->threshold, sluice_pac_payload_capacity(m.cfg.buffer_bytes));
+  m.reinjector = std::make_unique<Reinjector>(m.ifname, m.cfg.reinject_mark);
+  m.engine = std::make_unique<Engine>(params_of(m.cfg), m);
+  m.corrector = std::make_unique<DeviationCorrector>(m.cfg.lambda, m.engine->params().ewma_gain);
+  m.rb = ring_buffer__new(bpf_map__fd(s->maps.pac_events), &Impl::on_sample, &m, nullptr);
+  if (!m.rb) throw SysError("PAC: ring buffer", errno);
+  // Alive before attaching, so the first ACKs are already controlled.
+  m.on_heartbeat();
+  // A held request must look sent to TCP (TC_ACT_STOLEN), which only
+  // cls_bpf honours; tcx turns it into "next". hold_requests therefore
+  // attaches through clsact whatever agent.attach_mode says.
+  AttachMode mode = m.cfg.hold_requests ? AttachMode::Clsact : ctx.attach_mode;
+  if (mode != ctx.attach_mode)
+    SLOG_INFO("PAC_CLSACT", "{}: pac.hold_requests needs TC_ACT_STOLEN: attaching through clsact", m.ifname);
+  m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Ingress, bpf_program__fd(s->progs.pac_ingress),
+                                               "pac_ingress", kPrioPac, mode, ctx.config.agent.state_dir));
+  m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Egress, bpf_program__fd(s->progs.pac_egress),
+                                               "pac_egress", kPrioPac, mode, ctx.config.agent.state_dir));
+  m.rb_watch = ctx.loop.watch_readable(ring_buffer__epoll_fd(m.rb), [&m] { m.on_readable(); });
+  uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
+  m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });
+  m.control = ctx.loop.every(std::chrono::nanoseconds(m.interval_ns), [&m] { m.on_control(); });
+  SLOG_INFO("PAC_STARTED", "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
+            m.ifname, m.cfg.buffer_bytes, sluice_pac_payload_capacity(m.cfg.buffer_bytes), m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
+}
+
+PacModule::~PacModule() {
+  if (!impl_) return;
+  Impl& m = *impl_;
+  m.alive.reset();
+  m.control.reset();
+  m.heartbeat.reset();
+  m.rb_watch.reset();
+  // Held ACKs are released, never kept: drain the ring, then send all.
+  if (m.rb) ring_buffer__consume(m.rb);
+  size_t n = m.engine ? m.engine->flush(monotonic_ns()) : 0;
+  if (n) SLOG_INFO("PAC_FLUSHED", "{}: released {} held ACKs on shutdown", m.ifname, n);
+  while (!m.attachments.empty()) m.attachments.pop_back();
+}
+
+std::vector<ProgramCounters> PacModule::counters() const {
+  return {{"pac", read_reason_counters(bpf_map__fd(impl_->skel->maps.sl_counters))}};
+}
+
+nlohmann::json PacModule::status() const {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& t : impl_->attachments)
+    a.push_back({{"program", t.prog_name()}, {"hook", to_string(t.hook())}, {"mode", to_string(t.mode())}});
+  return {{"attachments", a}, {"pin_dir", impl_->skel.pin_dir()}};
+}
+
+nlohmann::json PacModule::stats() const {
+  const Impl& m = *impl_;
+  const auto& es = m.engine->stats();
+  nlohmann::json levels = nlohmann::json::array();
+  for (size_t l = 0; l < m.engine->levels(); ++l) levels.push_back(m.engine->held_at_level(l));
+  nlohmann::json hist = nlohmann::json::array();
+  for (size_t b = 0; b < es.hold_hist.size(); ++b)
+    hist.push_back({{"le_us", b < EngineStats::kHoldBucketsUs.size() ? nlohmann::json(EngineStats::kHoldBucketsUs[b])
+                                                                      : nlohmann::json("+Inf")},
+                    {"count", es.hold_hist[b]}});
+  uint64_t now = monotonic_ns(), hb = load(&m.st->heartbeat_ns);
+  return {
+      {"in_flight_bytes", load(&m.st->in_flight)},
+      {"threshold_bytes", load(&m.st->threshold)},
+      {"alpha", m.alpha},
+      {"control_interval_us", m.interval_ns / 1000},
+      {"avg_srtt_us", m.avg_srtt_us},
+      {"held", m.engine->held()},
+      {"held_per_level", levels},
+      {"flows", m.bpf_flows},
+      {"agent_flows", m.engine->flows()},
+      {"heartbeat_age_ms", hb && now > hb ? (now - hb) / 1'000'000 : 0},
+      {"corrections", m.corrections},
+      {"idle_resets", m.idle_resets},
+      {"phantom_bytes", load(&m.st->phantom_bytes)},
+      {"phantom_events", load(&m.st->phantom_events)},
+      {"rwnd_clamped", load(&m.st->rwnd_clamped)},
+      {"bound_bytes", load(&m.st->bound)},
+      {"threshold_changes", m.threshold_changes},
+      {"stalls", m.stalls},
+      {"busy_poll_us", m.poll_ns / 1000},
+      {"busy_poll_passes", m.poll_passes},
+      {"expired_flows", m.expired},
+      {"held_events", es.held_events},
+      {"released", es.released},
+      {"released_queue_full", es.released_queue_full},
+      {"released_max_hold", es.released_max_hold},
+      {"released_flush", es.released_flush},
+      {"send_failures", es.send_failures},
+      {"dropped_stale", es.dropped_stale},
+      {"dropped_superseded", es.dropped_superseded},
+      {"dropped_teardown", es.dropped_teardown},
+      {"stale_events", es.stale_events},
+      {"hold_time_mean_us", es.hold_count ? double(es.hold_sum_us) / double(es.hold_count) : 0.0},
+      {"hold_time_hist", hist},
+  };
+}
+
+void PacModule::metrics(std::vector<MetricSample>& out) const {
+  const Impl& m = *impl_;
+  const std::string& ifn = m.ifname;
+  const auto& es = m.engine->stats();
+  auto g = [&](const char* name, const char* help, double v) { out.push_back({name, help, false, {{"iface", ifn}}, v}); };
+  auto c = [&](const char* name, const char* help, std::vector<std::pair<std::string, std::string>> l, double v) {
+    l.insert(l.begin(), {"iface", ifn});
+    out.push_back({name, help, true, l, v});
+  };
+  g("sluice_pac_in_flight_bytes", "PAC in-flight estimate (eq. 4/5)", double(load(&m.st->in_flight)));
+  g("sluice_pac_threshold_bytes", "PAC threshold (eq. 2)", double(load(&m.st->threshold)));
+  g("sluice_pac_alpha", "Fraction of CE-marked data in the last control interval", m.alpha);
+  g("sluice_pac_flows", "Flows in the PAC table", double(m.bpf_flows));
+  for (size_t l = 0; l < m.engine->levels(); ++l)
+    out.push_back({"sluice_pac_held_acks", "ACKs held in the MLFQ", false,
+                   {{"iface", ifn}, {"level", std::to_string(l)}}, double(m.engine->held_at_level(l))});
+  c("sluice_pac_corrections_total", "Deviation corrections applied (eq. 6)", {}, double(m.corrections));
+  c("sluice_pac_idle_resets_total", "In-flight estimate cleared: nothing arrived or left for 2 RTT", {},
+    double(m.idle_resets));
+  c("sluice_pac_phantom_bytes_total", "Expected bytes written off: triggered, never arrived (trigger age)", {},
+    double(load(&m.st->phantom_bytes)));
+  c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "threshold"}}, double(es.released));
+  c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "queue_full"}}, double(es.released_queue_full));
+  c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "max_hold"}}, double(es.released_max_hold));
+  c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "flush"}}, double(es.released_flush));
+  c("sluice_pac_dropped_total", "Held ACKs dropped", {{"why", "stale"}}, double(es.dropped_stale));
+  c("sluice_pac_dropped_total", "Held ACKs dropped", {{"why", "superseded"}}, double(es.dropped_superseded));
+  c("sluice_pac_dropped_total", "Held ACKs dropped", {{"why", "teardown"}}, double(es.dropped_teardown));
+  c("sluice_pac_dropped_total", "Held ACKs dropped", {{"why", "send_failure"}}, double(es.send_failures));
+  c("sluice_pac_busy_poll_seconds_total", "Time the agent polled for room while ACKs were held", {},
+    double(m.poll_ns) / 1e9);
+  c("sluice_pac_stalls_total", "Agent loop stalls longer than fail_open_ms", {}, double(m.stalls));
+  uint64_t cum = 0;
+  for (size_t b = 0; b < es.hold_hist.size(); ++b) {
+    cum += es.hold_hist[b];
+    std::string le = b < EngineStats::kHoldBucketsUs.size() ? std::to_string(EngineStats::kHoldBucketsUs[b]) : "+Inf";
+    c("sluice_pac_hold_time_us_bucket", "Time ACKs spent held (µs)", {{"le", le}}, double(cum));
+  }
+  c("sluice_pac_hold_time_us_sum", "Time ACKs spent held (µs)", {}, double(es.hold_sum_us));
+  c("sluice_pac_hold_time_us_count", "Time ACKs spent held (µs)", {}, double(es.hold_count));
+}
+
+std::unique_ptr<Module> make_pac_module(const ModuleContext& ctx) { return std::make_unique<PacModule>(ctx); }
+
+}  // namespace sluice::pac

@@ -1,0 +1,29 @@
+// PAC on one receiver interface (bpf/host/pac.bpf.c + the agent's MLFQ).
+#pragma once
+
+#include <memory>
+
+#include "core/module.h"
+#include "mechanisms/pac/pac_core.h"
+
+namespace sluice::pac {
+
+class PacModule : public Module {
+ public:
+  explicit PacModule(const ModuleContext& ctx);
+  ~PacModule() override;
+
+  std::string name() const override { return "pac"; }
+  std::vector<ProgramCounters> counters() const override;
+  nlohmann::json status() const override;
+  nlohmann::json stats() const override;
+  void metrics(std::vector<MetricSample>& out) const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Module> make_pac_module(const ModuleContext& ctx);
+
+}  // namespace sluice::pac
