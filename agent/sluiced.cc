@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   try {
     EventLoop loop;
-    Agent agent(loop, config_path, cfg, probe_features());
+    Agent agent(loop, config_path, cfg, probe_features(), mechanisms());
     agent.start();
     loop.on_signals({SIGTERM, SIGINT, SIGHUP}, [&](int sig) {
       if (sig == SIGHUP) {

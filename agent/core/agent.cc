@@ -7,11 +7,8 @@
 #include <chrono>
 
 #include "bpf_util.h"
-#include "mechanisms/cc/cc.h"
 #include "control.h"
-#include "mechanisms/flowstat/flowstat_module.h"
 #include "log.h"
-#include "mechanisms/mechanisms.h"
 #include "metrics.h"
 #include "tc.h"
 
@@ -104,8 +101,13 @@ std::string fingerprint(const Config& c, const InterfaceConfig& ic) {
   return f.dump();
 }
 
-Agent::Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features)
-    : loop_(loop), config_path_(std::move(config_path)), cfg_(std::move(cfg)), features_(std::move(features)) {}
+Agent::Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features,
+             const MechanismTable& mechanisms)
+    : loop_(loop),
+      mechanisms_(mechanisms),
+      config_path_(std::move(config_path)),
+      cfg_(std::move(cfg)),
+      features_(std::move(features)) {}
 
 Agent::~Agent() { stop(); }
 
@@ -113,34 +115,26 @@ void Agent::check_features(const Config& cfg) const {
   std::string missing;
   for (const auto& ic : cfg.interfaces) {
     for (const auto& m : ic.mechanisms) {
-      const MechanismInfo* mi = find_mechanism(m);
+      const MechanismInfo* mi = find_mechanism(mechanisms_, m);
       if (!mi) continue;
       for (const auto& [f, why] : missing_features(*mi, features_))
         missing += "\n  " + m + " on " + ic.name + " needs " + f + ": " + why;
     }
   }
-  if (!cfg.cc.register_cc.empty()) {
-    auto it = features_.find(Feature::StructOpsCc);
-    if (it == features_.end() || !it->second.ok)
-      missing += "\n  [cc] register needs " + std::string(to_string(Feature::StructOpsCc)) + ": " +
-                 (it == features_.end() ? "not probed" : it->second.detail);
+  for (const auto& mi : mechanisms_) {
+    if (!mi.service.make) continue;
+    std::string what = mi.service.used_by ? mi.service.used_by(cfg) : "";
+    if (what.empty()) continue;
+    for (const auto& [f, why] : missing_features(mi, features_)) missing += "\n  " + what + " needs " + f + ": " + why;
   }
   if (!missing.empty()) throw Error("kernel lacks features the configuration needs:" + missing);
 }
 
-std::vector<std::unique_ptr<RegisteredCc>> Agent::build_ccs(const Config& cfg) {
-  std::vector<std::unique_ptr<RegisteredCc>> out;
-  for (const auto& r : cfg.cc.register_cc) {
-    CcParams p;
-    p.kind = r == "pulser" ? CcKind::Pulser : CcKind::Dctcp;
-    p.name = r == "pulser" ? cfg.cc.pulser_name : cfg.cc.dctcp_name;
-    p.dctcp_shift_g = cfg.cc.dctcp_shift_g;
-    p.dctcp_alpha_on_init = cfg.cc.dctcp_alpha_on_init;
-    p.pulser_cwnd_safe = cfg.cc.pulser_cwnd_safe;
-    if (p.kind == CcKind::Pulser) p.ein_map_pin = ein_map_pin_path(cfg.agent.pin_root);
-    // On a throw, `out` unregisters what was registered so far.
-    out.push_back(std::make_unique<RegisteredCc>(p));
-  }
+std::vector<Agent::ServiceRuntime> Agent::build_services(const Config& cfg) const {
+  std::vector<ServiceRuntime> out;
+  for (const auto& mi : mechanisms_)
+    // On a throw, `out` undoes what was built so far.
+    if (mi.service.make) out.push_back({&mi, mi.service.make(cfg)});
   return out;
 }
 
@@ -149,7 +143,8 @@ Agent::IfaceRuntime Agent::build_iface(const Config& cfg, const InterfaceConfig&
   rt.cfg = ic;
   rt.fingerprint = fingerprint(cfg, ic);
   for (const auto& m : ic.mechanisms) {
-    ModuleFactory f = module_factory(m, ic.role);
+    const MechanismInfo* mi = find_mechanism(mechanisms_, m);
+    ModuleFactory f = mi ? module_factory(*mi, ic.role) : nullptr;
     if (!f) throw Error("mechanism " + m + " has no module for role " + to_string(ic.role));
     ModuleContext ctx{cfg, ic, attach_mode_, cfg.agent.pin_root + "/" + ic.name + "/" + m, loop_, &features_};
     try {
@@ -213,12 +208,12 @@ void Agent::start() {
   ensure_bpffs(cfg_.agent.pin_root);
   make_dirs(cfg_.agent.state_dir);
 
-  ccs_ = build_ccs(cfg_);
+  services_ = build_services(cfg_);
   std::vector<IfaceRuntime> built;
   try {
     built = build_all(cfg_, nullptr);
   } catch (...) {
-    ccs_.clear();
+    services_.clear();
     throw;
   }
   try {
@@ -234,7 +229,7 @@ void Agent::start() {
     ifaces_.clear();
     built.clear();
     control_.reset();
-    ccs_.clear();
+    services_.clear();
     throw;
   }
   SLOG_INFO("AGENT_STARTED", "sluiced {} running: {} interface(s), attach mode {}, control {}", SLUICE_VERSION,
@@ -252,9 +247,9 @@ void Agent::stop() {
     }
   }
   {
-    // Congestion controls are host-wide: never left registered.
+    // Host-wide parts (congestion controls) are never left behind.
     std::unique_lock lk(mu_);
-    while (!ccs_.empty()) ccs_.pop_back();
+    while (!services_.empty()) services_.pop_back();
   }
   control_.reset();
   metrics_.reset();
@@ -263,7 +258,7 @@ void Agent::stop() {
 bool Agent::reload(std::string* why) {
   Config next;
   try {
-    next = parse_config_file(config_path_);
+    next = parse_config_file(config_path_, mechanisms_);
     // Same feature gate as at start.
     check_features(next);
     if (next.agent.attach_mode != cfg_.agent.attach_mode || next.agent.pin_root != cfg_.agent.pin_root ||
@@ -308,21 +303,29 @@ bool Agent::reload(std::string* why) {
     return false;
   }
   old.clear();
-  if (to_json(next)["cc"] != to_json(cfg_)["cc"]) {
-    // Same names are re-registered: the old ones go first. Sockets already
-    // using them keep the old code until they close.
-    ccs_.clear();
-    try {
-      ccs_ = build_ccs(next);
-    } catch (const std::exception& e) {
-      SLOG_ERROR("CC_RELOAD_FAILED", "congestion controls of the new configuration failed ({}); restoring the old ones",
-                 e.what());
+  {
+    auto next_json = to_json(next), running_json = to_json(cfg_);
+    auto section = [](const nlohmann::json& j, const std::string& name) {
+      return j.contains(name) ? j[name] : nlohmann::json();
+    };
+    for (auto& sr : services_) {
+      const MechanismInfo& mi = *sr.mechanism;
+      if (section(next_json, mi.name) == section(running_json, mi.name)) continue;
+      // Same names are re-registered: the old ones go first. Sockets already
+      // using them keep the old code until they close.
+      sr.service.reset();
       try {
-        ccs_ = build_ccs(cfg_);
-      } catch (const std::exception& e2) {
-        SLOG_ERROR("RESTORE_FAILED", "could not restore the congestion controls: {}", e2.what());
+        sr.service = mi.service.make(next);
+      } catch (const std::exception& e) {
+        SLOG_ERROR("SERVICE_RELOAD_FAILED", "[{}] of the new configuration failed ({}); restoring the running one", mi.name,
+                   e.what());
+        try {
+          sr.service = mi.service.make(cfg_);
+        } catch (const std::exception& e2) {
+          SLOG_ERROR("RESTORE_FAILED", "could not restore [{}]: {}", mi.name, e2.what());
+        }
+        if (mi.service.keep_section) mi.service.keep_section(next, cfg_);
       }
-      next.cc = cfg_.cc;
     }
   }
   bool metrics_changed = next.metrics.enabled != cfg_.metrics.enabled || next.metrics.bind != cfg_.metrics.bind ||
@@ -350,11 +353,9 @@ nlohmann::json Agent::status() const {
     for (const auto& m : rt.modules) mods.push_back({{"name", m->name()}, {"status", m->status()}});
     ifs.push_back({{"name", rt.cfg.name}, {"role", to_string(rt.cfg.role)}, {"modules", mods}});
   }
-  nlohmann::json ccs = nlohmann::json::array();
-  for (const auto& c : ccs_) ccs.push_back(c->status());
   nlohmann::json feats = nlohmann::json::object();
   for (const auto& [f, r] : features_) feats[to_string(f)] = {{"ok", r.ok}, {"detail", r.detail}};
-  return {
+  nlohmann::json out = {
       {"version", SLUICE_VERSION},
       {"pid", getpid()},
       {"uptime_s", (monotonic_ns() - start_ns_) / 1e9},
@@ -365,9 +366,11 @@ nlohmann::json Agent::status() const {
       {"metrics", metrics_ ? "http://" + metrics_->address() + "/metrics" : "disabled"},
       {"reloads", {{"ok", reloads_ok_}, {"rejected", reloads_rejected_}}},
       {"interfaces", ifs},
-      {"congestion_control", ccs},
       {"features", feats},
   };
+  for (const auto& sr : services_)
+    if (sr.service) sr.service->status(out);
+  return out;
 }
 
 nlohmann::json Agent::stats() const {
@@ -399,18 +402,14 @@ nlohmann::json Agent::stats() const {
 
 nlohmann::json Agent::flows(const std::string& iface, size_t limit) const {
   std::shared_lock lk(mu_);
-  uint64_t now = monotonic_ns();
   nlohmann::json ifs = nlohmann::json::array();
   for (const auto& rt : ifaces_) {
     if (!iface.empty() && rt.cfg.name != iface) continue;
     for (const auto& m : rt.modules) {
-      auto* fm = dynamic_cast<const FlowstatModule*>(m.get());
-      if (!fm) continue;
-      auto rows = fm->flows();
-      std::sort(rows.begin(), rows.end(), [](const FlowRow& a, const FlowRow& b) { return a.stats.bytes > b.stats.bytes; });
-      nlohmann::json fl = nlohmann::json::array();
-      for (size_t i = 0; i < rows.size() && (limit == 0 || i < limit); ++i) fl.push_back(flow_json(rows[i], now));
-      ifs.push_back({{"name", rt.cfg.name}, {"total", rows.size()}, {"flows", fl}});
+      nlohmann::json t = m->flow_table(limit);
+      if (t.is_null()) continue;
+      t["name"] = rt.cfg.name;
+      ifs.push_back(std::move(t));
     }
   }
   return {{"interfaces", ifs}};
@@ -426,27 +425,8 @@ std::vector<MetricSample> Agent::metric_samples() const {
   out.push_back({"sluice_agent_config_reloads_total", "Configuration reloads", true, {{"result", "rejected"}},
                  double(reloads_rejected_)});
   std::shared_lock lk(mu_);
-  for (const auto& c : ccs_) {
-    auto s = c->stats();
-    auto add = [&](const char* name, const char* help, uint64_t v) {
-      out.push_back({std::string("sluice_cc_") + name + "_total", help, true, {{"cc", c->name()}}, double(v)});
-    };
-    add("sockets", "Sockets that took this congestion control", s.sockets);
-    add("reno_fallback", "Sockets without ECN (Reno behaviour)", s.reno_fallback);
-    add("alpha_updates", "DCTCP alpha updates", s.alpha_updates);
-    add("ecn_cuts", "Window reductions computed from alpha", s.ecn_cuts);
-    add("loss_events", "Recovery entries and timeouts", s.loss_events);
-    add("repairs", "Impossible ssthresh/cwnd values undone (see README)", s.repairs);
-    if (c->params().kind == CcKind::Pulser) {
-      add("ein_acks", "ACKs with a new EIN echo", s.ein_acks);
-      add("brakes", "Pulser brakes (cwnd set to cwnd_safe)", s.brakes);
-      add("brake_extends", "EIN echoes while braking", s.brake_extends);
-      add("restores", "Pulser restores of the saved cwnd", s.restores);
-      add("brakes_abandoned", "Brakes ended by a retransmission timeout", s.brakes_abandoned);
-      add("braked_tx_starts", "Transmissions resumed from nothing in flight while braking",
-          s.braked_tx_starts);
-    }
-  }
+  for (const auto& sr : services_)
+    if (sr.service) sr.service->metrics(out);
   for (const auto& rt : ifaces_) {
     out.push_back({"sluice_interface_modules", "Modules attached per interface", false, {{"iface", rt.cfg.name}},
                    double(rt.modules.size())});

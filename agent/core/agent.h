@@ -18,13 +18,15 @@ namespace sluice {
 
 class ControlServer;
 class MetricsServer;
-class RegisteredCc;
 
 nlohmann::json to_json(const Config& c);
 
 class Agent {
  public:
-  Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features);
+  // `mechanisms`: the table (agent/mechanisms/mechanisms.cc); must outlive
+  // the agent.
+  Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features,
+        const MechanismTable& mechanisms);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -58,17 +60,22 @@ class Agent {
   // Builds all interfaces (all or none).
   std::vector<IfaceRuntime> build_all(const Config& cfg, std::vector<IfaceRuntime>* reuse);
   void check_features(const Config& cfg) const;
-  // Registers the congestion controls of cfg.cc (all or none).
-  static std::vector<std::unique_ptr<RegisteredCc>> build_ccs(const Config& cfg);
+  struct ServiceRuntime {
+    const MechanismInfo* mechanism;
+    std::unique_ptr<HostService> service;
+  };
+  // Builds the host-wide part of every mechanism that has one (all or none).
+  std::vector<ServiceRuntime> build_services(const Config& cfg) const;
   void start_metrics();
 
   EventLoop& loop_;
+  const MechanismTable& mechanisms_;
   std::string config_path_;
   Config cfg_;
   FeatureReport features_;
   AttachMode attach_mode_ = AttachMode::Clsact;
   std::vector<IfaceRuntime> ifaces_;
-  std::vector<std::unique_ptr<RegisteredCc>> ccs_;  // host-wide: registered while running
+  std::vector<ServiceRuntime> services_;  // host-wide: alive while running
   mutable std::shared_mutex mu_;  // guards ifaces_ against metric scrapes
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<MetricsServer> metrics_;

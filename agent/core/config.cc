@@ -11,8 +11,7 @@
 #include <net/if.h>
 #include <sstream>
 
-#include "mechanisms/cc/cc.h"
-#include "mechanisms/mechanisms.h"
+#include "module.h"
 #include "sluice/pac.h"
 #include "sluice/pulser.h"
 
@@ -52,6 +51,16 @@ static std::string join_problems(const std::vector<ConfigProblem>& ps) {
 
 ConfigError::ConfigError(std::vector<ConfigProblem> problems)
     : Error(join_problems(problems)), problems_(std::move(problems)) {}
+
+std::string check_cc_name(const std::string& name) {
+  constexpr size_t kCaNameMax = 16;  // TCP_CA_NAME_MAX, with the NUL
+  if (name.empty()) return "must not be empty";
+  if (name.size() >= kCaNameMax) return "longer than 15 characters (TCP_CA_NAME_MAX)";
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      return "only a-z, 0-9 and _ are allowed";
+  return "";
+}
 
 const InterfaceConfig* Config::find_interface(const std::string& name) const {
   for (const auto& i : interfaces)
@@ -316,7 +325,7 @@ void parse_pac(const toml::table& t, PacConfig& pc, std::vector<ConfigProblem>& 
 }
 
 void parse_interface(const toml::table& t, const std::string& path, InterfaceConfig& ic,
-                     std::vector<ConfigProblem>& out) {
+                     const MechanismTable& table, std::vector<ConfigProblem>& out) {
   Section s(t, path, out);
   s.get("name", ic.name);
   if (!t.contains("name")) s.problem("name", nullptr, "required");
@@ -336,10 +345,11 @@ void parse_interface(const toml::table& t, const std::string& path, InterfaceCon
           s.problem(k, &e, "expected a string");
           continue;
         }
-        const MechanismInfo* m = find_mechanism(str->get());
+        const MechanismInfo* m = find_mechanism(table, str->get());
         if (!m) {
           std::string known;
-          for (auto& mi : mechanisms()) known += (known.empty() ? "" : ", ") + mi.name;
+          for (auto& mi : table)
+            if (mi.on_host || mi.on_switch_port) known += (known.empty() ? "" : ", ") + mi.name;
           s.problem(k, &e, "unknown mechanism (known: " + known + ")");
           continue;
         }
@@ -391,7 +401,7 @@ std::pair<std::string, std::string> InterfaceConfig::far_end() const {
 
 namespace {
 
-Config parse_table(const toml::table& root) {
+Config parse_table(const toml::table& root, const MechanismTable& table) {
   Config c;
   std::vector<ConfigProblem> out;
   Section top(root, "", out);
@@ -526,7 +536,7 @@ Config parse_table(const toml::table& root) {
       for (size_t i = 0; i < arr->size(); ++i) {
         InterfaceConfig ic;
         std::string path = "interface[" + std::to_string(i) + "]";
-        parse_interface(*arr->get(i)->as_table(), path, ic, out);
+        parse_interface(*arr->get(i)->as_table(), path, ic, table, out);
         if (!ic.name.empty() && c.find_interface(ic.name))
           out.push_back({path + ".name", "\"" + ic.name + "\"", "interface listed twice"});
         c.interfaces.push_back(std::move(ic));
@@ -538,7 +548,7 @@ Config parse_table(const toml::table& root) {
   for (size_t i = 0; i < c.interfaces.size(); ++i) {
     const auto& ic = c.interfaces[i];
     for (const auto& m : ic.mechanisms) {
-      const MechanismInfo* mi = find_mechanism(m);
+      const MechanismInfo* mi = find_mechanism(table, m);
       if (mi && mi->needs_line_rate && !ic.line_rate_mbps)
         out.push_back({"interface[" + std::to_string(i) + "].line_rate_mbps", "",
                        "required by mechanism " + m + " (a port without a line rate does not guess)"});
@@ -559,7 +569,7 @@ Config parse_table(const toml::table& root) {
 
 }  // namespace
 
-Config parse_config_string(const std::string& text, const std::string& origin) {
+Config parse_config_string(const std::string& text, const std::string& origin, const MechanismTable& mechanisms) {
   toml::table root;
   try {
     root = toml::parse(text, origin);
@@ -569,15 +579,15 @@ Config parse_config_string(const std::string& text, const std::string& origin) {
        << e.description();
     throw Error("TOML syntax error: " + os.str());
   }
-  return parse_table(root);
+  return parse_table(root, mechanisms);
 }
 
-Config parse_config_file(const std::string& path) {
+Config parse_config_file(const std::string& path, const MechanismTable& mechanisms) {
   std::ifstream in(path);
   if (!in) throw SysError("read config " + path, errno ? errno : ENOENT);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config_string(ss.str(), path);
+  return parse_config_string(ss.str(), path, mechanisms);
 }
 
 }  // namespace sluice

@@ -167,8 +167,18 @@ class ConfigError : public Error {
   std::vector<ConfigProblem> problems_;
 };
 
+// The mechanisms table (core/module.h) that names the mechanisms an
+// interface may list.
+struct MechanismInfo;
+using MechanismTable = std::vector<MechanismInfo>;
+
 // Throws ConfigError (bad content) or Error (unreadable file / TOML syntax).
-Config parse_config_file(const std::string& path);
-Config parse_config_string(const std::string& text, const std::string& origin = "<string>");
+// agent/mechanisms/mechanisms.h has the same two with sluice's own table.
+Config parse_config_file(const std::string& path, const MechanismTable& mechanisms);
+Config parse_config_string(const std::string& text, const std::string& origin, const MechanismTable& mechanisms);
+
+// Checks a congestion control name ([cc] dctcp_name, pulser_name); returns
+// an empty string or why not.
+std::string check_cc_name(const std::string& name);
 
 }  // namespace sluice

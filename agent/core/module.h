@@ -54,12 +54,64 @@ class Module {
   virtual void metrics(std::vector<MetricSample>& out) const { (void)out; }
   // Module-specific view for `sluicectl stats` (beyond counters).
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+  // Per-flow rows for `sluicectl flows` ({"total": n, "flows": [...]},
+  // largest first, at most `limit` rows, 0 = all); null for a module that
+  // keeps no flow table.
+  virtual nlohmann::json flow_table(size_t limit) const {
+    (void)limit;
+    return nullptr;
+  }
 };
 
 using ModuleFactory = std::unique_ptr<Module> (*)(const ModuleContext&);
 
-// Factory for a mechanism name from the mechanisms table; nullptr if the
-// mechanism has no module on this role.
-ModuleFactory module_factory(const std::string& mechanism, Role role);
+// A mechanism's host-wide part, not tied to an interface (the congestion
+// controls of [cc] are registered for the whole machine). Construction does
+// the work (throws, leaving nothing behind, on failure); destruction undoes it.
+class HostService {
+ public:
+  virtual ~HostService() = default;
+  // Adds this service's part to `sluicectl status` (top-level keys).
+  virtual void status(nlohmann::json& out) const = 0;
+  virtual void metrics(std::vector<MetricSample>& out) const { (void)out; }
+};
+
+struct HostServiceHooks {
+  std::unique_ptr<HostService> (*make)(const Config&) = nullptr;
+  // What in `cfg` asks for the service ("[cc] register"), "" when nothing:
+  // then the mechanism's kernel features are not required.
+  std::string (*used_by)(const Config& cfg) = nullptr;
+  // The mechanism's section of `running` replaces the one of `next` (a
+  // reload whose service failed to build keeps the running one).
+  void (*keep_section)(Config& next, const Config& running) = nullptr;
+};
+
+// One row of the mechanisms table (agent/mechanisms/mechanisms.cc). The
+// core is handed the table and names no mechanism itself.
+struct MechanismInfo {
+  std::string name;
+  bool on_host = false;         // may be listed on a role = "host" interface
+  bool on_switch_port = false;  // may be listed on a role = "switch-port" interface
+  std::vector<Feature> needs;   // all required
+  bool needs_line_rate = false;
+  std::string summary;
+  std::vector<Feature> needs_one_of;  // and at least one of these (when not empty)
+  ModuleFactory host_module = nullptr;    // its module on a host interface
+  ModuleFactory switch_module = nullptr;  // its module on a switch port
+  HostServiceHooks service;               // its host-wide part, if any
+};
+
+using MechanismTable = std::vector<MechanismInfo>;
+
+// The row named `name` that may be listed on an interface (on_host or
+// on_switch_port), or nullptr.
+const MechanismInfo* find_mechanism(const MechanismTable& table, const std::string& name);
+
+// The module of `mi` for `role`; nullptr if it has none there.
+ModuleFactory module_factory(const MechanismInfo& mi, Role role);
+
+// What `mi` needs and `rep` lacks: (feature name(s), why) pairs; a
+// needs_one_of group is one pair, "a or b", when none of it is there.
+std::vector<std::pair<std::string, std::string>> missing_features(const MechanismInfo& mi, const FeatureReport& rep);
 
 }  // namespace sluice

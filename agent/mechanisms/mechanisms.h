@@ -1,5 +1,6 @@
-// The mechanisms sluice knows, where each may run, and which kernel features
-// it needs. `sluiced --check` and config validation both read this table.
+// The mechanisms sluice knows, where each may run, which kernel features it
+// needs, and what builds it: THE table (mechanisms.cc). sluiced, `sluiced
+// --check` and config validation all read it; the core is handed it.
 #pragma once
 
 #include <string>
@@ -7,24 +8,16 @@
 
 #include "core/config.h"
 #include "core/features.h"
+#include "core/module.h"
 
 namespace sluice {
 
-struct MechanismInfo {
-  std::string name;
-  bool on_host;
-  bool on_switch_port;
-  std::vector<Feature> needs;  // all required
-  bool needs_line_rate = false;
-  std::string summary;
-  std::vector<Feature> needs_one_of;  // and at least one of these (when not empty)
-};
-
-const std::vector<MechanismInfo>& mechanisms();
+const MechanismTable& mechanisms();
+// find_mechanism(mechanisms(), name)
 const MechanismInfo* find_mechanism(const std::string& name);
 
-// What `mi` needs and `rep` lacks: (feature name(s), why) pairs; a
-// needs_one_of group is one pair, "a or b", when none of it is there.
-std::vector<std::pair<std::string, std::string>> missing_features(const MechanismInfo& mi, const FeatureReport& rep);
+// The configuration loader (core/config.h) with this table.
+Config parse_config_file(const std::string& path);
+Config parse_config_string(const std::string& text, const std::string& origin = "<string>");
 
 }  // namespace sluice

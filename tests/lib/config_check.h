@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "mechanisms/mechanisms.h"
 
 namespace sluice::test {
 

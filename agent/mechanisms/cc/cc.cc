@@ -126,15 +126,6 @@ size_t ca_name_offset_in_value() {
 
 std::string ein_map_pin_path(const std::string& pin_root) { return pin_root + "/cc/sl_ein_sk"; }
 
-std::string check_cc_name(const std::string& name) {
-  if (name.empty()) return "must not be empty";
-  if (name.size() >= kCaNameMax) return "longer than 15 characters (TCP_CA_NAME_MAX)";
-  for (char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
-      return "only a-z, 0-9 and _ are allowed";
-  return "";
-}
-
 bool is_sluice_struct_ops(const std::string& map_name) {
   return map_name == "sluice_dctcp" || map_name == "sluice_pulser";
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"  // check_cc_name
+#include "core/module.h"
 #include "sluice/pulser.h"
 
 namespace sluice {
@@ -35,8 +37,6 @@ struct CcParams {
   std::string ein_map_pin;
 };
 
-// Checks a congestion control name; returns an empty string or why not.
-std::string check_cc_name(const std::string& name);
 
 class RegisteredCc {
  public:
@@ -60,6 +60,14 @@ class RegisteredCc {
   std::unique_ptr<Impl> impl_;
   CcParams params_;
 };
+
+// The host-wide part of mechanism "cc" (the mechanisms table): registers
+// the congestion controls of [cc] register while the agent runs.
+std::unique_ptr<HostService> make_cc_service(const Config& cfg);
+// "[cc] register" when cfg registers any, else "".
+std::string cc_used_by(const Config& cfg);
+// next.cc = running.cc
+void keep_cc_section(Config& next, const Config& running);
 
 // Where sl_ein_sk (per-socket EIN state) is pinned under an agent's
 // pin_root: shared by sluice_pulser and the ein programs of every

@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 #include "core/event_loop.h"
 #include "flowstat.skel.h"
 #include "core/log.h"
@@ -93,6 +95,15 @@ FlowstatModule::~FlowstatModule() {
 
 std::vector<ProgramCounters> FlowstatModule::counters() const {
   return {{"flowstat", read_reason_counters(bpf_map__fd(impl_->skel->maps.sl_counters))}};
+}
+
+nlohmann::json FlowstatModule::flow_table(size_t limit) const {
+  uint64_t now = monotonic_ns();
+  auto rows = flows();
+  std::sort(rows.begin(), rows.end(), [](const FlowRow& a, const FlowRow& b) { return a.stats.bytes > b.stats.bytes; });
+  nlohmann::json fl = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size() && (limit == 0 || i < limit); ++i) fl.push_back(flow_json(rows[i], now));
+  return {{"total", rows.size()}, {"flows", fl}};
 }
 
 std::vector<FlowRow> FlowstatModule::flows() const {

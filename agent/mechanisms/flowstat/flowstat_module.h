@@ -29,6 +29,7 @@ class FlowstatModule : public Module {
   nlohmann::json status() const override;
   nlohmann::json stats() const override;
   void metrics(std::vector<MetricSample>& out) const override;
+  nlohmann::json flow_table(size_t limit) const override;
 
   std::vector<FlowRow> flows() const;
   // Removes flows idle longer than idle_ns; returns how many.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "mechanisms/mechanisms.h"
 #include "lib/config_check.h"
 #include "sluice/pulser.h"
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/agent.h"
+#include "mechanisms/mechanisms.h"
 #include "core/bpf_util.h"
 #include "core/control.h"
 #include "core/event_loop.h"

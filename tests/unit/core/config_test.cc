@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/config.h"
+#include "mechanisms/mechanisms.h"
 #include "lib/config_check.h"
 
 using namespace sluice;

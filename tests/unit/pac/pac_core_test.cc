@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/config.h"
+#include "mechanisms/mechanisms.h"
 #include "mechanisms/pac/pac_core.h"
 #include "mechanisms/pac/reinject.h"
 #include "lib/packet.h"
