@@ -62,9 +62,31 @@ def show(exps: dict, files: list) -> int:
                         ratio = o[metric] / r[metric]
                         worst = max(worst, abs(ratio - 1))
                         print(f"  {v:12s} {lab:14} {stats.fmt_spread(r, metric):>34} "
-                              f"{stats.fmt_spread(o, metric):>34}  {ratio:6.2f}")
+                              f"{stats.fmt_spread(o, metric):>34}  {ratio:6.2f}  "
+                              f"{stats.agreement(r[metric], _band(r, metric), o[metric], _band(o, metric))}")
             print(f"largest difference: {100 * worst:.0f}%")
+            ra, rb = results[0].get("ratios"), results[1].get("ratios")
+            if ra and rb and ra.get("to") == rb.get("to"):
+                print(f"ratios to {ra['to']} (per repeat, median [min-max]): first, second")
+                for v, per in ra["variants"].items():
+                    other = rb["variants"].get(v, [])
+                    for i, d in enumerate(per):
+                        if i >= len(other):
+                            continue
+                        e = other[i]
+                        for k, s in d.items():
+                            t = e.get(k)
+                            if not t or "median" not in s or "median" not in t:
+                                continue
+                            print(f"  {v}/{ra['to']} #{i} {k:24} x{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}]"
+                                  f"  x{t['median']:.2f} [{t['min']:.2f}-{t['max']:.2f}]  "
+                                  f"{stats.agreement(s['median'], [s['min'], s['max']], t['median'], [t['min'], t['max']])}")
     return 0
+
+
+def _band(row: dict, key: str):
+    """A figure's reported spread: its interval (percentiles) or min-max."""
+    return row.get("ci95", {}).get(key) or row.get("spread", {}).get(key)
 
 
 def main(argv=None) -> int:

@@ -264,6 +264,18 @@ def minmax_coverage(n: int) -> float:
     return 1 - 2 * 0.5 ** n if n > 1 else 0.0
 
 
+def agreement(a, band_a, b, band_b) -> str:
+    """How two measurements of one figure agree: 'within' (each inside the
+    other's spread), 'overlap' (their spreads overlap), else 'DISAGREE'."""
+    if not band_a or not band_b:
+        return ""
+    if band_b[0] <= a <= band_b[1] and band_a[0] <= b <= band_a[1]:
+        return "within"
+    if band_a[0] <= band_b[1] and band_b[0] <= band_a[1]:
+        return "overlap"
+    return "DISAGREE"
+
+
 def fmt_spread(row: dict, key: str, spec: str = ".0f") -> str:
     """'value [min-max]' or, for a pooled percentile, 'value (CI lo-hi) n=N';
     '!' after a flagged figure."""

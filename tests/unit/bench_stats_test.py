@@ -31,6 +31,11 @@ class Percentiles(unittest.TestCase):
         self.assertAlmostEqual(stats.minmax_coverage(3), 0.75)
         self.assertAlmostEqual(stats.minmax_coverage(5), 0.9375)
 
+    def test_agreement(self):
+        self.assertEqual(stats.agreement(10, [8, 12], 11, [9, 13]), "within")
+        self.assertEqual(stats.agreement(10, [9, 11], 13, [10.5, 14]), "overlap")
+        self.assertEqual(stats.agreement(10, [9, 11], 14, [12, 15]), "DISAGREE")
+
     def test_min_samples(self):
         self.assertEqual(stats.min_samples(99), 1000)
         self.assertEqual(stats.min_samples(50), 20)
