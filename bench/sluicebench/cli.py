@@ -127,9 +127,9 @@ def main(argv=None) -> int:
                        help="measure every point N times, variants interleaved in each repeat; the JSON keeps "
                             "every run, rows give the median with min-max and percentiles pooled over the runs "
                             "with a bootstrap 95%% interval (docs/lab.md)")
-        p.add_argument("--ratio-to", metavar="VARIANT",
-                       help="ratios between variants are the others / this one (default: "
-                            + (cls.ratio_to or "the first of --variants") + ")")
+        p.add_argument("--ratio-to", metavar="VARIANT", default=cls.ratio_to,
+                       help="ratios between variants are the others / this one (None, or a variant not "
+                            "run: the first of --variants)")
         p.add_argument("-v", "--verbose", action="store_true")
         cls.add_args(p)
         for vcls in vars_.values():
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     if args.repeat < 1:
         print("bench/run: --repeat must be >= 1", file=sys.stderr)
         return 2
-    if args.ratio_to and args.ratio_to not in names:
+    if args.ratio_to and args.ratio_to not in names and args.ratio_to != exps[args.experiment].ratio_to:
         print(f"bench/run: --ratio-to {args.ratio_to} is not one of --variants", file=sys.stderr)
         return 2
     if getattr(args, "fault", None):
