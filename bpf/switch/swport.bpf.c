@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Switch-port programs of the sluice switch substrate (docs/switch.md).
+ *
+ * sw_ingress (tc ingress of every switch port): hop-by-hop control frames
+ *   (EtherType 0x88B5, sluice/wire.h) are consumed here. A frame is handed
+ *   to the agent through sw_ctrl_ring only if the port is a configured
+ *   switch port whose role accepts the type and every header and record
+ *   check passes; anything else is dropped and counted by reason. Control
+ *   frames are never forwarded. Other traffic is not ours: TC_NEXT.
+ * sw_egress (tc egress of every switch port): steers a data packet to its
+ *   queue = HTB leaf class major:(queue + 1) by setting skb->priority, which
+ *   HTB honours before any filter. The queue comes from sw_flow_queue
+ *   (written by the switch logic); unknown flows go to queue 0 or, with
+ *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
+ *   sl_sw_flow_hash() of the 5-tuple (0 for non-IP), which the logic
+ *   computes the same way. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sluice/switch.h"
+#include "lib/ctrl.h"
+#include "lib/parse.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_SW_MAX_PORTS);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct sl_sw_port);
+} sw_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SLUICE_SW_FLOW_TABLE_SIZE);
+	__type(key, struct sl_sw_flow_key);
+	__type(value, __u32);
+} sw_flow_queue SEC(".maps");
+
+/* Slot SLUICE_SW_MAX_PORTS holds what arrived on unconfigured interfaces. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, (SLUICE_SW_MAX_PORTS + 1) * SL_SW_CNT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sl_sw_counter);
+} sw_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} sw_ctrl_ring SEC(".maps");
+
+static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff *skb)
+{
+	if (port_id > SLUICE_SW_MAX_PORTS || slot >= SL_SW_CNT_SLOTS)
+		return;
+	__u32 idx = port_id * SL_SW_CNT_SLOTS + slot;
+	struct sl_sw_counter *c = bpf_map_lookup_elem(&sw_counters, &idx);
+	if (c) {
+		__u32 segs = skb->gso_segs;
+		c->packets += segs ? segs : 1;
+		c->bytes += skb->len;
+	}
+}
+
+SEC("tc")
+int sw_ingress(struct __sk_buff *skb)
+{
+	long off = sl_ctrl_payload_off(skb);
+	if (off < 0)
+		return SL_TC_NEXT;
+	__u32 ifindex = skb->ifindex;
+	struct sl_sw_port *port = bpf_map_lookup_elem(&sw_ports, &ifindex);
+	__u32 port_id = port ? port->port_id : SLUICE_SW_MAX_PORTS;
+	if (!port || port->role == SL_PORT_NONE) {
+		sw_count(port_id, SL_CTRL_R_UNKNOWN_PORT, skb);
+		return SL_TC_SHOT;
+	}
+	__u32 type = 0;
+	int r = sl_ctrl_validate_skb(skb, (__u32)off, &type);
+	if (r == SL_CTRL_R_OK && !sl_ctrl_port_allows(port->role, type))
+		r = SL_CTRL_R_WRONG_PORT;
+	if (r != SL_CTRL_R_OK) {
+		sw_count(port_id, (__u32)r, skb);
+		return SL_TC_SHOT;
+	}
+	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sw_ctrl_ring, sizeof(*ev), 0);
+	if (!ev) {
+		sw_count(port_id, SL_SW_CNT_CTRL_RING_FULL, skb);
+		return SL_TC_SHOT;
+	}
+	__u32 len = skb->len;
+	if (len > SLUICE_SW_CTRL_FRAME_MAX)
+		len = SLUICE_SW_CTRL_FRAME_MAX;
+	/* A valid frame is at least Ethernet + header; bounded for the verifier. */
+	if (len < 14 + SLUICE_CTRL_HDR_LEN || bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		sw_count(port_id, SL_CTRL_R_TRUNCATED, skb);
+		return SL_TC_SHOT;
+	}
+	ev->ifindex = ifindex;
+	ev->port_id = port_id;
+	ev->len = len;
+	ev->payload_off = (__u32)off;
+	ev->rx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	sw_count(port_id, SL_CTRL_R_OK, skb);
+	return SL_TC_SHOT;
+}
+
+static __always_inline __u32 sw_flow_hash(struct __sk_buff *skb)
+{
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4)
+		return 0;
+	struct sl_sw_flow_tuple t = {};
+	if (p.family == 4) {
+		t.src[10] = t.src[11] = 0xff;
+		t.dst[10] = t.dst[11] = 0xff;
+		__builtin_memcpy(&t.src[12], &p.saddr[0], 4);
+		__builtin_memcpy(&t.dst[12], &p.daddr[0], 4);
+	} else {
+		__builtin_memcpy(t.src, p.saddr, 16);
+		__builtin_memcpy(t.dst, p.daddr, 16);
+	}
+	t.sport = p.sport;
+	t.dport = p.dport;
+	t.proto = p.proto;
+	return sl_sw_flow_hash(&t);
+}
+
+SEC("tc")
+int sw_egress(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct sl_sw_port *port = bpf_map_lookup_elem(&sw_ports, &ifindex);
+	if (!port || !port->num_queues || !port->htb_major) {
+		sw_count(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT, skb);
+		return SL_TC_NEXT;
+	}
+	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sw_flow_hash(skb) };
+	__u32 queue = 0;
+	__u32 *q = bpf_map_lookup_elem(&sw_flow_queue, &key);
+	if (q)
+		queue = *q;
+	else if (port->flags & SL_SW_PORT_HASH_DEFAULT)
+		queue = key.flow_hash % port->num_queues;
+	if (queue >= port->num_queues)
+		queue = 0;
+	skb->priority = (port->htb_major << 16) | (queue + 1);
+	sw_count(port->port_id, SL_SW_CNT_DATA_CLASSIFIED, skb);
+	return SL_TC_NEXT;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The switch substrate's BPF <-> agent ABI (bpf/switch/swport.bpf.c,
+ * agent/switch/): port table, per-flow queue choice, counters, and the ring
+ * buffer that hands accepted control frames to the agent. Control-frame
+ * format: sluice/wire.h. */
+#ifndef SLUICE_SWITCH_H
+#define SLUICE_SWITCH_H
+
+#include "sluice/types.h"
+#include "sluice/wire.h"
+
+/* Largest control frame copied to the agent: Ethernet + 802.1Q + the
+ * largest valid payload (8 + 32 * 28 = 904) rounded up. */
+#define SLUICE_SW_CTRL_FRAME_MAX 1024
+#define SLUICE_SW_FLOW_TABLE_SIZE 65536
+
+/* sw_ports: ifindex -> the port's configuration (written by the agent). */
+struct sl_sw_port {
+	__u32 port_id;     /* 0 .. SLUICE_SW_MAX_PORTS-1 */
+	__u32 role;        /* enum sl_port_role */
+	__u32 num_queues;  /* data queues on this egress port (HTB leaf classes) */
+	__u32 htb_major;   /* HTB root handle major: class = major:(queue + 1) */
+	__u32 flags;       /* SL_SW_PORT_* */
+	__u32 pad;
+};
+#define SL_SW_PORT_HASH_DEFAULT 0x1 /* unknown flows: queue = hash % num_queues (else queue 0) */
+
+/* A flow as the classifier and the logic both see it: addresses IPv6 or
+ * IPv4-mapped (as in control frames), ports in network order. */
+struct sl_sw_flow_tuple {
+	__u8 src[16];
+	__u8 dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_tuple) == 40, "sl_sw_flow_tuple size");
+
+/* The flow hash both sides compute (FNV-1a, 32 bit, over the tuple): the
+ * logic writes sw_flow_queue under it, the classifier looks it up. Not the
+ * kernel's skb hash, whose seed user space cannot know. */
+static inline __u32 sl_sw_flow_hash(const struct sl_sw_flow_tuple *t)
+{
+	const __u8 *b = (const __u8 *)t;
+	__u32 h = 2166136261u;
+	for (int i = 0; i < (int)sizeof(*t); i++) {
+		h ^= b[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* sw_flow_queue: (egress port, flow hash) -> queue, written by the logic. */
+struct sl_sw_flow_key {
+	__u32 port_id;
+	__u32 flow_hash;
+};
+
+/* Per-CPU counters, index port_id * SL_SW_CNT_SLOTS + slot. Control-frame
+ * slots are the sl_ctrl_reason values (OK = accepted); then data slots. */
+enum sl_sw_data_slot {
+	SL_SW_CNT_DATA_CLASSIFIED = SL_CTRL_R_COUNT, /* egress: steered to a queue */
+	SL_SW_CNT_DATA_NO_PORT,                      /* egress: not a configured port */
+	SL_SW_CNT_CTRL_RING_FULL,                    /* ingress: valid frame, ring full */
+	SL_SW_CNT_SLOTS,
+};
+struct sl_sw_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Ring buffer event: one accepted control frame. */
+struct sl_sw_ctrl_event {
+	__u32 ifindex;
+	__u32 port_id;
+	__u32 len;         /* bytes in frame[] (the whole Ethernet frame, capped) */
+	__u32 payload_off; /* offset of sl_ctrl_hdr in frame[] */
+	__u64 rx_ns;       /* bpf_ktime_get_ns() at ingress */
+	__u8 frame[SLUICE_SW_CTRL_FRAME_MAX];
+};
+
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX,
+		     "sl_sw_ctrl_event size");
+
+#endif

@@ -1,0 +1,193 @@
+// bpf/switch/swport.bpf.c through BPF_PROG_TEST_RUN.
+// sw_ingress: the shared control-frame table (tests/lib/ctrl_cases.h) gets
+// the same reason as the C++ parser, counted per port; only accepted frames
+// reach the ring buffer, byte for byte; every control frame is consumed
+// (never forwarded); other traffic is left alone.
+// sw_egress: data packets get skb->priority = HTB class major:(queue + 1)
+// from the logic's flow map, or the port's default.
+#include <gtest/gtest.h>
+#include <bpf/libbpf.h>
+#include <net/if.h>
+
+#include "core/bpf_util.h"
+#include "lib/ctrl_cases.h"
+#include "lib/packet.h"
+#include "lib/prog_test.h"
+#include "sluice/switch.h"
+#include "swport.skel.h"
+
+SLUICE_SKELETON(swport);
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+constexpr int kNext = -1, kShot = 2;
+constexpr uint32_t kLo = 1;  // BPF_PROG_TEST_RUN runs skbs on the loopback device
+
+class SwportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    require_root();
+    skel_ = std::make_unique<Skeleton<swport>>();
+    skel_->load();
+    ports_ = bpf_map__fd((*skel_)->maps.sw_ports);
+    flows_ = bpf_map__fd((*skel_)->maps.sw_flow_queue);
+    counters_ = bpf_map__fd((*skel_)->maps.sw_counters);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sw_ctrl_ring), &SwportTest::on_event, this, nullptr);
+    ASSERT_NE(ring_, nullptr);
+  }
+  void TearDown() override {
+    if (ring_) ring_buffer__free(ring_);
+  }
+  void set_port(uint32_t ifindex, sl_sw_port p) {
+    ASSERT_EQ(bpf_map_update_elem(ports_, &ifindex, &p, BPF_ANY), 0);
+  }
+  uint64_t counter(uint32_t port_id, uint32_t slot) {
+    int ncpu = libbpf_num_possible_cpus();
+    std::vector<sl_sw_counter> v(ncpu);
+    uint32_t idx = port_id * SL_SW_CNT_SLOTS + slot;
+    EXPECT_EQ(bpf_map_lookup_elem(counters_, &idx, v.data()), 0);
+    uint64_t n = 0;
+    for (auto& c : v) n += c.packets;
+    return n;
+  }
+  static int on_event(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<SwportTest*>(ctx);
+    EXPECT_EQ(size, sizeof(sl_sw_ctrl_event));
+    self->events_.push_back(*static_cast<sl_sw_ctrl_event*>(data));
+    return 0;
+  }
+  int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_ingress), frame).retval; }
+  RunResult run_egress(const Bytes& frame) {
+    return run_tc(bpf_program__fd((*skel_)->progs.sw_egress), frame);
+  }
+
+  std::unique_ptr<Skeleton<swport>> skel_;
+  int ports_ = -1, flows_ = -1, counters_ = -1;
+  ring_buffer* ring_ = nullptr;
+  std::vector<sl_sw_ctrl_event> events_;
+};
+
+}  // namespace
+
+TEST_F(SwportTest, ControlFrameTableMatchesTheAgentParser) {
+  ASSERT_EQ(if_nametoindex("lo"), kLo);
+  const uint32_t port_id = 5;
+  for (const auto& c : ctrl_cases()) {
+    SCOPED_TRACE(c.desc);
+    set_port(kLo, sl_sw_port{port_id, c.role, 1, 0x10, 0, 0});
+    const uint32_t slot = c.reason;
+    const uint64_t before = counter(port_id, slot);
+    events_.clear();
+    EXPECT_EQ(run_ingress(c.frame), kShot) << "control frames are always consumed";
+    EXPECT_EQ(counter(port_id, slot) - before, 1u) << "counted as " << sw::ctrl_reason_name(c.reason);
+    ring_buffer__consume(ring_);
+    if (c.reason == SL_CTRL_R_OK) {
+      ASSERT_EQ(events_.size(), 1u);
+      const auto& e = events_[0];
+      EXPECT_EQ(e.port_id, port_id);
+      EXPECT_EQ(e.ifindex, kLo);
+      EXPECT_EQ(e.payload_off, 14u);
+      ASSERT_EQ(e.len, c.frame.size());
+      EXPECT_TRUE(std::equal(c.frame.begin(), c.frame.end(), e.frame));
+      // The agent re-checks what it is handed with the same parser.
+      sw::ControlFrame f;
+      EXPECT_EQ(sw::accept_control(c.role, e.frame + e.payload_off, e.len - e.payload_off, &f), SL_CTRL_R_OK);
+    } else {
+      EXPECT_TRUE(events_.empty()) << "a rejected frame reached the agent";
+    }
+  }
+}
+
+TEST_F(SwportTest, ControlFrameOnAnUnconfiguredInterfaceIsDropped) {
+  sw::ControlFrame f{sw::CtrlType::kPause};
+  f.queues = {{1, 1}};
+  auto frame = sw::ethernet_frame({2, 0, 0, 0, 0, 1}, sw::encode(f));
+  const uint64_t before = counter(SLUICE_SW_MAX_PORTS, SL_CTRL_R_UNKNOWN_PORT);
+  EXPECT_EQ(run_ingress(frame), kShot);
+  EXPECT_EQ(counter(SLUICE_SW_MAX_PORTS, SL_CTRL_R_UNKNOWN_PORT) - before, 1u);
+  ring_buffer__consume(ring_);
+  EXPECT_TRUE(events_.empty());
+}
+
+TEST_F(SwportTest, VlanTaggedControlFrameIsValidated) {
+  set_port(kLo, sl_sw_port{2, SL_PORT_SWITCH_FACING, 1, 0x10, 0, 0});
+  sw::ControlFrame f{sw::CtrlType::kResume};
+  f.queues = {{9, 3}};
+  auto plain = sw::ethernet_frame({2, 0, 0, 0, 0, 1}, sw::encode(f));
+  Bytes tagged(plain.begin(), plain.begin() + 12);
+  for (uint8_t b : {0x81, 0x00, 0x00, 0x07}) tagged.push_back(b);
+  tagged.insert(tagged.end(), plain.begin() + 12, plain.end());
+  EXPECT_EQ(run_ingress(tagged), kShot);
+  ring_buffer__consume(ring_);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].payload_off, 18u);
+}
+
+TEST_F(SwportTest, OtherTrafficIsNotOurs) {
+  set_port(kLo, sl_sw_port{1, SL_PORT_SWITCH_FACING, 4, 0x10, 0, 0});
+  EXPECT_EQ(run_ingress(build(PacketSpec{})), kNext);
+  PacketSpec arp;
+  arp.ethertype = 0x0806;
+  EXPECT_EQ(run_ingress(build(arp)), kNext);
+  ring_buffer__consume(ring_);
+  EXPECT_TRUE(events_.empty());
+}
+
+// The flow hash of a PacketSpec, computed as the logic does.
+uint32_t spec_hash(const PacketSpec& s) {
+  sl_sw_flow_tuple t{};
+  auto src = sw::addr_parse(s.src), dst = sw::addr_parse(s.dst);
+  std::copy(src.begin(), src.end(), t.src);
+  std::copy(dst.begin(), dst.end(), t.dst);
+  t.sport = htons(s.sport);
+  t.dport = htons(s.dport);
+  t.proto = s.proto;
+  return sl_sw_flow_hash(&t);
+}
+
+TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
+  auto priority_of = [&](const Bytes& p) {
+    struct __sk_buff in {}, out {};
+    in.priority = 7;
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()),
+                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.sw_egress), &o), 0);
+    EXPECT_EQ(int(o.retval), kNext);
+    return out.priority;
+  };
+  PacketSpec a, b, v6;
+  b.sport = 40001;
+  v6.ipv6 = true;
+  v6.src = "fd00::1";
+  v6.dst = "fd00::2";
+  v6.proto = 17;
+  // Unconfigured port: left alone, priority untouched.
+  EXPECT_EQ(priority_of(build(a)), 7u);
+  EXPECT_EQ(counter(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT), 1u);
+
+  set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 32, 0x10, 0, 0});
+  // No flow entry: queue 0 = class 10:1.
+  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 1);
+  // The logic's entries, keyed by the hash it computes itself.
+  for (auto [spec, q] : {std::pair{a, 31u}, std::pair{b, 4u}, std::pair{v6, 9u}}) {
+    sl_sw_flow_key k{3, spec_hash(spec)};
+    ASSERT_EQ(bpf_map_update_elem(flows_, &k, &q, BPF_ANY), 0);
+  }
+  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 32);
+  EXPECT_EQ(priority_of(build(b)), (0x10u << 16) | 5);
+  EXPECT_EQ(priority_of(build(v6)), (0x10u << 16) | 10);
+  // An entry naming a queue the port does not have falls back to queue 0.
+  uint32_t bad = 32;
+  sl_sw_flow_key ka{3, spec_hash(a)};
+  ASSERT_EQ(bpf_map_update_elem(flows_, &ka, &bad, BPF_ANY), 0);
+  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 1);
+  // Default by hash for unknown flows.
+  set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 32, 0x10, SL_SW_PORT_HASH_DEFAULT, 0});
+  PacketSpec c;
+  c.sport = 555;
+  EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | (spec_hash(c) % 32 + 1));
+  EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED), 6u);
+}
