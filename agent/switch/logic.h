@@ -57,7 +57,11 @@
 // priority between levels) and a DRR quantum in bytes within a level, and
 // optionally a shaper group (a set of queues rate-limited as one, TOP's
 // token group). A paused queue keeps its packets and is skipped by the
-// scheduler; a packet that already started leaving is not recalled.
+// scheduler; a packet that already started leaving is not recalled. To
+// HOLD a packet (a Floodgate VOQ waiting for credits, a BFC queue paused by
+// its downstream) the logic enqueues it into a queue it keeps paused and
+// resumes the queue when the packet may go: holding is pausing, there is no
+// third verdict.
 #pragma once
 
 #include <cstdint>
