@@ -80,6 +80,35 @@ struct sl_sw_ctrl_event {
 	__u8 frame[SLUICE_SW_CTRL_FRAME_MAX];
 };
 
+/* Design B (docs/switch.md): held queues in the agent. The egress program
+ * copies each data frame to the agent (sw_hold_ring) and drops it; the
+ * agent queues, schedules and re-injects it with skb->mark == the port's
+ * reinject mark, keeping the port's qdisc backlog at a few packets. */
+#define SLUICE_SW_HOLD_FRAME_MAX 1536
+struct sl_sw_hold_event {
+	__u32 queue;
+	__u32 len;       /* bytes in frame[] */
+	__u32 wire_len;  /* skb->len (a longer frame is not diverted) */
+	__u32 pad;
+	__u64 rx_ns;
+	__u8 frame[SLUICE_SW_HOLD_FRAME_MAX];
+};
+/* Shared through the object's .bss: written by BPF except agent_sent and
+ * want_wake, which the agent writes. */
+struct sl_sw_hold_state {
+	__u64 dequeued;    /* packets the port's root qdisc handed to the device */
+	__u64 agent_sent;  /* packets the agent re-injected */
+	__u64 diverted;
+	__u64 passed_big;  /* too long to copy: passed (fail open) */
+	__u64 ring_full;   /* ring full: passed (fail open) */
+	__u64 wakeups;
+	__u32 want_wake;   /* agent: wake me when backlog <= low_water */
+	__u32 qlen;        /* root qdisc packets right after the last dequeue */
+	__u64 sent_at_deq; /* agent_sent as of that dequeue: the kernel backlog is
+	                    * qlen + agent_sent - sent_at_deq, which a packet lost
+	                    * between the agent and the qdisc cannot skew */
+};
+
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX,

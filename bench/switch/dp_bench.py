@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Switch data-path benchmark (docs/switch.md): a plain shaped router port
+against the substrate's two designs, in the same run, points interleaved,
+on MTU-sized frames:
+  a  HTB tree, one class per queue with a TBF leaf, swport classifier,
+     pause = TBF change over netlink
+  b  held queues in the agent: swhold diverts every frame through a ring
+     buffer, the agent schedules (DRR, the port model's scheduler) and
+     re-injects through AF_PACKET, keeping the port's TBF at a few packets
+
+    sudo bench/switch/dp_bench.py --rates 100e6,1e9 --repeats 3 --json out.json
+
+Topology (namespaces sl<tag><runid>-{gen,sw,sink}):
+    gen --g0/g1--> sw (IPv4 router) --s0/s1--> sink
+The switch port is s0 (sw's egress toward sink). gen is sluice-swbench gen
+(UDP flows, sport 4000+i -> dport 5000+i, paced); sink is sluice-swbench sink
+(swprobe at s1's ingress). Phases per point:
+  throughput  32 flows at 1.2 x link rate; bits/s leaving the port vs the rate
+  latency     32 flows at 10% of the link; one-way p50/p99 (gen stamp -> sink)
+  pause       one flow at 1.2 x link on queue 0; the sink sends PAUSE(0) on s1,
+              reaction = when queue 0's last packet arrived - when the frame
+              was sent; then RESUME(0), checked to flow again
+  cpu         busy CPU time of the whole machine (/proc/stat) during the
+              throughput phase / packets forwarded (the machine is shared:
+              compare designs by ratio to plain in the same run)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tc-scripts", "lab"))
+import sluicelab  # noqa: E402
+
+QUEUES = 32
+
+
+def cpu_busy_s():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return (sum(v) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def last_json(text):
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("no JSON in output:\n" + text[-2000:])
+
+
+def burst_bytes(rate):
+    return max(3200, int(rate / 8 / 10000))  # 100 us at the rate, >= 2 frames
+
+
+def backlog_pkts(rate):
+    """Design B's kernel backlog: 100 us of frames at the rate, at least 2
+    (what the agent's wake-up latency needs to keep the link busy)."""
+    return max(2, round(100e-6 * rate / (1514 * 8)))
+
+
+class Bench:
+    def __init__(self, lab, tool):
+        self.lab = lab
+        self.tool = tool
+        self.gen, self.sw, self.sink = lab.add_namespaces(["gen", "sw", "sink"])
+        g0, g1, s0, s1 = (lab.if_name(n) for n in ("g0", "g1", "s0", "s1"))
+        self.g0, self.g1, self.s0, self.s1 = g0, g1, s0, s1
+        sluicelab.sh(["ip", "link", "add", g0, "netns", self.gen, "type", "veth", "peer", "name", g1,
+                      "netns", self.sw])
+        sluicelab.sh(["ip", "link", "add", s0, "netns", self.sw, "type", "veth", "peer", "name", s1,
+                      "netns", self.sink])
+        lab.ip_batch(self.gen, [f"addr add 10.9.1.1/24 dev {g0}", f"link set {g0} up", "link set lo up",
+                                "route add default via 10.9.1.2"])
+        lab.ip_batch(self.sw, [f"addr add 10.9.1.2/24 dev {g1}", f"link set {g1} up",
+                               f"addr add 10.9.2.2/24 dev {s0}", f"link set {s0} up", "link set lo up",
+                               "neigh replace 10.9.2.1 lladdr 02:00:00:00:02:01 dev " + s0])
+        lab.ip_batch(self.sink, [f"link set {s1} address 02:00:00:00:02:01",
+                                 f"addr add 10.9.2.1/24 dev {s1}", f"link set {s1} up", "link set lo up",
+                                 "route add default via 10.9.2.2"])
+        lab.sysctl(self.sw, {"net.ipv4.ip_forward": 1})
+        # MTU-sized frames everywhere (ARCHITECTURE "Switch experiments").
+        for ns, dev in ((self.gen, g0), (self.sw, g1), (self.sw, s0), (self.sink, s1)):
+            lab.nsexec(ns, f"ethtool -K {dev} tso off gso off gro off >/dev/null 2>&1", check=False)
+
+    def setup_port(self, design, rate):
+        s0, b = self.s0, burst_bytes(rate)
+        self.lab.nsexec(self.sw, f"tc qdisc del dev {s0} root 2>/dev/null; "
+                                 f"tc qdisc del dev {s0} clsact 2>/dev/null", check=False)
+        if design in ("plain", "b"):
+            # Design B keeps its queues in the agent: the port's qdisc is the
+            # plain shaper, holding only the shallow backlog.
+            self.lab.tc_batch(self.sw, [f"qdisc add dev {s0} root handle 10: tbf rate {int(rate)}bit "
+                                        f"burst {b} limit 131072"])
+            return
+        lines = [f"qdisc add dev {s0} root handle 10: htb default 1 r2q 1",
+                 f"class add dev {s0} parent 10: classid 10:1000 htb rate {int(rate)}bit "
+                 f"burst {b} cburst {b}"]
+        for q in range(QUEUES):
+            lines.append(f"class add dev {s0} parent 10:1000 classid 10:{q + 1:x} htb rate "
+                         f"{int(rate / QUEUES)}bit ceil {int(rate)}bit burst {b} cburst {b} quantum 1514")
+            lines.append(f"qdisc add dev {s0} parent 10:{q + 1:x} handle {0x100 + q + 1:x}: tbf rate "
+                         f"{int(rate)}bit burst {b} limit 131072")
+        self.lab.tc_batch(self.sw, lines)
+
+    def start_switch(self, design, rate):
+        if design == "plain":
+            return None
+        argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
+                "--flows", str(QUEUES), "--design", design]
+        if design == "b":
+            argv += ["--backlog", str(backlog_pkts(rate))]
+        p = self.lab.spawn(self.sw, argv, "switch")
+        for _ in range(100):
+            if "ready" in self.lab.log_of(p):
+                return p
+            if p.poll() is not None:
+                raise RuntimeError("switch failed:\n" + self.lab.log_of(p))
+            time.sleep(0.05)
+        raise RuntimeError("switch not ready:\n" + self.lab.log_of(p))
+
+    def phase(self, rate, flows, load, secs, samples=0, name="x"):
+        gen_secs = secs + 1.0 + samples * 0.016 + 0.5
+        sink = self.lab.spawn(self.sink, [self.tool, "sink", "--dev", self.s1, "--flows", str(flows),
+                                          "--secs", str(secs), "--pause-samples", str(samples),
+                                          "--settle-ms", "5"], f"sink-{name}")
+        while "ready" not in self.lab.log_of(sink):
+            if sink.poll() is not None:
+                raise RuntimeError("sink failed:\n" + self.lab.log_of(sink))
+            time.sleep(0.02)
+        stats0 = self.port_sent()
+        c0 = cpu_busy_s()
+        gen = self.lab.spawn(self.gen, [self.tool, "gen", "--flows", str(flows), "--rate-bps",
+                                        str(int(rate * load)), "--secs", str(gen_secs)], f"gen-{name}")
+        sink.wait(timeout=gen_secs + 30)
+        c1 = cpu_busy_s()
+        stats1 = self.port_sent()
+        out = last_json(self.lab.log_of(sink))
+        gen.wait(timeout=gen_secs + 30)
+        out["gen"] = last_json(self.lab.log_of(gen))
+        self.lab.procs[:] = [p for p in self.lab.procs if p.poll() is None]
+        pk = stats1 - stats0
+        out["port_pkts"] = pk
+        out["cpu_us_per_pkt"] = (c1 - c0) * 1e6 / pk if pk else None
+        return out
+
+    def port_sent(self):
+        r = self.lab.nsexec(self.sw, f"tc -s -j qdisc show dev {self.s0} root")
+        for q in json.loads(r.stdout):
+            if q.get("root"):
+                return q.get("packets", 0)
+        return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="100e6,1e9")
+    ap.add_argument("--designs", default="plain,a,b")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--secs", type=float, default=3.0)
+    ap.add_argument("--pause-samples", type=int, default=150)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--tool", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
+                                                   "bench", "sluice-swbench"))
+    args = ap.parse_args()
+    rows = []
+    with sluicelab.Lab(tag="sw") as lab:
+        b = Bench(lab, args.tool)
+        for rate in [float(x) for x in args.rates.split(",")]:
+            for rep in range(args.repeats):
+                for design in args.designs.split(","):
+                    b.setup_port(design, rate)
+                    sw = b.start_switch(design, rate)
+                    row = {"rate": rate, "design": design, "repeat": rep}
+                    row["throughput"] = b.phase(rate, QUEUES, 1.2, args.secs, name="tput")
+                    row["latency"] = b.phase(rate, QUEUES, 0.1, args.secs, name="lat")
+                    if design != "plain" and args.pause_samples:
+                        row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause")
+                    if sw:
+                        lab.stop(sw)
+                        row["switch"] = last_json(lab.log_of(sw))
+                    t = row["throughput"]
+                    print(f"rate={rate:.0e} {design:6s} rep={rep} tput={t['bps'] / rate:.3f} "
+                          f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "
+                          f"cpu/pkt={t['cpu_us_per_pkt'] and round(t['cpu_us_per_pkt'], 2)}us "
+                          + (f"pause p50={row['pause']['pause_react_us_p50']:.0f}us "
+                             f"p99={row['pause']['pause_react_us_p99']:.0f}us n={row['pause']['pause_samples']} "
+                             f"not_holding={row['pause']['pause_not_holding']} "
+                             f"not_resumed={row['pause']['pause_not_resumed']}" if "pause" in row else ""),
+                          flush=True)
+                    rows.append(row)
+    with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
+    summarize(rows)
+
+
+def summarize(rows):
+    by = {}
+    for r in rows:
+        by.setdefault((r["rate"], r["design"]), []).append(r)
+    print("\nrate   design  tput/link (min..max)   tput/plain  lat p50/p99 us (median)  cpu us/pkt  pause p99 us (n)")
+    for (rate, design), rs in sorted(by.items()):
+        t = [r["throughput"]["bps"] / rate for r in rs]
+        plain = [r["throughput"]["bps"] for r in by.get((rate, "plain"), [])]
+        rel = statistics.median([r["throughput"]["bps"] for r in rs]) / statistics.median(plain) if plain else float("nan")
+        lat50 = statistics.median([r["latency"]["lat_us_p50"] for r in rs])
+        lat99 = statistics.median([r["latency"]["lat_us_p99"] for r in rs])
+        cpu = [r["throughput"]["cpu_us_per_pkt"] for r in rs if r["throughput"]["cpu_us_per_pkt"]]
+        pz = [r["pause"]["pause_react_us_p99"] for r in rs if "pause" in r]
+        pn = sum(r["pause"]["pause_samples"] for r in rs if "pause" in r)
+        print(f"{rate:.0e}  {design:6s}  {statistics.median(t):.3f} ({min(t):.3f}..{max(t):.3f})   {rel:.3f}      "
+              f"{lat50:.1f}/{lat99:.1f}              {statistics.median(cpu) if cpu else float('nan'):.2f}       "
+              + (f"{statistics.median(pz):.0f} ({min(pz):.0f}..{max(pz):.0f}, n={pn})" if pz else "-"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Design B of the switch substrate's data path (docs/switch.md): held
+ * queues in the agent.
+ *
+ * sw_hold_egress (tc egress of the switch port): a frame re-injected by the
+ *   agent (skb->mark == reinject_mark) goes on to the port's qdisc; any other
+ *   frame up to SLUICE_SW_HOLD_FRAME_MAX bytes is copied to the agent with
+ *   the queue the logic chose (sw_hold_flow_queue, else 0) and dropped here.
+ *   Larger frames and a full ring pass (fail open).
+ * sw_hold_dequeue (tp_btf/qdisc_dequeue): counts what the port's root qdisc
+ *   hands to the device, so the agent knows the kernel backlog
+ *   (agent_sent - dequeued) and keeps it at a few packets; when the agent
+ *   asked (want_wake) and the backlog fell to low_water, a wake-up record
+ *   goes to sw_hold_wake. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sluice/switch.h"
+#include "lib/parse.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u32 port_ifindex = 0;
+const volatile __u32 reinject_mark = 0x5e1d;
+const volatile __u32 low_water = 1;
+const volatile __u32 num_queues = 1;
+
+struct sl_sw_hold_state hold = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_SW_FLOW_TABLE_SIZE);
+	__type(key, __u32); /* sl_sw_flow_hash */
+	__type(value, __u32);
+} sw_hold_flow_queue SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 * 1024 * 1024);
+} sw_hold_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} sw_hold_wake SEC(".maps");
+
+static __always_inline __u32 hold_flow_hash(struct __sk_buff *skb)
+{
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4)
+		return 0;
+	struct sl_sw_flow_tuple t = {};
+	if (p.family == 4) {
+		t.src[10] = t.src[11] = 0xff;
+		t.dst[10] = t.dst[11] = 0xff;
+		__builtin_memcpy(&t.src[12], &p.saddr[0], 4);
+		__builtin_memcpy(&t.dst[12], &p.daddr[0], 4);
+	} else {
+		__builtin_memcpy(t.src, p.saddr, 16);
+		__builtin_memcpy(t.dst, p.daddr, 16);
+	}
+	t.sport = p.sport;
+	t.dport = p.dport;
+	t.proto = p.proto;
+	return sl_sw_flow_hash(&t);
+}
+
+SEC("tc")
+int sw_hold_egress(struct __sk_buff *skb)
+{
+	if (skb->mark == reinject_mark)
+		return SL_TC_NEXT;
+	__u32 len = skb->len;
+	if (len > SLUICE_SW_HOLD_FRAME_MAX || len < 14) {
+		__sync_fetch_and_add(&hold.passed_big, 1);
+		return SL_TC_NEXT;
+	}
+	__u32 h = hold_flow_hash(skb);
+	__u32 *q = bpf_map_lookup_elem(&sw_hold_flow_queue, &h);
+	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sw_hold_ring, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&hold.ring_full, 1);
+		return SL_TC_NEXT;
+	}
+	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		__sync_fetch_and_add(&hold.passed_big, 1);
+		return SL_TC_NEXT;
+	}
+	ev->queue = q && *q < num_queues ? *q : 0;
+	ev->len = len;
+	ev->wire_len = skb->len;
+	ev->rx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	__sync_fetch_and_add(&hold.diverted, 1);
+	return SL_TC_SHOT;
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
+	     struct sk_buff *skb)
+{
+	/* Only what the agent re-injected: other frames (ARP, frames too long
+	 * to divert) would make the backlog estimate negative. */
+	if (!skb || packets <= 0 || BPF_CORE_READ(skb, mark) != reinject_mark)
+		return 0;
+	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
+	if (!dev || BPF_CORE_READ(dev, ifindex) != (int)port_ifindex)
+		return 0;
+	__sync_fetch_and_add(&hold.dequeued, (__u64)packets);
+	hold.sent_at_deq = hold.agent_sent;
+	hold.qlen = BPF_CORE_READ(q, q.qlen);
+	if (hold.want_wake && hold.qlen <= low_water) {
+		hold.want_wake = 0;
+		__u32 one = 1;
+		if (!bpf_ringbuf_output(&sw_hold_wake, &one, sizeof(one), BPF_RB_FORCE_WAKEUP))
+			__sync_fetch_and_add(&hold.wakeups, 1);
+	}
+	return 0;
+}
