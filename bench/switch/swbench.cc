@@ -378,6 +378,10 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
          {"passed_big", st->passed_big},
          {"wakeups", st->wakeups},
          {"agent_sent", st->agent_sent},
+         {"dequeued", st->dequeued},
+         {"qlen", st->qlen},
+         {"sent_at_deq", st->sent_at_deq},
+         {"want_wake", st->want_wake},
          {"queue_drops", ctx.dropped},
          {"send_errors", send_errors},
          {"cpu_s", double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6}};
