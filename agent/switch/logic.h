@@ -15,6 +15,11 @@
 //                             (the scheduler picked it; it is no longer in the
 //                             depth), exactly once per enqueued packet that
 //                             was not dropped later by the substrate
+//   on_drop(pkt, port, q)     instead of on_dequeue, when the substrate drops
+//                             a packet after on_enqueue put it in port's
+//                             queue q (tail drop at the queue limit), so a
+//                             logic that counts packets in the switch can
+//                             undo what on_enqueue counted
 //   on_control(frame, port)   for every control frame that arrived on `port`
 //                             and passed validation and the port-role check
 //                             (include/sluice/wire.h); rejected frames never
@@ -160,6 +165,7 @@ class Logic {
   virtual void on_start(Substrate& sw) { sw_ = &sw; }
   virtual Verdict on_enqueue(const PacketMeta& pkt, PortId in_port) = 0;
   virtual void on_dequeue(const PacketMeta& /*pkt*/, PortId /*out_port*/, QueueId /*q*/) {}
+  virtual void on_drop(const PacketMeta& /*pkt*/, PortId /*out_port*/, QueueId /*q*/) {}
   virtual void on_control(const ControlFrame& /*frame*/, PortId /*port*/) {}
   virtual void on_timer(uint64_t /*now_ns*/) {}
 

@@ -214,7 +214,7 @@ void SwitchModel::deliver(Event& e) {
     return;
   }
   pkt.enqueue_ns = now_;
-  ports_[pkt.out_port].enqueue(v.queue, pkt);
+  if (!ports_[pkt.out_port].enqueue(v.queue, pkt)) logic_.on_drop(pkt, pkt.out_port, v.queue);
 }
 
 void SwitchModel::serve_ports() {
