@@ -367,7 +367,9 @@ TEST(Bfc, UpstreamStopsServingAPausedQueue) {
   EXPECT_FALSE(sw.paused(1, q10));
   EXPECT_EQ(sw.depth(1, q10).pkts, 0u);
   for (const auto& d : sw.departures())
-    if (hash_of[d.id] == 10 && d.start_ns > 1) EXPECT_GE(d.start_ns, 200'000u);
+    if (hash_of[d.id] == 10 && d.start_ns > 1) {
+      EXPECT_GE(d.start_ns, 200'000u);
+    }
   // A frame naming a queue the port does not have changes nothing.
   sw.arrive_control(sw.now_ns(), 1, queue_frame(CtrlType::kPause, 40, 9));
   sw.run_until(sw.now_ns() + 1);
