@@ -95,6 +95,14 @@ uint32_t BfcLogic::pause_counter(PortId in_port, uint16_t upstream_q) const {
   return ports_[in_port].pause_counter[upstream_q];
 }
 
+std::vector<std::pair<uint16_t, uint32_t>> BfcLogic::pause_counters(PortId p) const {
+  std::vector<std::pair<uint16_t, uint32_t>> out;
+  const auto& pc = ports_.at(p).pause_counter;
+  for (size_t q = 0; q < pc.size(); ++q)
+    if (pc[q]) out.emplace_back(static_cast<uint16_t>(q), pc[q]);
+  return out;
+}
+
 uint32_t BfcLogic::live_entries(PortId p) const {
   uint32_t n = 0;
   for (const auto& e : ports_.at(p).table) n += e.size > 0;

@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "switch/logic.h"
@@ -130,6 +131,8 @@ class BfcLogic final : public sw::Logic {
   bool upstream_paused(PortId in_port, uint16_t upstream_q) const {
     return pause_counter(in_port, upstream_q) > 0;
   }
+  // The non-zero pause counters of ingress port p: (upstreamQ, count).
+  std::vector<std::pair<uint16_t, uint32_t>> pause_counters(PortId p) const;
   // Flow-table entries of port p that have packets in the switch.
   uint32_t live_entries(PortId p) const;
   uint32_t table_entries(PortId p) const;
