@@ -139,6 +139,9 @@ class FloodgateLogic final : public sw::Logic {
     uint32_t pkts;
     std::vector<Addr> dsts;
     bool up_group;
+    Addr head;          // destination of the packet at the head
+    PortId head_port;   // and the port it leaves by
+    bool head_blocked;  // the head's window is used up
   };
   struct PauseView {
     Addr dst;
