@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Floodgate §4.3 on a host: per-destination PAUSE (sluice/dstpause.h).
+ *
+ * dp_ingress (tc ingress of the host's interfaces): a hop-by-hop control
+ *   frame (EtherType 0x88B5) is ours and never reaches the stack. It goes to
+ *   the agent only when it arrived on the configured uplink (role
+ *   SL_PORT_HOST_UPLINK: the link to the first-hop ToR), is a dstPause or
+ *   dstResume, and passes every check of the shared parser; anything else
+ *   is dropped and counted by reason. Other traffic: TC_NEXT.
+ * dp_egress (tc egress of the uplink): a packet to a destination that holds
+ *   a slot goes to that slot's HTB class (skb->priority = major:(2 + slot)),
+ *   every other IP packet to the default class major:1. Non-IP traffic is
+ *   left alone. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sluice/dstpause.h"
+#include "sluice/switch.h"
+#include "lib/ctrl.h"
+#include "lib/parse.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct sl_dp_port);
+} dp_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_DP_MAX_SLOTS);
+	__type(key, struct sl_dp_dst);
+	__type(value, __u32);
+} dp_dst_slot SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SL_DP_CNT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sl_sw_counter);
+} dp_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} dp_ctrl_ring SEC(".maps");
+
+static __always_inline void dp_count(__u32 slot, struct __sk_buff *skb)
+{
+	struct sl_sw_counter *c = bpf_map_lookup_elem(&dp_counters, &slot);
+	if (c) {
+		__u32 segs = skb->gso_segs;
+		c->packets += segs ? segs : 1;
+		c->bytes += skb->len;
+	}
+}
+
+SEC("tc")
+int dp_ingress(struct __sk_buff *skb)
+{
+	long off = sl_ctrl_payload_off(skb);
+	if (off < 0)
+		return SL_TC_NEXT;
+	__u32 ifindex = skb->ifindex;
+	struct sl_dp_port *port = bpf_map_lookup_elem(&dp_ports, &ifindex);
+	if (!port || port->role != SL_PORT_HOST_UPLINK) {
+		/* Only the configured ToR port may pause us (§4.3: dstPause is
+		 * sent by the first-hop ToR to the hosts connected to it). */
+		dp_count(port ? SL_CTRL_R_WRONG_PORT : SL_CTRL_R_UNKNOWN_PORT, skb);
+		return SL_TC_SHOT;
+	}
+	__u32 type = 0;
+	int r = sl_ctrl_validate_skb(skb, (__u32)off, &type);
+	if (r == SL_CTRL_R_OK && !sl_ctrl_port_allows(port->role, type))
+		r = SL_CTRL_R_WRONG_PORT;
+	if (r != SL_CTRL_R_OK) {
+		dp_count((__u32)r < SL_CTRL_R_COUNT ? (__u32)r : SL_CTRL_R_BAD_TYPE, skb);
+		return SL_TC_SHOT;
+	}
+	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&dp_ctrl_ring, sizeof(*ev), 0);
+	if (!ev) {
+		dp_count(SL_DP_CNT_RING_FULL, skb);
+		return SL_TC_SHOT;
+	}
+	__u32 len = skb->len;
+	if (len > SLUICE_SW_CTRL_FRAME_MAX)
+		len = SLUICE_SW_CTRL_FRAME_MAX;
+	if (len < 14 + SLUICE_CTRL_HDR_LEN || bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		dp_count(SL_CTRL_R_TRUNCATED, skb);
+		return SL_TC_SHOT;
+	}
+	ev->ifindex = ifindex;
+	ev->port_id = 0;
+	ev->len = len;
+	ev->payload_off = (__u32)off;
+	ev->rx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	dp_count(SL_CTRL_R_OK, skb);
+	return SL_TC_SHOT;
+}
+
+SEC("tc")
+int dp_egress(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct sl_dp_port *port = bpf_map_lookup_elem(&dp_ports, &ifindex);
+	if (!port || !port->htb_major)
+		return SL_TC_NEXT;
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4) {
+		dp_count(SL_DP_CNT_NOT_IP, skb);
+		return SL_TC_NEXT;
+	}
+	struct sl_dp_dst key = {};
+	if (p.family == 4) {
+		key.addr[10] = key.addr[11] = 0xff;
+		__builtin_memcpy(&key.addr[12], &p.daddr[0], 4);
+	} else {
+		__builtin_memcpy(key.addr, p.daddr, 16);
+	}
+	__u32 minor = SLUICE_DP_DEFAULT_MINOR;
+	__u32 *slot = bpf_map_lookup_elem(&dp_dst_slot, &key);
+	if (slot && *slot < SLUICE_DP_MAX_SLOTS) {
+		minor = SLUICE_DP_SLOT_MINOR(*slot);
+		dp_count(SL_DP_CNT_STEERED, skb);
+	} else {
+		dp_count(SL_DP_CNT_DEFAULT, skb);
+	}
+	skb->priority = (port->htb_major << 16) | minor;
+	return SL_TC_NEXT;
+}
