@@ -499,7 +499,7 @@ std::vector<FloodgateLogic::VoqView> FloodgateLogic::voqs() const {
     const Voq& V = voqs_[v];
     if (V.q.empty()) continue;
     const Entry& h = V.q.front();
-    VoqView x{v, V.bytes, uint32_t(V.q.size()), {}, down_end_ && v >= down_end_,
+    VoqView x{v, V.bytes, uint32_t(V.q.size()), {}, down_end_ != 0, down_end_ && v >= down_end_,
               h.dst, h.port, window(h.port, h.dst) <= 0};
     for (const auto& [d, n] : V.per_dst) x.dsts.push_back(d);
     out.push_back(std::move(x));

@@ -138,7 +138,8 @@ class FloodgateLogic final : public sw::Logic {
     uint64_t bytes;
     uint32_t pkts;
     std::vector<Addr> dsts;
-    bool up_group;
+    bool grouped;        // VOQ grouping active on this switch
+    bool up_group;       // in the up group (when grouped)
     Addr head;          // destination of the packet at the head
     PortId head_port;   // and the port it leaves by
     bool head_blocked;  // the head's window is used up

@@ -1,0 +1,53 @@
+// Floodgate's config section ([floodgate] in a sluiced switch config) and
+// its sluicectl view. The section parser reads a TOML table into
+// floodgate::Config; every bad key is reported (key, value, reason), none is
+// ignored, and a bad section changes nothing (the caller keeps its old
+// logic).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "mechanisms/floodgate/logic.h"
+
+namespace sluice::floodgate {
+
+struct SectionProblem {
+  std::string key;  // "floodgate.credit_interval_us"
+  std::string value;
+  std::string reason;
+};
+
+class SectionError : public std::invalid_argument {
+ public:
+  explicit SectionError(std::vector<SectionProblem> problems);
+  const std::vector<SectionProblem>& problems() const { return problems_; }
+
+ private:
+  std::vector<SectionProblem> problems_;
+};
+
+// Keys (all optional; defaults in Config):
+//   credit_interval_us  T, 50..1000000
+//   hop_rtt_us          0..1000000
+//   max_voqs            1..127
+//   thre_credit_bdp     1..1000, or thre_credit_bytes (bytes, wins when set)
+//   voq_grouping        bool
+//   down_voqs           0..126
+//   up_ports            [port names]: resolved against `port_names`
+//   syn_timeout_ms      1..60000
+//   dst_pause           bool
+//   thre_off_bytes, thre_on_bytes
+// Throws SectionError.
+Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
+
+// `sluicectl floodgate --json`: windows, VOQs in use, credits sent and
+// received, delayed credits, switchSYNs, dstPause state.
+nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& port_names);
+// The same as text.
+std::string render(const nlohmann::json& v);
+
+}  // namespace sluice::floodgate

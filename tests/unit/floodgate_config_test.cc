@@ -1,0 +1,142 @@
+// Floodgate's [floodgate] section and its sluicectl view
+// (agent/mechanisms/floodgate/config.h).
+#include <gtest/gtest.h>
+
+#include "mechanisms/floodgate/config.h"
+#include "switch/port_model.h"
+
+using namespace sluice::sw;
+using namespace sluice::floodgate;
+
+namespace {
+
+const std::vector<std::string> kPorts = {"h0", "h1", "up"};
+
+Config parse(const std::string& text) { return parse_section(toml::parse(text), kPorts); }
+
+std::vector<SectionProblem> problems(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const SectionError& e) {
+    return e.problems();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return {};
+}
+
+}  // namespace
+
+TEST(FloodgateConfig, EmptySectionGivesTheDefaults) {
+  Config c = parse("");
+  Config d;
+  EXPECT_EQ(c.credit_interval_ns, d.credit_interval_ns);
+  EXPECT_EQ(c.credit_interval_ns, 500'000u);
+  EXPECT_EQ(c.max_voqs, 100u);
+  EXPECT_EQ(c.thre_credit_bdp, 10u);
+  EXPECT_TRUE(c.voq_grouping);
+  EXPECT_FALSE(c.dst_pause);
+  EXPECT_TRUE(c.up_ports.empty());
+}
+
+TEST(FloodgateConfig, EveryKeyIsRead) {
+  Config c = parse(R"(
+credit_interval_us = 1000
+hop_rtt_us = 120
+max_voqs = 16
+thre_credit_bytes = 90000
+voq_grouping = false
+down_voqs = 4
+up_ports = ["up"]
+syn_timeout_ms = 50
+dst_pause = true
+thre_off_bytes = 6000
+thre_on_bytes = 3000
+)");
+  EXPECT_EQ(c.credit_interval_ns, 1'000'000u);
+  EXPECT_EQ(c.hop_rtt_ns, 120'000u);
+  EXPECT_EQ(c.max_voqs, 16u);
+  EXPECT_EQ(c.thre_credit_bytes, 90'000u);
+  EXPECT_FALSE(c.voq_grouping);
+  EXPECT_EQ(c.down_voqs, 4u);
+  EXPECT_EQ(c.up_ports, std::vector<PortId>{2});
+  EXPECT_EQ(c.syn_timeout_ns, 50'000'000u);
+  EXPECT_TRUE(c.dst_pause);
+  EXPECT_EQ(c.thre_off_bytes, 6000u);
+  EXPECT_EQ(c.thre_on_bytes, 3000u);
+}
+
+TEST(FloodgateConfig, BadKeysAreAllReported) {
+  struct Case {
+    std::string text, key, reason;
+  };
+  const std::vector<Case> cases = {
+      {"credit_intervall_us = 5", "floodgate.credit_intervall_us", "unknown key"},
+      {"credit_interval_us = \"fast\"", "floodgate.credit_interval_us", "expected an integer"},
+      {"credit_interval_us = 10", "floodgate.credit_interval_us", "out of range [50, 1000000]"},
+      {"max_voqs = 0", "floodgate.max_voqs", "out of range [1, 127]"},
+      {"max_voqs = 128", "floodgate.max_voqs", "out of range [1, 127]"},
+      {"voq_grouping = 1", "floodgate.voq_grouping", "expected true or false"},
+      {"up_ports = \"up\"", "floodgate.up_ports", "expected an array of port names"},
+      {"up_ports = [\"eth9\"]", "floodgate.up_ports", "not a port of this switch"},
+      {"up_ports = [3]", "floodgate.up_ports", "expected a port name"},
+      {"thre_off_bytes = 1000\nthre_on_bytes = 2000", "floodgate", "floodgate: thre_on must not exceed thre_off"},
+      {"credit_interval_us = 10000\nsyn_timeout_ms = 5", "floodgate",
+       "floodgate: syn_timeout must be at least 2 credit intervals (a silence is longer than T)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto ps = problems(c.text);
+    ASSERT_EQ(ps.size(), 1u);
+    EXPECT_EQ(ps[0].key, c.key);
+    EXPECT_EQ(ps[0].reason, c.reason);
+  }
+  // Several at once: all of them, not the first.
+  EXPECT_EQ(problems("max_voqs = 0\ndst_pause = \"yes\"\nbogus = 1").size(), 3u);
+}
+
+TEST(FloodgateConfig, ViewShowsWindowsVoqsCreditsAndPauses) {
+  Config c = parse("dst_pause = true\nup_ports = [\"up\"]\nhop_rtt_us = 200");
+  FloodgateLogic fg(c);
+  auto host = [](std::string n) {
+    PortConfig p;
+    p.name = std::move(n);
+    p.role = PortRole::kHostFacing;
+    return p;
+  };
+  PortConfig up;
+  up.name = "up";
+  up.rate_bps = 200'000'000;
+  up.queues.assign(5, QueueConfig{1, 1514, 0, -1});
+  up.queues[0].priority = 0;
+  SwitchModel sw({host("h0"), host("h1"), up}, fg);
+  const Addr d = addr_parse("10.0.9.1");
+  for (int i = 0; i < 20; ++i) {
+    PacketMeta p;
+    p.in_port = PortId(i % 2);
+    p.out_port = 2;
+    p.dst = d;
+    p.wire_bytes = 1514;
+    sw.arrive(0, p);
+  }
+  sw.run_until(1'000'000);
+  auto v = view(fg, kPorts);
+  ASSERT_EQ(v["windows"].size(), 1u);
+  EXPECT_EQ(v["windows"][0]["port"], "up");
+  EXPECT_EQ(v["windows"][0]["dst"], "10.0.9.1");
+  EXPECT_EQ(v["windows"][0]["initial_bytes"], 17500);
+  EXPECT_EQ(v["windows"][0]["window_bytes"], 17500 - 12 * 1514);
+  ASSERT_EQ(v["voqs"].size(), 1u);
+  EXPECT_EQ(v["voqs"][0]["packets"], 8);
+  EXPECT_EQ(v["voqs"][0]["head_blocked"], true);
+  EXPECT_EQ(v["voqs_in_use"], 1);
+  EXPECT_EQ(v["voqs_total"], 4);
+  ASSERT_EQ(v["dst_pause"].size(), 1u);
+  EXPECT_EQ(v["dst_pause"][0]["paused_ports"], (nlohmann::json{"h0", "h1"}));
+  EXPECT_EQ(v["counters"]["forwarded"], 12);
+  EXPECT_EQ(v["counters"]["dst_pause_out"], 2);
+  const std::string text = render(v);
+  EXPECT_NE(text.find("up -> 10.0.9.1: -668 of 17500 B, in flight 18168 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("voq 0 (all): 8 pkts 12112 B, head 10.0.9.1 via up (waiting for credit)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("10.0.9.1 paused on h0 h1"), std::string::npos) << text;
+}
