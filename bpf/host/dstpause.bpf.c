@@ -7,10 +7,11 @@
  *   SL_PORT_HOST_UPLINK: the link to the first-hop ToR), is a dstPause or
  *   dstResume, and passes every check of the shared parser; anything else
  *   is dropped and counted by reason. Other traffic: TC_NEXT.
- * dp_egress (tc egress of the uplink): a packet to a destination that holds
- *   a slot goes to that slot's HTB class (skb->priority = major:(2 + slot)),
- *   every other IP packet to the default class major:1. Non-IP traffic is
- *   left alone. */
+ * dp_egress (tc egress of the uplink, clsact: it returns TC_ACT_STOLEN): a
+ *   frame to a destination the agent holds is copied to dp_held_ring and
+ *   stolen; the agent's own re-sent frames (skb->mark = reinject_mark) and
+ *   every other frame pass. When a held frame cannot be copied (too big,
+ *   ring full) it passes: the host fails open. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -31,10 +32,15 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SLUICE_DP_MAX_SLOTS);
+	__uint(max_entries, SLUICE_DP_MAX_HELD);
 	__type(key, struct sl_dp_dst);
 	__type(value, __u32);
-} dp_dst_slot SEC(".maps");
+} dp_held SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} dp_held_ring SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -82,7 +88,7 @@ int dp_ingress(struct __sk_buff *skb)
 	}
 	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&dp_ctrl_ring, sizeof(*ev), 0);
 	if (!ev) {
-		dp_count(SL_DP_CNT_RING_FULL, skb);
+		dp_count(SL_DP_CNT_CTRL_RING_FULL, skb);
 		return SL_TC_SHOT;
 	}
 	__u32 len = skb->len;
@@ -108,8 +114,12 @@ int dp_egress(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
 	struct sl_dp_port *port = bpf_map_lookup_elem(&dp_ports, &ifindex);
-	if (!port || !port->htb_major)
+	if (!port || port->role != SL_PORT_HOST_UPLINK || !port->reinject_mark)
 		return SL_TC_NEXT;
+	if (skb->mark == port->reinject_mark) {
+		dp_count(SL_DP_CNT_REINJECTED, skb);
+		return SL_TC_NEXT;
+	}
 	struct sl_cursor c;
 	struct sl_pkt p = {};
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
@@ -125,14 +135,31 @@ int dp_egress(struct __sk_buff *skb)
 	} else {
 		__builtin_memcpy(key.addr, p.daddr, 16);
 	}
-	__u32 minor = SLUICE_DP_DEFAULT_MINOR;
-	__u32 *slot = bpf_map_lookup_elem(&dp_dst_slot, &key);
-	if (slot && *slot < SLUICE_DP_MAX_SLOTS) {
-		minor = SLUICE_DP_SLOT_MINOR(*slot);
-		dp_count(SL_DP_CNT_STEERED, skb);
-	} else {
-		dp_count(SL_DP_CNT_DEFAULT, skb);
+	__u32 *held = bpf_map_lookup_elem(&dp_held, &key);
+	if (!held || !*held) {
+		dp_count(SL_DP_CNT_PASSED, skb);
+		return SL_TC_NEXT;
 	}
-	skb->priority = (port->htb_major << 16) | minor;
-	return SL_TC_NEXT;
+	__u32 len = skb->len;
+	if (len > SLUICE_DP_FRAME_MAX || len < 14 || skb->gso_segs > 1) {
+		dp_count(SL_DP_CNT_TOO_BIG, skb);
+		return SL_TC_NEXT;
+	}
+	struct sl_dp_frame *ev = bpf_ringbuf_reserve(&dp_held_ring, sizeof(*ev), 0);
+	if (!ev) {
+		dp_count(SL_DP_CNT_HELD_RING_FULL, skb);
+		return SL_TC_NEXT;
+	}
+	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		dp_count(SL_DP_CNT_TOO_BIG, skb);
+		return SL_TC_NEXT;
+	}
+	ev->dst = key;
+	ev->ifindex = ifindex;
+	ev->len = len;
+	ev->tx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	dp_count(SL_DP_CNT_HELD, skb);
+	return SL_TC_STOLEN;
 }

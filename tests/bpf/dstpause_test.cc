@@ -5,8 +5,9 @@
 // other port every control frame is rejected (only the ToR may pause us);
 // accepted frames reach the ring byte for byte; control frames are always
 // consumed; other traffic is left alone.
-// dp_egress: packets to a destination with a slot go to its HTB class, the
-// rest to the default class, non-IP untouched.
+// dp_egress: frames to a held destination are copied to the agent's ring and
+// stolen; the agent's re-sent frames (its mark), other destinations, non-IP
+// and frames too big to copy pass.
 #include <gtest/gtest.h>
 #include <bpf/libbpf.h>
 #include <net/if.h>
@@ -28,7 +29,8 @@ using namespace sluice::test;
 
 namespace {
 
-constexpr int kNext = -1, kShot = 2;
+constexpr int kNext = -1, kShot = 2, kStolen = 4;
+constexpr uint32_t kMark = 0x5107;
 constexpr uint32_t kLo = 1;  // BPF_PROG_TEST_RUN runs skbs on the loopback device
 
 class DstPauseTest : public ::testing::Test {
@@ -38,19 +40,22 @@ class DstPauseTest : public ::testing::Test {
     skel_ = std::make_unique<Skeleton<dstpause>>();
     skel_->load();
     ports_ = bpf_map__fd((*skel_)->maps.dp_ports);
-    slots_ = bpf_map__fd((*skel_)->maps.dp_dst_slot);
+    held_ = bpf_map__fd((*skel_)->maps.dp_held);
+    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.dp_held_ring), &DstPauseTest::on_frame, this, nullptr);
+    ASSERT_NE(held_ring_, nullptr);
     counters_ = bpf_map__fd((*skel_)->maps.dp_counters);
     ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.dp_ctrl_ring), &DstPauseTest::on_event, this, nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
     if (ring_) ring_buffer__free(ring_);
+    if (held_ring_) ring_buffer__free(held_ring_);
   }
   void set_port(sl_dp_port p) { ASSERT_EQ(bpf_map_update_elem(ports_, &kLo, &p, BPF_ANY), 0); }
   void clear_port() { bpf_map_delete_elem(ports_, &kLo); }
-  void set_slot(const std::string& dst, uint32_t slot) {
+  void hold(const std::string& dst, uint32_t v = 1) {
     auto a = sw::addr_parse(dst);
-    ASSERT_EQ(bpf_map_update_elem(slots_, a.data(), &slot, BPF_ANY), 0);
+    ASSERT_EQ(bpf_map_update_elem(held_, a.data(), &v, BPF_ANY), 0);
   }
   uint64_t counter(uint32_t slot) {
     int ncpu = libbpf_num_possible_cpus();
@@ -66,30 +71,38 @@ class DstPauseTest : public ::testing::Test {
     self->events_.push_back(*static_cast<sl_sw_ctrl_event*>(data));
     return 0;
   }
+  static int on_frame(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<DstPauseTest*>(ctx);
+    EXPECT_EQ(size, sizeof(sl_dp_frame));
+    self->frames_.push_back(*static_cast<sl_dp_frame*>(data));
+    return 0;
+  }
   int run_ingress(const Bytes& frame) {
     return run_tc(bpf_program__fd((*skel_)->progs.dp_ingress), frame).retval;
   }
-  // (verdict, priority after the program) for a packet starting with priority 7.
-  std::pair<int, uint32_t> run_egress(const Bytes& p) {
+  int run_egress(const Bytes& p, uint32_t mark = 0, uint32_t gso_segs = 0) {
     struct __sk_buff in {}, out {};
-    in.priority = 7;
+    in.mark = mark;
+    in.gso_segs = gso_segs;
     LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()),
                 .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
     EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.dp_egress), &o), 0);
-    return {int(o.retval), out.priority};
+    return int(o.retval);
   }
 
   std::unique_ptr<Skeleton<dstpause>> skel_;
-  int ports_ = -1, slots_ = -1, counters_ = -1;
+  int ports_ = -1, held_ = -1, counters_ = -1;
   ring_buffer* ring_ = nullptr;
+  ring_buffer* held_ring_ = nullptr;
   std::vector<sl_sw_ctrl_event> events_;
+  std::vector<sl_dp_frame> frames_;
 };
 
 }  // namespace
 
 TEST_F(DstPauseTest, ControlFramesOnTheUplinkGetTheParsersVerdict) {
   ASSERT_EQ(if_nametoindex("lo"), kLo);
-  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, 0x20});
+  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, kMark});
   int accepted = 0;
   for (const auto& c : ctrl_cases()) {
     if (c.role != SL_PORT_HOST_UPLINK) continue;  // rows for the uplink
@@ -125,8 +138,8 @@ TEST_F(DstPauseTest, EveryFrameOfTheTableOnAnUplinkOrAnyOtherPort) {
     std::optional<sl_dp_port> port;
     const char* what;
   };
-  for (const Row& row : {Row{sl_dp_port{SL_PORT_HOST_UPLINK, 0x20}, "uplink"},
-                         Row{sl_dp_port{SL_PORT_HOST_FACING, 0x20}, "host-facing port"},
+  for (const Row& row : {Row{sl_dp_port{SL_PORT_HOST_UPLINK, kMark}, "uplink"},
+                         Row{sl_dp_port{SL_PORT_HOST_FACING, kMark}, "host-facing port"},
                          Row{sl_dp_port{SL_PORT_SWITCH_FACING, 0}, "switch-facing port"},
                          Row{sl_dp_port{SL_PORT_NONE, 0}, "role none"}, Row{std::nullopt, "unconfigured"}}) {
     if (row.port) set_port(*row.port);
@@ -154,7 +167,7 @@ TEST_F(DstPauseTest, EveryFrameOfTheTableOnAnUplinkOrAnyOtherPort) {
 }
 
 TEST_F(DstPauseTest, OtherTrafficIsNotOurs) {
-  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, 0x20});
+  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, kMark});
   EXPECT_EQ(run_ingress(build(PacketSpec{})), kNext);
   PacketSpec arp;
   arp.ethertype = 0x0806;
@@ -163,9 +176,10 @@ TEST_F(DstPauseTest, OtherTrafficIsNotOurs) {
   EXPECT_TRUE(events_.empty());
 }
 
-TEST_F(DstPauseTest, EgressSteersPausedDestinationsToTheirClass) {
-  PacketSpec to_d, to_e, udp_d, v6, arp;
+TEST_F(DstPauseTest, EgressHoldsOnlyHeldDestinations) {
+  PacketSpec to_d, to_e, udp_d, v6, arp, big;
   to_d.dst = "10.0.9.1";
+  to_d.payload = 1000;
   to_e.dst = "10.0.9.2";
   udp_d.dst = "10.0.9.1";
   udp_d.proto = 17;
@@ -173,38 +187,56 @@ TEST_F(DstPauseTest, EgressSteersPausedDestinationsToTheirClass) {
   v6.src = "fd00::1";
   v6.dst = "fd00::9";
   arp.ethertype = 0x0806;
+  big.dst = "10.0.9.1";
+  big.payload = 2000;  // a frame larger than a copy: passes (fail open)
+  // Unconfigured uplink, or no reinject mark: nothing is held.
+  clear_port();
+  hold("10.0.9.1");
+  EXPECT_EQ(run_egress(build(to_d)), kNext);
+  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, 0});
+  EXPECT_EQ(run_egress(build(to_d)), kNext);
+  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, kMark});
+  hold("fd00::9");
   struct Case {
     const char* desc;
-    PacketSpec spec;
-    uint32_t priority;
+    Bytes frame;
+    uint32_t mark, gso_segs;
+    int verdict;
+    uint32_t slot;  // counter it lands in
   };
-  // Unconfigured uplink: left alone.
-  clear_port();
-  EXPECT_EQ(run_egress(build(to_d)), (std::pair<int, uint32_t>{kNext, 7u}));
-  set_port(sl_dp_port{SL_PORT_HOST_UPLINK, 0x20});
-  set_slot("10.0.9.1", 0);
-  set_slot("fd00::9", 63);
-  set_slot("10.0.9.3", SLUICE_DP_MAX_SLOTS);  // out of range: ignored
-  PacketSpec to_f;
-  to_f.dst = "10.0.9.3";
   const std::vector<Case> cases = {
-      {"TCP to a paused destination: its slot's class", to_d, 0x200002u},
-      {"UDP to the same destination: same class", udp_d, 0x200002u},
-      {"another destination: the default class", to_e, 0x200001u},
-      {"IPv6 destination in the last slot", v6, 0x200000u | (2 + 63)},
-      {"a slot out of range: the default class", to_f, 0x200001u},
-      {"ARP: not IP, untouched", arp, 7u},
+      {"TCP to a held destination: copied and stolen", build(to_d), 0, 0, kStolen, SL_DP_CNT_HELD},
+      {"UDP to the same destination", build(udp_d), 0, 0, kStolen, SL_DP_CNT_HELD},
+      {"IPv6 held destination", build(v6), 0, 0, kStolen, SL_DP_CNT_HELD},
+      {"another destination passes", build(to_e), 0, 0, kNext, SL_DP_CNT_PASSED},
+      {"the agent's re-sent frame passes", build(to_d), kMark, 0, kNext, SL_DP_CNT_REINJECTED},
+      {"another mark is not ours: held", build(to_d), kMark + 1, 0, kStolen, SL_DP_CNT_HELD},
+      {"too big to copy: passes", build(big), 0, 0, kNext, SL_DP_CNT_TOO_BIG},
+      {"a GSO super-packet: passes", build(to_d), 0, 4, kNext, SL_DP_CNT_TOO_BIG},
+      {"ARP: not IP", build(arp), 0, 0, kNext, SL_DP_CNT_NOT_IP},
   };
-  const uint64_t steered = counter(SL_DP_CNT_STEERED);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.desc);
-    auto [verdict, prio] = run_egress(build(c.spec));
-    EXPECT_EQ(verdict, kNext) << "egress never drops";
-    EXPECT_EQ(prio, c.priority);
+    const uint64_t before = counter(c.slot);
+    frames_.clear();
+    EXPECT_EQ(run_egress(c.frame, c.mark, c.gso_segs), c.verdict);
+    EXPECT_EQ(counter(c.slot) - before, c.gso_segs ? c.gso_segs : 1u);
+    ring_buffer__consume(held_ring_);
+    if (c.verdict == kStolen) {
+      ASSERT_EQ(frames_.size(), 1u);
+      ASSERT_EQ(frames_[0].len, c.frame.size());
+      EXPECT_TRUE(std::equal(c.frame.begin(), c.frame.end(), frames_[0].frame)) << "the copy is the frame";
+      EXPECT_EQ(frames_[0].ifindex, kLo);
+    } else {
+      EXPECT_TRUE(frames_.empty());
+    }
   }
-  EXPECT_EQ(counter(SL_DP_CNT_STEERED) - steered, 3u);
-  // The agent removes the slot: back to the default class.
-  auto d = sw::addr_parse("10.0.9.1");
-  ASSERT_EQ(bpf_map_delete_elem(slots_, d.data()), 0);
-  EXPECT_EQ(run_egress(build(to_d)).second, 0x200001u);
+  // A held value of 0, or no entry: passes.
+  hold("10.0.9.1", 0);
+  EXPECT_EQ(run_egress(build(to_d)), kNext);
+  auto d = sw::addr_parse("fd00::9");
+  ASSERT_EQ(bpf_map_delete_elem(held_, d.data()), 0);
+  EXPECT_EQ(run_egress(build(v6)), kNext);
+  ring_buffer__consume(held_ring_);
+  EXPECT_TRUE(frames_.empty());
 }
