@@ -14,7 +14,7 @@
 
 #include <optional>
 
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/ctrl_cases.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"

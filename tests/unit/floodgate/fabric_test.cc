@@ -5,7 +5,7 @@
 // Deterministic simulations, no wall clock.
 #include <gtest/gtest.h>
 
-#include "floodgate_fabric.h"
+#include "fabric.h"
 #include "mechanisms/floodgate/logic.h"
 
 using namespace sluice::sw;
