@@ -1,0 +1,65 @@
+// Token priorities by objective (top-tpds20 §3.2 "Flow Priority") and the
+// ExpressPass-style token rate control TOP inherits (§3.1 "Transport
+// Protocol": target token loss 10% per flow).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sluice::top {
+
+enum class Objective {
+  kFct,       // priority from flow size: floor(K log_p(a*size + b))
+  kLas,       // non-clairvoyant: from packets received so far (least attained service)
+  kDeadline,  // EDF-like: from time left to the deadline
+  kFair,      // one token class, round robin (ExpressPass-like "tokens" baseline)
+};
+const char* objective_name(Objective o);
+std::optional<Objective> parse_objective(const std::string& s);
+
+struct PriorityParams {
+  int classes = 6;                         // K, token priority classes (§5.2: 6 queues)
+  double p = 20000;                        // largest flow, packets (log base)
+  double a = 1.0;
+  double b = 1.0;                          // b >= 1 keeps LAS defined at 0 packets
+  double deadline_span_us = 100000;        // largest slack the deadline classes tell apart
+  // Returns an error for parameters the formula cannot use.
+  std::optional<std::string> validate() const;
+};
+
+// §3.2: floor(K * log_p(a*x + b)), clamped to [0, K-1]; 0 is the highest.
+int log_class(double x, double base, const PriorityParams& pp);
+int fct_priority(uint64_t size_pkts, const PriorityParams& pp);
+int las_priority(uint64_t received_pkts, const PriorityParams& pp);
+// Slack = deadline - now; no deadline or already missed: the lowest class.
+int deadline_priority(std::optional<int64_t> slack_ns, const PriorityParams& pp);
+
+// ExpressPass credit feedback control on one flow's token rate, as a
+// fraction of the receiver's full token rate (one token per pacing slot).
+struct RateParams {
+  double target_loss = 0.1;
+  double w_init = 1.0 / 16;
+  double w_min = 1.0 / 128;
+  double w_max = 0.5;
+  double initial_rate = 0.5;
+  double min_rate = 1.0 / 64;
+  std::optional<std::string> validate() const;
+};
+
+class RateControl {
+ public:
+  explicit RateControl(const RateParams& rp) : rp_(rp), rate_(rp.initial_rate), w_(rp.w_init) {}
+  // One update period's measured token loss (0..1).
+  void update(double loss);
+  double rate() const { return rate_; }
+  double w() const { return w_; }
+
+ private:
+  RateParams rp_;
+  double rate_;
+  double w_;
+  bool increasing_ = false;
+};
+
+}  // namespace sluice::top
