@@ -52,7 +52,14 @@
 	X(PAC_SUPERSEDE,        "pass", "PAC: newer cumulative ACK fits, admitted ahead of its flow's held ACKs") \
 	X(PAC_REQUEST_DUP,      "drop", "PAC: our TCP resent a request the agent still holds: absorbed") \
 	X(AQM_DEPART_EIN,       "pass", "left the queue during an incast (Pulser Alg. 1): EIN set at the far end") \
-	X(AQM_DEPART_NONE,      "pass", "left the queue, no incast or not TCP data: unmarked at the far end")
+	X(AQM_DEPART_NONE,      "pass", "left the queue, no incast or not TCP data: unmarked at the far end") \
+	X(TOP_NOT_TOP,          "pass", "TOP: not UDP to the TOP port") \
+	X(TOP_MALFORMED,        "pass", "TOP: short or malformed TOP header, left to the transport") \
+	X(TOP_NOT_TOKEN,        "pass", "TOP: data or signal packet") \
+	X(TOP_TOKEN_VALID,      "pass", "TOP: token within the expiry threshold (§4.3)") \
+	X(TOP_TOKEN_EXPIRED,    "drop", "TOP: token sojourn above the threshold (§4.3 R2): dropped") \
+	X(TOP_EXPIRED_KEPT,     "pass", "TOP: expired token passed, expiry disabled") \
+	X(TOP_NO_CONFIG,        "pass", "TOP: no expiry config: token passed")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -50,6 +50,7 @@ struct Receiver::Flow {
   uint64_t last_progress = 0;
   uint64_t last_served = 0;
   uint32_t tokens_sent = 0;
+  uint64_t last_token_at = 0;
 };
 
 Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {
@@ -285,8 +286,14 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
       if (f->outstanding.front().first > f->max_echo) f->lost_tail++;
       f->outstanding.pop_front();
     }
-    if (now - f->period_start >= cfg_.rtt_ns) period_update(*f, now);
-    if (f->total && f->received < f->total && now - f->last_progress > cfg_.tail_timeout_ns) {
+    // One update per RTT (ExpressPass), but never over fewer than 32 slots:
+    // a loss ratio of two or three tokens is noise.
+    if (now - f->period_start >= std::max(cfg_.rtt_ns, 32 * cfg_.slot_ns)) period_update(*f, now);
+    // Tail loss: tokens went out after the last arrival and none came back
+    // within the timeout. A flow starved of tokens by higher classes is
+    // not losing anything and is left alone.
+    if (f->total && f->received < f->total && f->last_token_at > f->last_progress &&
+        now - f->last_progress > cfg_.tail_timeout_ns && now - f->last_token_at > cfg_.token_timeout_ns) {
       nack_range(*f, f->cum, f->total, now, out);
       f->last_progress = now;
     }
@@ -324,6 +331,7 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   best->bucket -= 1.0;
   best->last_served = ++serve_counter_;
   best->tokens_sent++;
+  best->last_token_at = now;
   stats_.tokens_sent[best_prio]++;
 }
 

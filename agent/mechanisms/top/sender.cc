@@ -27,6 +27,7 @@ struct Sender::Flow {
   uint64_t fin_sent_at = 0;
   bool fin_sent = false;
   uint64_t tokens = 0;
+  uint32_t sync_retries = 0;
 };
 
 Sender::Sender(const SenderConfig& cfg) : cfg_(cfg), next_id_(cfg.flow_id_base) {}
@@ -164,7 +165,10 @@ void Sender::on_timer(uint64_t now, std::vector<Packet>& out) {
   for (auto& [id, fp] : flows_) {
     Flow& f = *fp;
     if (!f.got_token) {
-      if (now - f.last_sync >= sync_retry) {
+      // Backs off: a flow may wait long for its first token behind higher
+      // classes without anything being lost.
+      if (now - f.last_sync >= sync_retry << std::min<uint32_t>(f.sync_retries, 6)) {
+        f.sync_retries++;
         out.push_back(sync_of(f, Type::kSync, now));
         f.last_sync = now;
         stats_.syncs_sent++;

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* TOP token expiry on the sender (top-tpds20 §4.3, R2), XDP on the
+ * interface tokens arrive on. A token whose sojourn time on the synced clock
+ * (now - timestamp + the correction for its source host) exceeds
+ * T = base one-way delay + 2 x max per-hop token queueing (§5.1) is dropped
+ * before the transport sees it, so no data answers a token that waited in a
+ * low-priority queue for an unbounded time. Counted per priority in
+ * top_stats. Everything that is not a TOP token passes untouched, and so does
+ * a malformed TOP header (the transport rejects it with a reason). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lib/counters.h"
+#include "lib/parse.h"
+#include "sluice/top.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u16 top_port = SLUICE_TOP_DEFAULT_PORT; /* host order */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_top_expiry_config);
+} top_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sluice_top_peer_key);
+	__type(value, __s64);
+} top_peer_correction SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_TOP_STATS_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_counter);
+} top_stats SEC(".maps");
+
+static __always_inline void top_count(__u32 prio, __u32 verdict, __u64 bytes)
+{
+	__u32 slot = prio * SLUICE_TOP_EXPIRY_VERDICTS + verdict;
+	struct sluice_counter *c = bpf_map_lookup_elem(&top_stats, &slot);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+SEC("xdp")
+int top_expiry(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 bytes = data_end - data;
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+
+	sl_cursor_init(&c, data, data_end);
+	int r = sl_parse(&c, &p);
+	if (r) {
+		sl_count(sl_parse_reason(r), bytes);
+		return XDP_PASS;
+	}
+	if (p.proto != IPPROTO_UDP_NUM || p.dport != bpf_htons(top_port)) {
+		sl_count(SLUICE_R_TOP_NOT_TOP, bytes);
+		return XDP_PASS;
+	}
+	struct sluice_top_hdr *h = cursor_pull(&c, sizeof(*h));
+	if (!h || p.payload_len < sizeof(*h) || h->magic != bpf_htons(SLUICE_TOP_MAGIC) ||
+	    h->version != SLUICE_TOP_VERSION) {
+		sl_count(SLUICE_R_TOP_MALFORMED, bytes);
+		return XDP_PASS;
+	}
+	if (h->type != SLUICE_TOP_TOKEN) {
+		sl_count(SLUICE_R_TOP_NOT_TOKEN, bytes);
+		return XDP_PASS;
+	}
+	__u32 prio = h->priority;
+	if (prio >= SLUICE_TOP_PRIORITIES) {
+		sl_count(SLUICE_R_TOP_MALFORMED, bytes);
+		return XDP_PASS;
+	}
+	__u32 zero = 0;
+	struct sluice_top_expiry_config *cfg = bpf_map_lookup_elem(&top_config, &zero);
+	if (!cfg || !cfg->threshold_ns) {
+		sl_count(SLUICE_R_TOP_NO_CONFIG, bytes);
+		return XDP_PASS;
+	}
+	struct sluice_top_peer_key key = {};
+	key.family = p.family;
+	__builtin_memcpy(key.addr, p.saddr, sizeof(key.addr));
+	__s64 corr = 0;
+	__s64 *pc = bpf_map_lookup_elem(&top_peer_correction, &key);
+	if (pc)
+		corr = *pc;
+	__u64 now = bpf_ktime_get_tai_ns() + (__u64)cfg->local_offset_ns;
+	__s64 sojourn = sluice_top_sojourn_ns(now, bpf_be64_to_cpu(h->tstamp_ns), corr);
+	if (sluice_top_token_expired(sojourn, cfg->threshold_ns, cfg->widen_ns)) {
+		top_count(prio, SLUICE_TOP_X_EXPIRED, bytes);
+		if (cfg->enabled) {
+			sl_count(SLUICE_R_TOP_TOKEN_EXPIRED, bytes);
+			return XDP_DROP;
+		}
+		sl_count(SLUICE_R_TOP_EXPIRED_KEPT, bytes);
+		return XDP_PASS;
+	}
+	top_count(prio, sojourn < 0 ? SLUICE_TOP_X_FUTURE : SLUICE_TOP_X_VALID, bytes);
+	sl_count(SLUICE_R_TOP_TOKEN_VALID, bytes);
+	return XDP_PASS;
+}

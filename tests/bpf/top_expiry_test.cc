@@ -1,0 +1,201 @@
+// top_expiry (bpf/host/top_expiry.bpf.c) through BPF_PROG_TEST_RUN: tokens
+// older than the threshold are dropped (or only counted with expiry off),
+// valid and future-stamped tokens pass, the per-host correction and the
+// unsynced widening are applied, every verdict is counted per priority, and
+// malformed or non-token packets pass untouched.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "lib/bpf_util.h"
+#include "lib/packet.h"
+#include "lib/prog_test.h"
+#include "mechanisms/top/wire.h"
+#include "sluice/top.h"
+#include "top_expiry.skel.h"
+
+SLUICE_SKELETON(top_expiry);
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+constexpr int kPass = 2, kDrop = 1;  // XDP_PASS, XDP_DROP
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kThreshold = 1 * kMs;
+
+uint64_t tai_now() {
+  timespec ts;
+  clock_gettime(CLOCK_TAI, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+// A UDP frame to the TOP port carrying `p` (plus `extra` bytes of payload).
+Bytes top_frame(const top::Packet& p, bool v6 = false, uint16_t dport = SLUICE_TOP_DEFAULT_PORT,
+                size_t cut = 0) {
+  PacketSpec s;
+  s.proto = 17;
+  s.ipv6 = v6;
+  if (v6) {
+    s.src = "fd00::1";
+    s.dst = "fd00::2";
+  }
+  s.sport = SLUICE_TOP_DEFAULT_PORT;
+  s.dport = dport;
+  s.payload = top::wire_bytes(p);
+  Bytes b = build(s);
+  size_t off = l4_offset(b) + 8;
+  top::encode(p, b.data() + off, b.size() - off);
+  if (cut) b.resize(b.size() - cut);
+  return b;
+}
+
+top::Packet token(uint8_t prio, uint64_t ts) {
+  top::Packet p;
+  p.type = top::Type::kToken;
+  p.priority = prio;
+  p.flow = 42;
+  p.seq = 1;
+  p.tstamp_ns = ts;
+  return p;
+}
+
+class TopExpiryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    require_root();
+    skel_ = std::make_unique<Skeleton<top_expiry>>();
+    skel_->load();
+    set_config(kThreshold, 0, 0, true);
+  }
+  int prog() const { return bpf_program__fd((*skel_)->progs.top_expiry); }
+  void set_config(uint64_t thr, uint64_t widen, int64_t local, bool enabled) {
+    sluice_top_expiry_config c{};
+    c.threshold_ns = thr;
+    c.widen_ns = widen;
+    c.local_offset_ns = local;
+    c.enabled = enabled;
+    uint32_t k = 0;
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.top_config), &k, &c, 0), 0);
+  }
+  void set_correction(const char* addr, int64_t corr) {
+    sluice_top_peer_key k{};
+    k.family = 4;
+    inet_pton(AF_INET, addr, k.addr);
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.top_peer_correction), &k, &corr, 0), 0);
+  }
+  uint64_t reason(uint32_t r) const {
+    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
+  }
+  uint64_t stat(int prio, int verdict) const {
+    uint32_t slot = prio * SLUICE_TOP_EXPIRY_VERDICTS + verdict;
+    std::vector<sluice_counter> v(num_possible_cpus());
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.top_stats), &slot, v.data()), 0);
+    uint64_t n = 0;
+    for (auto& c : v) n += c.packets;
+    return n;
+  }
+  std::unique_ptr<Skeleton<top_expiry>> skel_;
+};
+
+TEST_F(TopExpiryTest, Verdicts) {
+  // Each row's counters are checked as deltas, so rows are independent.
+  struct Row {
+    std::string desc;
+    std::function<Bytes()> frame;  // built when the row runs: timestamps are "now"
+    int verdict;
+    uint32_t reason;
+    int prio = -1, pverdict = -1;  // top_stats slot that must count it
+    std::function<void()> before = nullptr;
+  };
+  top::Packet data;
+  data.type = top::Type::kData;
+  data.len = 0;
+  top::Packet sync;
+  sync.type = top::Type::kSync;
+  sync.mss = 1440;
+  std::vector<Row> rows = {
+      {"fresh token", [] { return top_frame(token(0, tai_now() - 100'000)); }, kPass,
+       SLUICE_R_TOP_TOKEN_VALID, 0, SLUICE_TOP_X_VALID},
+      {"token 5 ms old, T = 1 ms: dropped", [] { return top_frame(token(3, tai_now() - 5 * kMs)); },
+       kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 3, SLUICE_TOP_X_EXPIRED},
+      {"lowest priority expired", [] { return top_frame(token(5, tai_now() - 2 * kMs)); }, kDrop,
+       SLUICE_R_TOP_TOKEN_EXPIRED, 5, SLUICE_TOP_X_EXPIRED},
+      {"token from the future (skew): passed", [] { return top_frame(token(1, tai_now() + 50 * kMs)); },
+       kPass, SLUICE_R_TOP_TOKEN_VALID, 1, SLUICE_TOP_X_FUTURE},
+      {"IPv6 token expired", [] { return top_frame(token(2, tai_now() - 5 * kMs), true); }, kDrop,
+       SLUICE_R_TOP_TOKEN_EXPIRED, 2, SLUICE_TOP_X_EXPIRED},
+      {"data packet on the TOP port", [=] { return top_frame(data); }, kPass, SLUICE_R_TOP_NOT_TOKEN},
+      {"SYNC on the TOP port", [=] { return top_frame(sync); }, kPass, SLUICE_R_TOP_NOT_TOKEN},
+      {"old token to another UDP port", [] { return top_frame(token(0, 1), false, 9999); }, kPass,
+       SLUICE_R_TOP_NOT_TOP},
+      {"TCP", [] { return build(PacketSpec{}); }, kPass, SLUICE_R_TOP_NOT_TOP},
+      {"not IP", [] {
+         PacketSpec s;
+         s.ethertype = 0x0806;
+         return build(s);
+       },
+       kPass, SLUICE_R_PASS_NOT_IP},
+      {"header cut short", [] { return top_frame(token(0, 1), false, SLUICE_TOP_DEFAULT_PORT, 4); }, kPass,
+       SLUICE_R_TOP_MALFORMED},
+      {"bad magic", [] {
+         Bytes b = top_frame(token(0, 1));
+         b[l4_offset(b) + 8] ^= 0xff;
+         return b;
+       },
+       kPass, SLUICE_R_TOP_MALFORMED},
+      {"bad version", [] {
+         Bytes b = top_frame(token(0, 1));
+         b[l4_offset(b) + 8 + 2] = 77;
+         return b;
+       },
+       kPass, SLUICE_R_TOP_MALFORMED},
+      {"priority 6", [] {
+         Bytes b = top_frame(token(0, 1));
+         b[l4_offset(b) + 8 + 4] = 6;
+         return b;
+       },
+       kPass, SLUICE_R_TOP_MALFORMED},
+      {"correction for the source covers the 5 ms", [] { return top_frame(token(4, tai_now() - 5 * kMs)); },
+       kPass, SLUICE_R_TOP_TOKEN_VALID, 4, SLUICE_TOP_X_VALID,
+       [this] { set_correction("10.0.0.1", -5 * static_cast<int64_t>(kMs)); }},
+      {"a correction the other way expires a fresh token",
+       [] { return top_frame(token(4, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 4,
+       SLUICE_TOP_X_EXPIRED, [this] { set_correction("10.0.0.1", 3 * static_cast<int64_t>(kMs)); }},
+      {"unsynced: widened by 10 ms, the 5 ms token passes",
+       [] { return top_frame(token(0, tai_now() - 5 * kMs)); }, kPass, SLUICE_R_TOP_TOKEN_VALID, 0,
+       SLUICE_TOP_X_VALID, [this] {
+         set_correction("10.0.0.1", 0);
+         set_config(kThreshold, 10 * kMs, 0, true);
+       }},
+      {"local clock offset (lab injection) ages the token",
+       [] { return top_frame(token(0, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 0,
+       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 4 * kMs, true); }},
+      {"expiry off (top-noexpiry): counted, passed",
+       [] { return top_frame(token(2, tai_now() - 5 * kMs)); }, kPass, SLUICE_R_TOP_EXPIRED_KEPT, 2,
+       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 0, false); }},
+      {"no threshold configured: passed", [] { return top_frame(token(0, 1)); }, kPass,
+       SLUICE_R_TOP_NO_CONFIG, -1, -1, [this] { set_config(0, 0, 0, true); }},
+  };
+  for (auto& r : rows) {
+    SCOPED_TRACE(r.desc);
+    if (r.before) r.before();
+    uint64_t reason0 = reason(r.reason);
+    uint64_t stat0 = r.prio >= 0 ? stat(r.prio, r.pverdict) : 0;
+    Bytes f = r.frame();
+    RunResult res = run_xdp(prog(), f);
+    EXPECT_EQ(res.retval, r.verdict);
+    EXPECT_EQ(reason(r.reason), reason0 + 1);
+    if (r.prio >= 0) {
+      EXPECT_EQ(stat(r.prio, r.pverdict), stat0 + 1);
+    }
+    if (r.verdict == kPass) {
+      EXPECT_EQ(res.out, f) << "passed packets are not rewritten";
+    }
+  }
+}
+
+}  // namespace
