@@ -18,9 +18,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "mechanisms/top/clock.h"
 #include "mechanisms/top/objective.h"
 #include "mechanisms/top/udp_io.h"
 #include "sluice/reasons.h"
@@ -68,6 +71,15 @@ class Expiry {
     uint32_t k = 0;
     bpf_map_update_elem(bpf_map__fd(skel_->maps.top_config), &k, &c, 0);
   }
+  void set(uint64_t threshold_ns, uint64_t widen_ns, bool enabled, int64_t local_offset_ns) {
+    sluice_top_expiry_config c{};
+    c.threshold_ns = threshold_ns;
+    c.widen_ns = widen_ns;
+    c.enabled = enabled;
+    c.local_offset_ns = local_offset_ns;
+    uint32_t k = 0;
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.top_config), &k, &c, 0);
+  }
   ~Expiry() {
     if (skel_) {
       bpf_xdp_detach(ifindex_, flags_, nullptr);
@@ -109,6 +121,17 @@ struct Sched {
   uint64_t start_us, size, deadline_us;
 };
 
+std::string clock_json(const ClockSample& c, const ExpirySettings& e) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "{\"ptp\":%s,\"port_state\":\"%s\",\"offset_ns\":%lld,\"path_delay_ns\":%lld,"
+                "\"steps_removed\":%d,\"synced\":%s,\"threshold_ns\":%llu,\"widen_ns\":%llu}",
+                c.have_ptp ? "true" : "false", c.port_state.c_str(), (long long)c.offset_ns,
+                (long long)c.path_delay_ns, c.steps_removed, synced(c) ? "true" : "false",
+                (unsigned long long)e.threshold_ns, (unsigned long long)e.widen_ns);
+  return buf;
+}
+
 std::vector<Sched> read_schedule(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read schedule " + path);
@@ -143,6 +166,8 @@ int main(int argc, char** argv) {
   std::string schedule;
   std::vector<std::string> corrections;
   uint16_t mss = 1440;
+  std::string ptp_uds;
+  uint64_t bound_us = 1000;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
   recv->add_option("--bind", bind, "local address[:port]")->required();
@@ -167,6 +192,12 @@ int main(int argc, char** argv) {
   send->add_option("--expiry-us", expiry_us, "expiry threshold T (with --xdp)");
   send->add_flag("--expiry-off", expiry_off, "attach, count, never drop (top-noexpiry)");
   send->add_option("--correction", corrections, "PEER=NS: clock correction for tokens from PEER");
+  send->add_option("--ptp-uds", ptp_uds, "ptp4l's management socket: widen T while unsynced (clock manager)");
+  send->add_option("--offset-bound-us", bound_us, "widen T by this while unsynced / offset above it");
+  auto* clk = app.add_subcommand("clock", "read ptp4l's state once and print the expiry settings");
+  clk->add_option("--ptp-uds", ptp_uds, "ptp4l's management socket")->required();
+  clk->add_option("--expiry-us", expiry_us, "configured T");
+  clk->add_option("--offset-bound-us", bound_us, "offset bound");
   for (auto* c : {recv, send}) {
     c->add_option("--rtt-us", rtt_us, "base RTT: rate-control period, resend spacing");
     c->add_option("--clock-offset-ns", clock_offset_ns, "skew this host's synced clock (lab)");
@@ -178,6 +209,13 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
 
   try {
+    if (clk->parsed()) {
+      ClockSample c = read_ptp4l(ptp_uds);
+      ExpirySettings e = expiry_for(c, expiry_us * 1000, bound_us * 1000);
+      std::printf("%s\n", clock_json(c, e).c_str());
+      if (!e.why.empty()) std::fprintf(stderr, "sluice-top: %s\n", e.why.c_str());
+      return c.have_ptp ? 0 : 4;
+    }
     UdpEndpoint ep(parse_addr(bind, SLUICE_TOP_DEFAULT_PORT));
     std::string summary;
     if (recv->parsed()) {
@@ -228,6 +266,37 @@ int main(int argc, char** argv) {
           xdp->correction(c.substr(0, eq), std::stoll(c.substr(eq + 1)));
         }
       }
+      // Clock manager: polls ptp4l once a second off the packet loop and
+      // widens T while the clock cannot be trusted, saying so on stderr.
+      std::atomic<bool> clock_stop{false};
+      std::thread clock_thread;
+      if (xdp && !ptp_uds.empty()) {
+        // First reading before any flow opens, so no token meets a T the
+        // clock cannot back.
+        ClockSample c0 = read_ptp4l(ptp_uds);
+        ExpirySettings e0 = expiry_for(c0, expiry_us * 1000, bound_us * 1000);
+        xdp->set(e0.threshold_ns, e0.widen_ns, !expiry_off, clock_offset_ns);
+        clock_thread = std::thread([&] {
+          std::string last;
+          while (!clock_stop) {
+            ClockSample c = read_ptp4l(ptp_uds);
+            ExpirySettings e = expiry_for(c, expiry_us * 1000, bound_us * 1000);
+            xdp->set(e.threshold_ns, e.widen_ns, !expiry_off, clock_offset_ns);
+            if (e.why != last) std::fprintf(stderr, "sluice-top: clock %s%s\n", clock_json(c, e).c_str(),
+                                            e.why.empty() ? "" : (": " + e.why).c_str());
+            last = e.why;
+            for (int i = 0; i < 10 && !clock_stop; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        });
+      }
+      struct Joiner {
+        std::atomic<bool>& stop;
+        std::thread& t;
+        ~Joiner() {
+          stop = true;
+          if (t.joinable()) t.join();
+        }
+      } joiner{clock_stop, clock_thread};
       SenderConfig sc;
       sc.mss = mss;
       sc.rtt_ns = rtt_us * 1000;

@@ -1,0 +1,123 @@
+// TOP variants on the deterministic simulated network of the unit tests
+// (tests/unit/top_sim.h): Poisson flows from a flow-size CDF between
+// `senders` and `receivers` hosts on one switch (1 Gbit/s links, TOP switch
+// ports), load relative to the receivers' links. This is a model, not the
+// lab: it shows what the protocol logic does when the switch meets R1
+// exactly, which the HTB tree does not (docs/top.md).
+//   sluice-top-sim-bench --cdf bench/cdf/websearch.cdf --load 0.6 --flows 1000 --variant top
+// Variants: tokens (one token class, no expiry: ExpressPass-like), top,
+// top-noexpiry. One JSON object on stdout.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "top_sim.h"
+
+using namespace sluice::top;
+
+int main(int argc, char** argv) {
+  CLI::App app{"TOP variants on the simulated network"};
+  std::string cdf_path, variant = "top";
+  double load = 0.6;
+  int flows = 1000, senders = 4, receivers = 4;
+  unsigned seed = 1;
+  app.add_option("--cdf", cdf_path)->required();
+  app.add_option("--load", load);
+  app.add_option("--flows", flows);
+  app.add_option("--variant", variant)->check(CLI::IsMember({"tokens", "top", "top-noexpiry"}));
+  app.add_option("--senders", senders);
+  app.add_option("--receivers", receivers);
+  app.add_option("--seed", seed);
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::pair<double, double>> cdf;  // bytes, probability
+  std::ifstream in(cdf_path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    double b, p;
+    if (is >> b >> p) cdf.push_back({b, p});
+  }
+  if (cdf.empty()) {
+    std::fprintf(stderr, "no CDF in %s\n", cdf_path.c_str());
+    return 2;
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto draw = [&] {
+    double x = u(rng);
+    for (size_t i = 0; i < cdf.size(); i++) {
+      if (x <= cdf[i].second) {
+        double lo_b = i ? cdf[i - 1].first : 1, lo_p = i ? cdf[i - 1].second : 0;
+        double f = cdf[i].second > lo_p ? (x - lo_p) / (cdf[i].second - lo_p) : 1;
+        return std::max(1.0, lo_b + f * (cdf[i].first - lo_b));
+      }
+    }
+    return cdf.back().first;
+  };
+  double mean = 0;
+  for (int i = 0; i < 100000; i++) mean += draw();
+  mean /= 100000;
+
+  const double rate = 1e9;
+  sim::NetConfig nc;
+  nc.rate_bps = rate;
+  nc.expiry = variant == "top";
+  ReceiverConfig rc;
+  rc.slot_ns = static_cast<uint64_t>((84 + 1538) * 8e9 / rate);
+  rc.rtt_ns = 100'000;
+  rc.objective = variant == "tokens" ? Objective::kFair : Objective::kFct;
+  rc.prio.p = std::ceil(cdf.back().first / 1440);
+  rc.max_flows = 100000;
+  SenderConfig sc;
+  sc.rtt_ns = 100'000;
+  sc.max_flows = 100000;
+  sim::Net net(nc, senders + receivers, rc, sc);
+  double lambda = load * receivers * rate / (8 * mean);  // flows per second
+  std::exponential_distribution<double> gap(lambda);
+  double t = 0;
+  std::vector<uint64_t> sizes;
+  for (int i = 0; i < flows; i++) {
+    t += gap(rng);
+    FlowSpec f;
+    f.size_bytes = static_cast<uint64_t>(draw());
+    int s = static_cast<int>(rng() % senders), r = senders + static_cast<int>(rng() % receivers);
+    net.open(s, r, f, static_cast<uint64_t>(t * 1e9));
+  }
+  bool all = net.run_all(static_cast<uint64_t>((t + 120) * 1e9));
+  std::vector<double> fct, slow, short_fct;
+  for (int h = 0; h < senders; h++) {
+    for (auto& c : net.sender(h).take_completions()) {
+      double us = (c.done_ns - c.start_ns) / 1e3;
+      double pk = std::ceil(c.size_bytes / 1440.0);
+      double ideal = pk * 1538 * 8 / rate * 1e6 + 4 * 2 * nc.prop_ns / 1e3;  // alone: data + one RTT
+      fct.push_back(us);
+      slow.push_back(us / ideal);
+      if (c.size_bytes < 100'000) short_fct.push_back(us);
+    }
+  }
+  auto p99 = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.99 * v.size())) - 1)];
+  };
+  auto avg = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / v.size();
+  };
+  auto tot = net.totals();
+  uint64_t expired = 0;
+  for (auto e : tot.tokens_expired) expired += e;
+  std::printf(
+      "{\"variant\":\"%s\",\"load\":%.2f,\"seed\":%u,\"flows\":%d,\"completed\":%zu,\"all_done\":%s,"
+      "\"fct_mean_us\":%.1f,\"fct_p99_us\":%.1f,\"fct_n\":%zu,\"short_fct_p99_us\":%.1f,\"short_n\":%zu,"
+      "\"slowdown_mean\":%.3f,\"data_lost_packets\":%lu,\"tokens_expired\":%lu,\"max_data_queue_bytes\":%lu}\n",
+      variant.c_str(), load, seed, flows, fct.size(), all ? "true" : "false", avg(fct), p99(fct), fct.size(),
+      p99(short_fct), short_fct.size(), avg(slow), (unsigned long)tot.data_drops, (unsigned long)expired,
+      (unsigned long)tot.max_data_bytes);
+  return 0;
+}
