@@ -24,8 +24,11 @@ using namespace sluice::test;
 namespace {
 
 constexpr int kPass = 2, kDrop = 1;  // XDP_PASS, XDP_DROP
-constexpr uint64_t kMs = 1'000'000;
-constexpr uint64_t kThreshold = 1 * kMs;
+// The time unit of the table: 100 ms, so that a "fresh" token stays fresh
+// while the program runs under a slow emulator (the VM suite runs QEMU TCG,
+// where a test run has taken over 1 ms).
+constexpr uint64_t kUnit = 100'000'000;
+constexpr uint64_t kThreshold = 1 * kUnit;
 
 uint64_t tai_now() {
   timespec ts;
@@ -120,13 +123,13 @@ TEST_F(TopExpiryTest, Verdicts) {
   std::vector<Row> rows = {
       {"fresh token", [] { return top_frame(token(0, tai_now() - 100'000)); }, kPass,
        SLUICE_R_TOP_TOKEN_VALID, 0, SLUICE_TOP_X_VALID},
-      {"token 5 ms old, T = 1 ms: dropped", [] { return top_frame(token(3, tai_now() - 5 * kMs)); },
+      {"token 5 units old, T = 1 unit: dropped", [] { return top_frame(token(3, tai_now() - 5 * kUnit)); },
        kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 3, SLUICE_TOP_X_EXPIRED},
-      {"lowest priority expired", [] { return top_frame(token(5, tai_now() - 2 * kMs)); }, kDrop,
+      {"lowest priority expired", [] { return top_frame(token(5, tai_now() - 2 * kUnit)); }, kDrop,
        SLUICE_R_TOP_TOKEN_EXPIRED, 5, SLUICE_TOP_X_EXPIRED},
-      {"token from the future (skew): passed", [] { return top_frame(token(1, tai_now() + 50 * kMs)); },
+      {"token from the future (skew): passed", [] { return top_frame(token(1, tai_now() + 50 * kUnit)); },
        kPass, SLUICE_R_TOP_TOKEN_VALID, 1, SLUICE_TOP_X_FUTURE},
-      {"IPv6 token expired", [] { return top_frame(token(2, tai_now() - 5 * kMs), true); }, kDrop,
+      {"IPv6 token expired", [] { return top_frame(token(2, tai_now() - 5 * kUnit), true); }, kDrop,
        SLUICE_R_TOP_TOKEN_EXPIRED, 2, SLUICE_TOP_X_EXPIRED},
       {"data packet on the TOP port", [=] { return top_frame(data); }, kPass, SLUICE_R_TOP_NOT_TOKEN},
       {"SYNC on the TOP port", [=] { return top_frame(sync); }, kPass, SLUICE_R_TOP_NOT_TOKEN},
@@ -159,23 +162,23 @@ TEST_F(TopExpiryTest, Verdicts) {
          return b;
        },
        kPass, SLUICE_R_TOP_MALFORMED},
-      {"correction for the source covers the 5 ms", [] { return top_frame(token(4, tai_now() - 5 * kMs)); },
+      {"correction for the source covers the 5 units", [] { return top_frame(token(4, tai_now() - 5 * kUnit)); },
        kPass, SLUICE_R_TOP_TOKEN_VALID, 4, SLUICE_TOP_X_VALID,
-       [this] { set_correction("10.0.0.1", -5 * static_cast<int64_t>(kMs)); }},
+       [this] { set_correction("10.0.0.1", -5 * static_cast<int64_t>(kUnit)); }},
       {"a correction the other way expires a fresh token",
        [] { return top_frame(token(4, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 4,
-       SLUICE_TOP_X_EXPIRED, [this] { set_correction("10.0.0.1", 3 * static_cast<int64_t>(kMs)); }},
-      {"unsynced: widened by 10 ms, the 5 ms token passes",
-       [] { return top_frame(token(0, tai_now() - 5 * kMs)); }, kPass, SLUICE_R_TOP_TOKEN_VALID, 0,
+       SLUICE_TOP_X_EXPIRED, [this] { set_correction("10.0.0.1", 3 * static_cast<int64_t>(kUnit)); }},
+      {"unsynced: widened by 10 units, the 5-unit token passes",
+       [] { return top_frame(token(0, tai_now() - 5 * kUnit)); }, kPass, SLUICE_R_TOP_TOKEN_VALID, 0,
        SLUICE_TOP_X_VALID, [this] {
          set_correction("10.0.0.1", 0);
-         set_config(kThreshold, 10 * kMs, 0, true);
+         set_config(kThreshold, 10 * kUnit, 0, true);
        }},
       {"local clock offset (lab injection) ages the token",
        [] { return top_frame(token(0, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 0,
-       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 4 * kMs, true); }},
+       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 4 * kUnit, true); }},
       {"expiry off (top-noexpiry): counted, passed",
-       [] { return top_frame(token(2, tai_now() - 5 * kMs)); }, kPass, SLUICE_R_TOP_EXPIRED_KEPT, 2,
+       [] { return top_frame(token(2, tai_now() - 5 * kUnit)); }, kPass, SLUICE_R_TOP_EXPIRED_KEPT, 2,
        SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 0, false); }},
       {"no threshold configured: passed", [] { return top_frame(token(0, 1)); }, kPass,
        SLUICE_R_TOP_NO_CONFIG, -1, -1, [this] { set_config(0, 0, 0, true); }},
