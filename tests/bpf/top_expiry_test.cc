@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "lib/bpf_util.h"
+#include "core/bpf_util.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "mechanisms/top/wire.h"
