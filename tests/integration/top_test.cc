@@ -142,8 +142,11 @@ TEST_F(TopLabTest, ReadsPtp4lOverTheVeth) {
                               &st);
     if (o.empty() || o[0] != '{') return false;
     state = json::parse(o);
-    return state["ptp"] == true && state["steps_removed"] == 1 && state["path_delay_ns"].get<int64_t>() > 0;
-  }, std::chrono::seconds(40));
+    // One step from the master across the veth. The path delay is read but
+    // not judged: software timestamps on a busy machine can make it 0 or
+    // negative for a while.
+    return state["ptp"] == true && state["steps_removed"] == 1;
+  }, std::chrono::seconds(90));
   ASSERT_TRUE(ok) << state.dump() << "\n" << slave.log();
   // Both namespaces read the same clock: the measured offset is jitter.
   EXPECT_LT(std::llabs(state["offset_ns"].get<int64_t>()), 1'000'000) << state.dump();
