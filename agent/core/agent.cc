@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "bpf_util.h"
+#include "config_section.h"
 #include "control.h"
 #include "log.h"
 #include "metrics.h"
@@ -18,87 +19,58 @@ namespace sluice {
 #define SLUICE_VERSION "0.0.0"
 #endif
 
-static nlohmann::json pac_to_json(const PacConfig& p) {
-  auto ranges = [](const std::vector<PacPortRange>& v) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& r : v) a.push_back(r.lo == r.hi ? std::to_string(r.lo) : std::to_string(r.lo) + "-" + std::to_string(r.hi));
-    return a;
-  };
-  nlohmann::json pfx = nlohmann::json::array();
-  for (const auto& x : p.remote_prefixes) {
-    char buf[INET6_ADDRSTRLEN] = "";
-    inet_ntop(x.family == 4 ? AF_INET : AF_INET6, x.addr, buf, sizeof(buf));
-    pfx.push_back(std::string(buf) + "/" + std::to_string(x.len));
-  }
-  return {{"buffer_bytes", p.buffer_bytes}, {"mlfq_level_bytes", p.mlfq_level_bytes}, {"lambda", p.lambda},
-          {"ecn", p.ecn}, {"max_held", p.max_held}, {"max_hold_ms", p.max_hold_ms},
-          {"max_hold_request_ms", p.max_hold_request_ms},
-          {"fail_open_ms", p.fail_open_ms}, {"reinject_mark", p.reinject_mark},
-          {"idle_timeout_s", p.idle_timeout_s}, {"control_interval_min_us", p.control_interval_min_us},
-          {"account_requests", p.account_requests}, {"cap_to_response", p.cap_to_response},
-          {"hold_requests", p.hold_requests}, {"request_max_bytes", p.request_max_bytes},
-          {"trigger_age_min_us", p.trigger_age_min_us}, {"busy_poll_us", p.busy_poll_us},
-          {"rwnd_cap_bytes", p.rwnd_cap_bytes},
-          {"local_ports", ranges(p.local_ports)}, {"remote_ports", ranges(p.remote_ports)},
-          {"remote_prefixes", pfx}};
-}
-
-nlohmann::json to_json(const Config& c) {
-  nlohmann::json ifs = nlohmann::json::array();
-  for (const auto& i : c.interfaces) {
-    nlohmann::json j = {{"name", i.name}, {"role", to_string(i.role)}, {"mechanisms", i.mechanisms}};
-    if (i.line_rate_mbps) j["line_rate_mbps"] = *i.line_rate_mbps;
-    ifs.push_back(j);
-  }
-  return {
-      {"agent",
-       {{"pin_root", c.agent.pin_root},
-        {"state_dir", c.agent.state_dir},
-        {"control_socket", c.agent.control_socket},
-        {"log_level", c.agent.log_level},
-        {"attach_mode", to_string(c.agent.attach_mode)},
-        {"heartbeat_ms", c.agent.heartbeat_ms}}},
-      {"metrics",
-       {{"enabled", c.metrics.enabled},
-        {"bind", c.metrics.bind},
-        {"port", c.metrics.port},
-        {"per_flow", c.metrics.per_flow}}},
-      {"flowstat", {{"track_flows", c.flowstat.track_flows}, {"idle_timeout_s", c.flowstat.idle_timeout_s}}},
-      {"pac", pac_to_json(c.pac)},
-      {"cc",
-       {{"register", c.cc.register_cc},
-        {"dctcp_name", c.cc.dctcp_name},
-        {"pulser_name", c.cc.pulser_name},
-        {"dctcp_shift_g", c.cc.dctcp_shift_g},
-        {"dctcp_alpha_on_init", c.cc.dctcp_alpha_on_init},
-        {"pulser_cwnd_safe", c.cc.pulser_cwnd_safe}}},
-      {"ein", {{"bit", c.ein.bit}, {"echo_fresh_us", c.ein.echo_fresh_us}}},
-      {"aqm",
-       {{"ecn", c.aqm.ecn},
-        {"ecn_threshold", c.aqm.k()},
-        {"ecn_threshold_unit", c.aqm.k_in_packets() ? "packets" : "bytes"},
-        {"ein", c.aqm.ein},
-        {"ein_samples", c.aqm.ein_samples},
-        {"ein_threshold", c.aqm.ein_threshold},
-        {"ein_high_water", c.aqm.high_water()},
-        {"queue_source", to_string(c.aqm.queue_source)}}},
-      {"interface", ifs},
-  };
-}
-
 // What an interface's modules depend on: its own section, the sections of
-// its mechanisms, and the agent section. Equal fingerprints = keep running.
-std::string fingerprint(const Config& c, const InterfaceConfig& ic) {
-  auto all = to_json(c);
+// its mechanisms (and those they read), and the agent section. Equal
+// fingerprints = keep running.
+std::string fingerprint(const Config& c, const InterfaceConfig& ic, const MechanismTable& mechanisms) {
+  auto all = to_json(c, mechanisms);
   nlohmann::json f = {{"agent", all["agent"]}, {"metrics_per_flow", c.metrics.per_flow}};
   for (const auto& i : all["interface"])
     if (i["name"] == ic.name) f["iface"] = i;
-  for (const auto& m : ic.mechanisms)
-    if (all.contains(m)) f[m] = all[m];
-  // The switch-side marker writes the EIN bit configured in [ein].
-  for (const auto& m : ic.mechanisms)
-    if (m == "aqm") f["ein"] = all["ein"];
+  for (const auto& m : ic.mechanisms) {
+    const MechanismInfo* mi = find_mechanism(mechanisms, m);
+    if (!mi) continue;
+    std::vector<std::string> sections = mi->reads;
+    if (mi->section) sections.push_back(mi->section->name);
+    for (const auto& s : sections)
+      if (all.contains(s)) f[s] = all[s];
+  }
   return f.dump();
+}
+
+bool ReloadPlan::changes_anything() const {
+  return !refused.empty() || !reattach.empty() || !detach.empty() || !services.empty() || metrics || log_level;
+}
+
+ReloadPlan plan_reload(const Config& running, const Config& next, const MechanismTable& mechanisms) {
+  ReloadPlan p;
+  const AgentConfig &a = running.agent, &b = next.agent;
+  for (auto [key, differs] : {std::pair{"attach_mode", a.attach_mode != b.attach_mode},
+                              {"pin_root", a.pin_root != b.pin_root},
+                              {"state_dir", a.state_dir != b.state_dir},
+                              {"control_socket", a.control_socket != b.control_socket}})
+    if (differs) p.restart_keys.push_back(std::string("agent.") + key);
+  if (!p.restart_keys.empty())
+    p.refused = "agent.attach_mode, pin_root, state_dir and control_socket need a restart to change";
+  for (const auto& ic : running.interfaces) {
+    const InterfaceConfig* n = next.find_interface(ic.name);
+    if (!n || fingerprint(next, *n, mechanisms) != fingerprint(running, ic, mechanisms)) p.detach.push_back(ic.name);
+  }
+  for (const auto& ic : next.interfaces) {
+    const InterfaceConfig* r = running.find_interface(ic.name);
+    if (!r || fingerprint(running, *r, mechanisms) != fingerprint(next, ic, mechanisms)) p.reattach.push_back(ic.name);
+  }
+  auto nj = to_json(next, mechanisms), rj = to_json(running, mechanisms);
+  for (const auto& mi : mechanisms) {
+    if (!mi.service.make) continue;
+    std::string s = mi.section ? mi.section->name : mi.name;
+    auto sect = [&](const nlohmann::json& j) { return j.contains(s) ? j[s] : nlohmann::json(); };
+    if (sect(nj) != sect(rj)) p.services.push_back(mi.name);
+  }
+  p.metrics = next.metrics.enabled != running.metrics.enabled || next.metrics.bind != running.metrics.bind ||
+              next.metrics.port != running.metrics.port;
+  p.log_level = next.agent.log_level != running.agent.log_level;
+  return p;
 }
 
 Agent::Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features,
@@ -141,7 +113,7 @@ std::vector<Agent::ServiceRuntime> Agent::build_services(const Config& cfg) cons
 Agent::IfaceRuntime Agent::build_iface(const Config& cfg, const InterfaceConfig& ic) {
   IfaceRuntime rt;
   rt.cfg = ic;
-  rt.fingerprint = fingerprint(cfg, ic);
+  rt.fingerprint = fingerprint(cfg, ic, mechanisms_);
   for (const auto& m : ic.mechanisms) {
     const MechanismInfo* mi = find_mechanism(mechanisms_, m);
     ModuleFactory f = mi ? module_factory(*mi, ic.role) : nullptr;
@@ -164,7 +136,7 @@ std::vector<Agent::IfaceRuntime> Agent::build_all(const Config& cfg, std::vector
   try {
     for (const auto& ic : cfg.interfaces) {
       if (reuse) {
-        auto fp = fingerprint(cfg, ic);
+        auto fp = fingerprint(cfg, ic, mechanisms_);
         auto it = std::find_if(reuse->begin(), reuse->end(),
                                [&](const IfaceRuntime& r) { return r.cfg.name == ic.name && r.fingerprint == fp; });
         if (it != reuse->end()) {
@@ -257,13 +229,13 @@ void Agent::stop() {
 
 bool Agent::reload(std::string* why) {
   Config next;
+  ReloadPlan plan;
   try {
     next = parse_config_file(config_path_, mechanisms_);
     // Same feature gate as at start.
     check_features(next);
-    if (next.agent.attach_mode != cfg_.agent.attach_mode || next.agent.pin_root != cfg_.agent.pin_root ||
-        next.agent.control_socket != cfg_.agent.control_socket || next.agent.state_dir != cfg_.agent.state_dir)
-      throw Error("agent.attach_mode, pin_root, state_dir and control_socket need a restart to change");
+    plan = plan_reload(cfg_, next, mechanisms_);
+    if (!plan.refused.empty()) throw Error(plan.refused);
   } catch (const std::exception& e) {
     ++reloads_rejected_;
     SLOG_ERROR("CONFIG_REJECTED", "reload of {} rejected, keeping the running configuration: {}", config_path_,
@@ -278,7 +250,7 @@ bool Agent::reload(std::string* why) {
   // others are detached first (so a re-attach never races its old self).
   for (auto it = old.begin(); it != old.end();) {
     bool keep = std::any_of(next.interfaces.begin(), next.interfaces.end(), [&](const InterfaceConfig& ic) {
-      return ic.name == it->cfg.name && fingerprint(next, ic) == it->fingerprint;
+      return ic.name == it->cfg.name && fingerprint(next, ic, mechanisms_) == it->fingerprint;
     });
     if (keep) {
       ++it;
@@ -304,13 +276,9 @@ bool Agent::reload(std::string* why) {
   }
   old.clear();
   {
-    auto next_json = to_json(next), running_json = to_json(cfg_);
-    auto section = [](const nlohmann::json& j, const std::string& name) {
-      return j.contains(name) ? j[name] : nlohmann::json();
-    };
     for (auto& sr : services_) {
       const MechanismInfo& mi = *sr.mechanism;
-      if (section(next_json, mi.name) == section(running_json, mi.name)) continue;
+      if (std::find(plan.services.begin(), plan.services.end(), mi.name) == plan.services.end()) continue;
       // Same names are re-registered: the old ones go first. Sockets already
       // using them keep the old code until they close.
       sr.service.reset();
@@ -324,12 +292,11 @@ bool Agent::reload(std::string* why) {
         } catch (const std::exception& e2) {
           SLOG_ERROR("RESTORE_FAILED", "could not restore [{}]: {}", mi.name, e2.what());
         }
-        if (mi.service.keep_section) mi.service.keep_section(next, cfg_);
+        if (mi.section) next.sections[mi.section->name] = cfg_.sections[mi.section->name];
       }
     }
   }
-  bool metrics_changed = next.metrics.enabled != cfg_.metrics.enabled || next.metrics.bind != cfg_.metrics.bind ||
-                         next.metrics.port != cfg_.metrics.port;
+  bool metrics_changed = plan.metrics;
   cfg_ = std::move(next);
   set_log_level(cfg_.agent.log_level);
   lk.unlock();
@@ -462,7 +429,7 @@ nlohmann::json Agent::handle_request(const nlohmann::json& req) {
     size_t limit = req.contains("limit") && req["limit"].is_number_unsigned() ? req["limit"].get<size_t>() : 0;
     r = flows(iface, limit);
   } else if (cmd == "config") {
-    r = {{"config", to_json(cfg_)}};
+    r = {{"config", to_json(cfg_, mechanisms_)}};
   } else if (cmd == "reload") {
     std::string why;
     bool ok = reload(&why);

@@ -19,7 +19,18 @@ namespace sluice {
 class ControlServer;
 class MetricsServer;
 
-nlohmann::json to_json(const Config& c);
+// What a reload from `running` to `next` does; Agent::reload follows it.
+struct ReloadPlan {
+  std::string refused;                    // non-empty: the reload is refused (why)
+  std::vector<std::string> restart_keys;  // the keys that need a restart instead
+  std::vector<std::string> detach;        // interfaces whose modules go (changed or removed)
+  std::vector<std::string> reattach;      // interfaces whose modules are built anew
+  std::vector<std::string> services;      // mechanisms whose host-wide part is rebuilt
+  bool metrics = false;                   // the metrics endpoint restarts
+  bool log_level = false;                 // the log level changes
+  bool changes_anything() const;
+};
+ReloadPlan plan_reload(const Config& running, const Config& next, const MechanismTable& mechanisms);
 
 class Agent {
  public:
@@ -84,6 +95,6 @@ class Agent {
   uint64_t reloads_ok_ = 0, reloads_rejected_ = 0;
 };
 
-std::string fingerprint(const Config& c, const InterfaceConfig& ic);
+std::string fingerprint(const Config& c, const InterfaceConfig& ic, const MechanismTable& mechanisms);
 
 }  // namespace sluice

@@ -1,12 +1,22 @@
 // sluiced configuration (TOML). Parsing validates everything up front: a bad
-// value produces a ConfigError naming the key, the value and the reason, and
-// nothing is attached. See agent/sluiced.example.toml for every key.
+// value produces a ConfigError naming the key, the value, the reason and
+// the file line, and nothing is attached. See agent/sluiced.example.toml
+// for every key.
+//
+// The core owns [agent], [metrics] and [[interface]]; every other section
+// belongs to a mechanism (agent/mechanisms/<name>/<name>_config.h), which
+// parses it with its own field table (core/config_section.h). Config keeps
+// those sections by name: cfg.get<S>() for a section struct S.
 #pragma once
 
+#include <any>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "error.h"
 
@@ -14,12 +24,9 @@ namespace sluice {
 
 enum class Role { Host, SwitchPort };
 enum class AttachMode { Auto, Tcx, Clsact };
-// Where aqm reads the root qdisc backlog (README "EIN on Linux").
-enum class AqmQueueSource { Auto, KernCtx, Tracepoint };
 
 const char* to_string(Role r);
 const char* to_string(AttachMode m);
-const char* to_string(AqmQueueSource s);
 
 struct AgentConfig {
   std::string pin_root = "/sys/fs/bpf/sluice";
@@ -39,93 +46,11 @@ struct MetricsConfig {
   bool per_flow = false;
 };
 
-struct FlowstatConfig {
-  bool track_flows = true;
-  // Flows idle longer than this are dropped from the table by the agent.
-  uint32_t idle_timeout_s = 300;
-};
-
-// PAC (pac-icnp14 §III) on a receiver's interface. Defaults follow the
-// paper's testbed (Table I) where it has one.
-struct PacPortRange {
-  uint16_t lo = 0, hi = 0;
-};
-struct PacPrefix {
-  int family = 4;          // 4 or 6
-  uint8_t addr[16] = {};   // network order
-  uint8_t len = 0;
-};
-struct PacConfig {
-  uint64_t buffer_bytes = 131072;             // initial (and largest) threshold: the switch buffer
-  std::vector<uint64_t> mlfq_level_bytes{20480};  // MLFQ boundaries by bytes received
-  double lambda = 0.8;                        // eq. (6) and slow-start inference
-  bool ecn = true;                            // adapt the threshold to α (eq. 2)
-  uint32_t max_held = 8192;                   // hold queue size (full: release, never drop)
-  uint32_t max_hold_ms = 50;                  // no ACK is held longer
-  uint32_t max_hold_request_ms = 5000;        // no request (hold_requests) is held longer: a request waits
-                                              // behind the responses ahead of it (256 x 64 KB at 100 Mbit/s: 1.4 s)
-  uint32_t fail_open_ms = 60;                 // BPF stops diverting when the heartbeat is older
-  uint32_t reinject_mark = 0x50ac;            // skb->mark of re-injected ACKs
-  uint32_t idle_timeout_s = 300;              // flow state dropped after this idle time
-  uint32_t control_interval_min_us = 1000;    // floor of the control interval (average RTT)
-  bool account_requests = true;               // a request counts its expected response as in flight
-  bool cap_to_response = false;               // triggers never exceed what is left of a response
-  bool hold_requests = false;                 // hold our data segments (requests) like ACKs (extension)
-  uint32_t request_max_bytes = 1024;          // larger data segments we send are bulk: never requests
-  uint32_t busy_poll_us = 200;                // while ACKs are held, poll for room this long after the last release before sleeping (0: sleep)
-  uint32_t rwnd_cap_bytes = 0;                // clamp the window our segments advertise to this (0: off; extension);
-                                              // "auto" (the default) is resolved when [pac] is parsed
-  uint32_t trigger_age_min_us = 1000;         // expected bytes older than max(2 RTT, this) that never came are written off (0: off)
-  std::vector<PacPortRange> local_ports;      // empty = any
-  std::vector<PacPortRange> remote_ports;     // empty = any
-  std::vector<PacPrefix> remote_prefixes;     // empty = any
-};
-
-// Congestion controls registered while the agent runs (bpf/cc/).
-struct CcConfig {
-  std::vector<std::string> register_cc;  // "dctcp", "pulser"
-  std::string dctcp_name = "sluice_dctcp";
-  std::string pulser_name = "sluice_pulser";
-  uint32_t dctcp_shift_g = 4;            // DCTCP g = 1/2^shift_g
-  uint32_t dctcp_alpha_on_init = 1024;   // α at connection start, 1/1024 units
-  uint32_t pulser_cwnd_safe = 4;         // Pulser cwnd_safe, segments
-};
-
-// The EIN bit (shared by switch-side marking and host-side echo).
-struct EinConfig {
-  std::string bit = "tos:0x04";  // "tos:0xNN" (one DSCP bit) or "ipv4-reserved"
-  uint8_t field = 0;             // SLUICE_EIN_FIELD_*, parsed from `bit`
-  uint16_t mask = 0x04;
-  uint32_t echo_fresh_us = 2000;  // receiver: an EIN mark older than this is not echoed
-};
-
-// Switch-port ECN + EIN marking (mechanism "aqm").
-struct AqmConfig {
-  bool ecn = true;
-  // K: exactly one unit. Neither set: 20 packets (DCTCP's K at 1 Gbit/s).
-  std::optional<uint64_t> ecn_threshold_bytes;
-  std::optional<uint64_t> ecn_threshold_packets;
-  bool ein = true;
-  uint32_t ein_samples = 50;       // N
-  double ein_threshold = 0.25;     // EIN_threshold as a fraction of the line rate
-  std::optional<uint64_t> ein_high_water;  // HighWaterMark, K's unit; default K
-  // Where EIN is written: on arrival at the qdisc, or (Pulser's dequeue
-  // marking) on departure, at the far end of the port's link
-  // (interface link_far_end).
-  bool ein_at_departure = false;
-  // auto: bpf_cast_to_kern_ctx (object aqm) where the kernel has it, else
-  // the qdisc tracepoints (object aqm_compat).
-  AqmQueueSource queue_source = AqmQueueSource::Auto;
-
-  bool k_in_packets() const { return !ecn_threshold_bytes.has_value(); }
-  uint64_t k() const { return ecn_threshold_bytes ? *ecn_threshold_bytes : ecn_threshold_packets.value_or(20); }
-  uint64_t high_water() const { return ein_high_water.value_or(k()); }
-};
-
 struct InterfaceConfig {
   std::string name;
   Role role = Role::Host;
-  std::vector<std::string> mechanisms{"flowstat"};
+  // Absent from the file: the table's rows marked on_by_default.
+  std::vector<std::string> mechanisms;
   std::optional<uint64_t> line_rate_mbps;
   // Switch port: the interface where this port's packets arrive after its
   // queue, "NETNS:IFNAME" (a name of `ip netns list`) or "IFNAME" in the
@@ -139,22 +64,39 @@ struct InterfaceConfig {
 struct Config {
   AgentConfig agent;
   MetricsConfig metrics;
-  FlowstatConfig flowstat;
-  PacConfig pac;
-  CcConfig cc;
-  EinConfig ein;
-  AqmConfig aqm;
   std::vector<InterfaceConfig> interfaces;
+  // The mechanisms' sections by name ("pac" -> PacConfig), every section of
+  // the table present after parsing (defaults when absent from the file).
+  std::map<std::string, std::any> sections;
+
+  // The section of type S (S::kSection names it); S's defaults if this
+  // Config was not parsed with it.
+  template <class S>
+  const S& get() const {
+    auto it = sections.find(S::kSection);
+    if (it == sections.end()) {
+      static const S kDefault{};
+      return kDefault;
+    }
+    return std::any_cast<const S&>(it->second);
+  }
+  template <class S>
+  S& get() {
+    auto [it, _] = sections.try_emplace(S::kSection, S{});
+    return std::any_cast<S&>(it->second);
+  }
 
   const InterfaceConfig* find_interface(const std::string& name) const;
   bool uses_mechanism(const std::string& mech) const;
 };
 
-// One rejected key. `key` is the dotted path ("interface[1].role").
+// One rejected key. `key` is the dotted path ("interface[1].role"), `where`
+// the file and line ("sluiced.toml:12"; empty for a key that is missing).
 struct ConfigProblem {
   std::string key;
   std::string value;
   std::string reason;
+  std::string where;
   std::string to_string() const;
 };
 
@@ -177,8 +119,8 @@ using MechanismTable = std::vector<MechanismInfo>;
 Config parse_config_file(const std::string& path, const MechanismTable& mechanisms);
 Config parse_config_string(const std::string& text, const std::string& origin, const MechanismTable& mechanisms);
 
-// Checks a congestion control name ([cc] dctcp_name, pulser_name); returns
-// an empty string or why not.
-std::string check_cc_name(const std::string& name);
+// The whole configuration as JSON (`sluicectl config`): every key of every
+// section, from the sections' field tables.
+nlohmann::json to_json(const Config& c, const MechanismTable& mechanisms);
 
 }  // namespace sluice

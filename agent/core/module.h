@@ -77,14 +77,15 @@ class HostService {
 };
 
 struct HostServiceHooks {
+  // Built at start for every configuration, rebuilt on reload when the
+  // mechanism's section changes.
   std::unique_ptr<HostService> (*make)(const Config&) = nullptr;
   // What in `cfg` asks for the service ("[cc] register"), "" when nothing:
   // then the mechanism's kernel features are not required.
   std::string (*used_by)(const Config& cfg) = nullptr;
-  // The mechanism's section of `running` replaces the one of `next` (a
-  // reload whose service failed to build keeps the running one).
-  void (*keep_section)(Config& next, const Config& running) = nullptr;
 };
+
+struct ConfigSection;
 
 // One row of the mechanisms table (agent/mechanisms/mechanisms.cc). The
 // core is handed the table and names no mechanism itself.
@@ -99,6 +100,16 @@ struct MechanismInfo {
   ModuleFactory host_module = nullptr;    // its module on a host interface
   ModuleFactory switch_module = nullptr;  // its module on a switch port
   HostServiceHooks service;               // its host-wide part, if any
+  // Its configuration section ([name], core/config_section.h), if any, and
+  // the other sections its modules read (they join its interfaces'
+  // reload fingerprint).
+  const ConfigSection* section = nullptr;
+  std::vector<std::string> reads;
+  // false: planned, not built yet (listed so `sluiced --help` can say so;
+  // an interface cannot list it).
+  bool available = true;
+  // Runs on an interface whose [[interface]] lists no mechanisms.
+  bool on_by_default = false;
 };
 
 using MechanismTable = std::vector<MechanismInfo>;

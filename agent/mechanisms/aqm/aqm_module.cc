@@ -80,8 +80,8 @@ class AqmModule : public Module {
 
  public:
   AqmModule(const ModuleContext& ctx, std::string why)
-      : ifname_(ctx.iface.name), cfg_(ctx.config.aqm), source_why_(std::move(why)) {
-    const auto& ac = ctx.config.aqm;
+      : ifname_(ctx.iface.name), cfg_(ctx.config.get<AqmConfig>()), source_why_(std::move(why)) {
+    const auto& ac = ctx.config.get<AqmConfig>();
     if (!ctx.iface.line_rate_mbps)
       throw Error("aqm on " + ifname_ + " needs line_rate_mbps (a port without a line rate does not guess)");
     line_rate_mbps_ = *ctx.iface.line_rate_mbps;
@@ -113,9 +113,9 @@ class AqmModule : public Module {
     ro->ein_threshold_per_s = threshold_per_s_;
     ro->sample_source = SLUICE_AQM_SRC_QDISC;
     ro->ein_at_departure = ac.ein && ac.ein_at_departure;
-    ro->ein_field = ctx.config.ein.field;
-    ro->ein_mask = ctx.config.ein.mask;
-    bit_ = ctx.config.ein.bit;
+    ro->ein_field = ctx.config.get<EinConfig>().field;
+    ro->ein_mask = ctx.config.get<EinConfig>().mask;
+    bit_ = ctx.config.get<EinConfig>().bit;
     if constexpr (kTracepoint) {
       // The tracepoints see every qdisc of the machine: follow this port's
       // root only, by ifindex and network namespace (ours: the agent runs
@@ -308,7 +308,7 @@ bool has_feature(const ModuleContext& ctx, Feature f, std::string* detail) {
 
 std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx) {
   const std::string& ifname = ctx.iface.name;
-  AqmQueueSource want = ctx.config.aqm.queue_source;
+  AqmQueueSource want = ctx.config.get<AqmConfig>().queue_source;
   std::string kf_detail, tp_detail;
   bool kfunc = has_feature(ctx, Feature::CastToKernCtx, &kf_detail);
   bool tp = has_feature(ctx, Feature::TpBtfQdisc, &tp_detail);

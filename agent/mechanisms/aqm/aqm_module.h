@@ -6,6 +6,8 @@
 #include <string>
 
 #include "core/module.h"
+#include "mechanisms/aqm/aqm_config.h"
+#include "mechanisms/ein/ein_config.h"
 
 namespace sluice {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"  // check_cc_name
+#include "cc_config.h"
 #include "core/module.h"
 #include "sluice/pulser.h"
 
@@ -66,8 +66,6 @@ class RegisteredCc {
 std::unique_ptr<HostService> make_cc_service(const Config& cfg);
 // "[cc] register" when cfg registers any, else "".
 std::string cc_used_by(const Config& cfg);
-// next.cc = running.cc
-void keep_cc_section(Config& next, const Config& running);
 
 // Where sl_ein_sk (per-socket EIN state) is pinned under an agent's
 // pin_root: shared by sluice_pulser and the ein programs of every

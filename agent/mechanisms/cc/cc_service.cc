@@ -8,15 +8,16 @@ namespace {
 
 class CcService : public HostService {
  public:
-  explicit CcService(const Config& cfg) {
-    for (const auto& r : cfg.cc.register_cc) {
+  explicit CcService(const Config& config) {
+    const CcConfig& cc = config.get<CcConfig>();
+    for (const auto& r : cc.register_cc) {
       CcParams p;
       p.kind = r == "pulser" ? CcKind::Pulser : CcKind::Dctcp;
-      p.name = r == "pulser" ? cfg.cc.pulser_name : cfg.cc.dctcp_name;
-      p.dctcp_shift_g = cfg.cc.dctcp_shift_g;
-      p.dctcp_alpha_on_init = cfg.cc.dctcp_alpha_on_init;
-      p.pulser_cwnd_safe = cfg.cc.pulser_cwnd_safe;
-      if (p.kind == CcKind::Pulser) p.ein_map_pin = ein_map_pin_path(cfg.agent.pin_root);
+      p.name = r == "pulser" ? cc.pulser_name : cc.dctcp_name;
+      p.dctcp_shift_g = cc.dctcp_shift_g;
+      p.dctcp_alpha_on_init = cc.dctcp_alpha_on_init;
+      p.pulser_cwnd_safe = cc.pulser_cwnd_safe;
+      if (p.kind == CcKind::Pulser) p.ein_map_pin = ein_map_pin_path(config.agent.pin_root);
       // On a throw, ccs_ unregisters what was registered so far.
       ccs_.push_back(std::make_unique<RegisteredCc>(p));
     }
@@ -64,8 +65,6 @@ class CcService : public HostService {
 
 std::unique_ptr<HostService> make_cc_service(const Config& cfg) { return std::make_unique<CcService>(cfg); }
 
-std::string cc_used_by(const Config& cfg) { return cfg.cc.register_cc.empty() ? "" : "[cc] register"; }
-
-void keep_cc_section(Config& next, const Config& running) { next.cc = running.cc; }
+std::string cc_used_by(const Config& cfg) { return cfg.get<CcConfig>().register_cc.empty() ? "" : "[cc] register"; }
 
 }  // namespace sluice

@@ -14,7 +14,7 @@ namespace {
 class EinModule : public Module {
  public:
   explicit EinModule(const ModuleContext& ctx) : ifname_(ctx.iface.name) {
-    const auto& ec = ctx.config.ein;
+    const auto& ec = ctx.config.get<EinConfig>();
     skel_->rodata->ein_field = ec.field;
     skel_->rodata->ein_mask = ec.mask;
     skel_->rodata->echo_fresh_ns = uint64_t(ec.echo_fresh_us) * 1000;
@@ -33,8 +33,8 @@ class EinModule : public Module {
     attachments_.push_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.ein_egress),
                                                 "ein_egress", kPrioEin, ctx.attach_mode,
                                                 ctx.config.agent.state_dir));
-    if (std::find(ctx.config.cc.register_cc.begin(), ctx.config.cc.register_cc.end(), "pulser") ==
-        ctx.config.cc.register_cc.end())
+    if (std::find(ctx.config.get<CcConfig>().register_cc.begin(), ctx.config.get<CcConfig>().register_cc.end(), "pulser") ==
+        ctx.config.get<CcConfig>().register_cc.end())
       SLOG_INFO("EIN_NO_PULSER",
                 "{}: ein attached; this agent does not register sluice_pulser, so flows are managed only if "
                 "another sluiced with pin_root {} does",

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "core/module.h"
+#include "mechanisms/cc/cc_config.h"
+#include "mechanisms/ein/ein_config.h"
 
 namespace sluice {
 

@@ -63,7 +63,7 @@ struct FlowstatModule::Impl {
 FlowstatModule::FlowstatModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>()) {
   impl_->ifname = ctx.iface.name;
   auto& s = impl_->skel;
-  s->rodata->track_flows = ctx.config.flowstat.track_flows ? 1 : 0;
+  s->rodata->track_flows = ctx.config.get<FlowstatConfig>().track_flows ? 1 : 0;
   s.pin_maps(ctx.pin_dir);
   s.load();
   // Attach ingress then egress; if egress fails, the ingress attachment in
@@ -77,7 +77,7 @@ FlowstatModule::FlowstatModule(const ModuleContext& ctx) : impl_(std::make_uniqu
                                                     "flowstat_out", kPrioFlowstat, ctx.attach_mode,
                                                     ctx.config.agent.state_dir));
   impl_->per_flow_metrics = ctx.config.metrics.per_flow;
-  impl_->idle_ns = uint64_t(ctx.config.flowstat.idle_timeout_s) * 1'000'000'000ull;
+  impl_->idle_ns = uint64_t(ctx.config.get<FlowstatConfig>().idle_timeout_s) * 1'000'000'000ull;
   Impl* impl = impl_.get();
   impl_->expiry = ctx.loop.every(std::chrono::seconds(5), [this, impl] {
     size_t n = expire_idle(monotonic_ns(), impl->idle_ns);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/module.h"
+#include "mechanisms/flowstat/flowstat_config.h"
 #include "sluice/flow.h"
 #include "core/tc.h"
 

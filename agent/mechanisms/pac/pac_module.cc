@@ -367,7 +367,7 @@ struct PacModule::Impl : Datapath {
 PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.ifname = ctx.iface.name;
-  m.cfg = ctx.config.pac;
+  m.cfg = ctx.config.get<PacConfig>();
   m.fail_open_ns = uint64_t(m.cfg.fail_open_ms) * 1'000'000ull;
   m.busy_poll_ns = uint64_t(m.cfg.busy_poll_us) * 1000ull;
   m.loop = &ctx.loop;

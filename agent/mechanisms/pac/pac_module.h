@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/module.h"
+#include "mechanisms/pac/pac_config.h"
 #include "mechanisms/pac/pac_core.h"
 
 namespace sluice::pac {

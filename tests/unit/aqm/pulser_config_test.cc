@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "mechanisms/aqm/aqm_config.h"
+#include "mechanisms/cc/cc_config.h"
+#include "mechanisms/ein/ein_config.h"
 #include "mechanisms/mechanisms.h"
 #include "lib/config_check.h"
 #include "sluice/pulser.h"
@@ -19,37 +22,37 @@ const std::string kSwitch =
 
 TEST(PulserConfig, Defaults) {
   Config c = parse_config_string(kSwitch);
-  EXPECT_TRUE(c.cc.register_cc.empty());
-  EXPECT_EQ(c.cc.dctcp_name, "sluice_dctcp");
-  EXPECT_EQ(c.cc.pulser_cwnd_safe, 4u);
-  EXPECT_EQ(c.cc.dctcp_shift_g, 4u);
-  EXPECT_EQ(c.ein.field, SLUICE_EIN_FIELD_TOS);
-  EXPECT_EQ(c.ein.mask, 0x04);
-  EXPECT_TRUE(c.aqm.k_in_packets());
-  EXPECT_EQ(c.aqm.k(), 20u);
-  EXPECT_EQ(c.aqm.high_water(), 20u) << "HighWaterMark defaults to K";
-  EXPECT_EQ(c.aqm.ein_samples, 50u);
-  EXPECT_DOUBLE_EQ(c.aqm.ein_threshold, 0.25);
-  EXPECT_EQ(c.aqm.queue_source, AqmQueueSource::Auto);
+  EXPECT_TRUE(c.get<CcConfig>().register_cc.empty());
+  EXPECT_EQ(c.get<CcConfig>().dctcp_name, "sluice_dctcp");
+  EXPECT_EQ(c.get<CcConfig>().pulser_cwnd_safe, 4u);
+  EXPECT_EQ(c.get<CcConfig>().dctcp_shift_g, 4u);
+  EXPECT_EQ(c.get<EinConfig>().field, SLUICE_EIN_FIELD_TOS);
+  EXPECT_EQ(c.get<EinConfig>().mask, 0x04);
+  EXPECT_TRUE(c.get<AqmConfig>().k_in_packets());
+  EXPECT_EQ(c.get<AqmConfig>().k(), 20u);
+  EXPECT_EQ(c.get<AqmConfig>().high_water(), 20u) << "HighWaterMark defaults to K";
+  EXPECT_EQ(c.get<AqmConfig>().ein_samples, 50u);
+  EXPECT_DOUBLE_EQ(c.get<AqmConfig>().ein_threshold, 0.25);
+  EXPECT_EQ(c.get<AqmConfig>().queue_source, AqmQueueSource::Auto);
 }
 
 TEST(PulserConfig, ValidCombinations) {
   Config c = parse_config_string(kSwitch + "[aqm]\necn_threshold_bytes = 30000\nein_high_water = 45000\n"
                                           "[ein]\nbit = \"ipv4-reserved\"\n");
-  EXPECT_FALSE(c.aqm.k_in_packets());
-  EXPECT_EQ(c.aqm.k(), 30000u);
-  EXPECT_EQ(c.aqm.high_water(), 45000u);
-  EXPECT_EQ(c.ein.field, SLUICE_EIN_FIELD_IPV4_RSV);
-  EXPECT_EQ(c.ein.mask, SLUICE_EIN_IPV4_RSV_FLAG);
+  EXPECT_FALSE(c.get<AqmConfig>().k_in_packets());
+  EXPECT_EQ(c.get<AqmConfig>().k(), 30000u);
+  EXPECT_EQ(c.get<AqmConfig>().high_water(), 45000u);
+  EXPECT_EQ(c.get<EinConfig>().field, SLUICE_EIN_FIELD_IPV4_RSV);
+  EXPECT_EQ(c.get<EinConfig>().mask, SLUICE_EIN_IPV4_RSV_FLAG);
   // An agent that only registers the congestion controls needs no interface.
   Config cc = parse_config_string("[cc]\nregister = [\"dctcp\", \"pulser\"]\n");
-  EXPECT_EQ(cc.cc.register_cc.size(), 2u);
+  EXPECT_EQ(cc.get<CcConfig>().register_cc.size(), 2u);
   EXPECT_TRUE(cc.interfaces.empty());
   Config t = parse_config_string(kSwitch + "[ein]\nbit = \"tos:0x80\"\n");
-  EXPECT_EQ(t.ein.mask, 0x80);
-  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"tracepoint\"\n").aqm.queue_source,
+  EXPECT_EQ(t.get<EinConfig>().mask, 0x80);
+  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"tracepoint\"\n").get<AqmConfig>().queue_source,
             AqmQueueSource::Tracepoint);
-  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"kern-ctx\"\n").aqm.queue_source,
+  EXPECT_EQ(parse_config_string(kSwitch + "[aqm]\nqueue_source = \"kern-ctx\"\n").get<AqmConfig>().queue_source,
             AqmQueueSource::KernCtx);
 }
 
@@ -82,11 +85,11 @@ TEST(PulserConfig, InvalidCombinationsAreRefused) {
 // end is refused where nothing would use it, and malformed ones name why.
 TEST(PulserConfig, DepartureMarkingNeedsTheLinksFarEnd) {
   Config d = parse_config_string(kSwitch + "link_far_end = \"rx-ns:veth1\"\n[aqm]\nein_mark = \"departure\"\n");
-  EXPECT_TRUE(d.aqm.ein_at_departure);
+  EXPECT_TRUE(d.get<AqmConfig>().ein_at_departure);
   EXPECT_EQ(d.interfaces[0].far_end(), std::make_pair(std::string("rx-ns"), std::string("veth1")));
   Config same = parse_config_string(kSwitch + "link_far_end = \"veth1\"\n[aqm]\nein_mark = \"departure\"\n");
   EXPECT_EQ(same.interfaces[0].far_end(), std::make_pair(std::string(""), std::string("veth1")));
-  EXPECT_FALSE(parse_config_string(kSwitch).aqm.ein_at_departure) << "arrival is the default";
+  EXPECT_FALSE(parse_config_string(kSwitch).get<AqmConfig>().ein_at_departure) << "arrival is the default";
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_mark = \"departure\"\n", "interface[0].link_far_end", "required"));
   EXPECT_TRUE(rejects(kSwitch + "[aqm]\nein_mark = \"dequeue\"\n", "aqm.ein_mark", "one of"));
   EXPECT_TRUE(rejects(kSwitch + "link_far_end = \"ns:veth1\"\n", "interface[0].link_far_end", "only used"));

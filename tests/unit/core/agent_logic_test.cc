@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/agent.h"
+#include "mechanisms/flowstat/flowstat_config.h"
 #include "mechanisms/mechanisms.h"
 #include "core/bpf_util.h"
 #include "core/control.h"
@@ -185,14 +186,14 @@ TEST(Reload, FingerprintChangesOnlyWithWhatTheInterfaceDependsOn) {
   Config a = parse_config_string("[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n");
   Config b = a;
   b.interfaces[1].role = Role::SwitchPort;
-  EXPECT_EQ(fingerprint(a, a.interfaces[0]), fingerprint(b, b.interfaces[0]));
-  EXPECT_NE(fingerprint(a, a.interfaces[1]), fingerprint(b, b.interfaces[1]));
+  EXPECT_EQ(fingerprint(a, a.interfaces[0], mechanisms()), fingerprint(b, b.interfaces[0], mechanisms()));
+  EXPECT_NE(fingerprint(a, a.interfaces[1], mechanisms()), fingerprint(b, b.interfaces[1], mechanisms()));
   Config c = a;
-  c.flowstat.track_flows = false;  // flowstat runs on both
-  EXPECT_NE(fingerprint(a, a.interfaces[0]), fingerprint(c, c.interfaces[0]));
+  c.get<FlowstatConfig>().track_flows = false;  // flowstat runs on both
+  EXPECT_NE(fingerprint(a, a.interfaces[0], mechanisms()), fingerprint(c, c.interfaces[0], mechanisms()));
   Config d = a;
   d.metrics.port = 1234;  // metrics endpoint is not an interface matter
-  EXPECT_EQ(fingerprint(a, a.interfaces[0]), fingerprint(d, d.interfaces[0]));
+  EXPECT_EQ(fingerprint(a, a.interfaces[0], mechanisms()), fingerprint(d, d.interfaces[0], mechanisms()));
 }
 
 }  // namespace

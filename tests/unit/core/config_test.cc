@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/config.h"
+#include "mechanisms/flowstat/flowstat_config.h"
 #include "mechanisms/mechanisms.h"
 #include "lib/config_check.h"
 
@@ -28,7 +29,7 @@ TEST(Config, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.agent.attach_mode, AttachMode::Auto);
   EXPECT_EQ(c.metrics.bind, "127.0.0.1");
   EXPECT_EQ(c.metrics.port, 9477);
-  EXPECT_TRUE(c.flowstat.track_flows);
+  EXPECT_TRUE(c.get<FlowstatConfig>().track_flows);
 }
 
 TEST(Config, ExampleConfigIsValid) {

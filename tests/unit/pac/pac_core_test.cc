@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "mechanisms/mechanisms.h"
+#include "mechanisms/pac/pac_config.h"
 #include "mechanisms/pac/pac_core.h"
 #include "mechanisms/pac/reinject.h"
 #include "lib/packet.h"
@@ -635,24 +636,24 @@ remote_prefixes = ["10.0.0.0/8", "fd00::/16"]
 name = "eth0"
 mechanisms = ["pac"]
 )");
-  EXPECT_EQ(c.pac.buffer_bytes, 65536u);
-  EXPECT_EQ(c.pac.mlfq_level_bytes, (std::vector<uint64_t>{10000, 100000}));
-  EXPECT_DOUBLE_EQ(c.pac.lambda, 0.7);
-  EXPECT_FALSE(c.pac.ecn);
-  EXPECT_EQ(c.pac.reinject_mark, 0x1234u);
-  EXPECT_EQ(c.pac.busy_poll_us, 50u);
-  EXPECT_EQ(c.pac.rwnd_cap_bytes, 12288u);
-  ASSERT_EQ(c.pac.local_ports.size(), 2u);
-  EXPECT_EQ(c.pac.local_ports[1].lo, 9000);
-  EXPECT_EQ(c.pac.local_ports[1].hi, 9100);
-  ASSERT_EQ(c.pac.remote_prefixes.size(), 2u);
-  EXPECT_EQ(c.pac.remote_prefixes[1].family, 6);
-  EXPECT_EQ(c.pac.remote_prefixes[1].len, 16);
+  EXPECT_EQ(c.get<PacConfig>().buffer_bytes, 65536u);
+  EXPECT_EQ(c.get<PacConfig>().mlfq_level_bytes, (std::vector<uint64_t>{10000, 100000}));
+  EXPECT_DOUBLE_EQ(c.get<PacConfig>().lambda, 0.7);
+  EXPECT_FALSE(c.get<PacConfig>().ecn);
+  EXPECT_EQ(c.get<PacConfig>().reinject_mark, 0x1234u);
+  EXPECT_EQ(c.get<PacConfig>().busy_poll_us, 50u);
+  EXPECT_EQ(c.get<PacConfig>().rwnd_cap_bytes, 12288u);
+  ASSERT_EQ(c.get<PacConfig>().local_ports.size(), 2u);
+  EXPECT_EQ(c.get<PacConfig>().local_ports[1].lo, 9000);
+  EXPECT_EQ(c.get<PacConfig>().local_ports[1].hi, 9100);
+  ASSERT_EQ(c.get<PacConfig>().remote_prefixes.size(), 2u);
+  EXPECT_EQ(c.get<PacConfig>().remote_prefixes[1].family, 6);
+  EXPECT_EQ(c.get<PacConfig>().remote_prefixes[1].len, 16);
 }
 
 TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdWithoutHeldRequests) {
   auto parse = [](const std::string& lines) {
-    return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n").pac;
+    return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n").get<PacConfig>();
   };
   EXPECT_EQ(parse("").rwnd_cap_bytes, sluice_pac_payload_capacity(131072)) << "the buffer's payload";
   EXPECT_EQ(parse("").rwnd_cap_bytes, 125358u);
