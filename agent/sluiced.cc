@@ -84,8 +84,11 @@ int run_purge(const Config& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sluiced: incast control agent for Linux hosts and switches. Works today: PAC, Pulser with "
-               "DCTCP (aqm, ein, [cc]), flowstat. Coming: Floodgate, BFC, TOP"};
+  CLI::App app{
+      "sluiced: the sluice incast control agent for Linux hosts and switch ports.\n"
+      "Works today: PAC (pac), Pulser (ein on hosts, aqm on switch ports, [cc] pulser), DCTCP ([cc] dctcp with aqm's\n"
+      "ECN marking) and per-flow counters (flowstat). Coming, not runnable in sluiced yet: Floodgate, BFC, TOP."};
+  app.footer(mechanisms_help());
   std::string config_path = kDefaultConfig;
   bool check = false, validate = false, purge = false, version = false, libbpf_verbose = false;
   std::string log_level;

@@ -201,9 +201,14 @@ void parse_mechanisms(ConfigReader& r, IC& ic) {
     const MechanismInfo* m = find_mechanism(table, str->get());
     if (!m) {
       std::string known;
-      for (auto& mi : table)
-        if (mi.on_host || mi.on_switch_port) known += (known.empty() ? "" : ", ") + mi.name;
-      r.problem(k, &e, "unknown mechanism (known: " + known + ")");
+      bool coming = false;
+      for (auto& mi : table) {
+        if (mi.available && (mi.on_host || mi.on_switch_port)) known += (known.empty() ? "" : ", ") + mi.name;
+        coming = coming || (!mi.available && mi.name == str->get());
+      }
+      r.problem(k, &e,
+                coming ? "not runnable in sluiced yet: this mechanism is coming (sluiced --help lists what works today: " + known + ")"
+                       : "unknown mechanism (known: " + known + ")");
       continue;
     }
     if ((ic.role == Role::Host && !m->on_host) || (ic.role == Role::SwitchPort && !m->on_switch_port)) {

@@ -4,7 +4,7 @@ namespace sluice {
 
 const MechanismInfo* find_mechanism(const MechanismTable& table, const std::string& name) {
   for (const auto& m : table)
-    if (m.name == name && (m.on_host || m.on_switch_port)) return &m;
+    if (m.name == name && m.available && (m.on_host || m.on_switch_port)) return &m;
   return nullptr;
 }
 

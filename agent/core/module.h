@@ -114,8 +114,8 @@ struct MechanismInfo {
 
 using MechanismTable = std::vector<MechanismInfo>;
 
-// The row named `name` that may be listed on an interface (on_host or
-// on_switch_port), or nullptr.
+// The available row named `name` that may be listed on an interface
+// (on_host or on_switch_port), or nullptr.
 const MechanismInfo* find_mechanism(const MechanismTable& table, const std::string& name);
 
 // The module of `mi` for `role`; nullptr if it has none there.

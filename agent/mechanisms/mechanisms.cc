@@ -18,6 +18,8 @@
 //      config_reload_test.cc) covers the new keys from the field table.
 #include "mechanisms.h"
 
+#include <algorithm>
+
 #include "mechanisms/aqm/aqm_module.h"
 #include "mechanisms/cc/cc.h"
 #include "mechanisms/ein/ein_module.h"
@@ -65,11 +67,48 @@ const MechanismTable& mechanisms() {
        .summary = "sluice_dctcp and sluice_pulser congestion controls, registered host-wide ([cc] register)",
        .service = {&make_cc_service, &cc_used_by},
        .section = &cc_section()},
+      // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
+      // interface that names one is refused.
+      {.name = "floodgate",
+       .on_host = true,
+       .on_switch_port = true,
+       .summary = "per-hop per-destination windows and credits (floodgate-conext21); first-hop pause at hosts",
+       .available = false},
+      {.name = "bfc",
+       .on_switch_port = true,
+       .summary = "per-hop per-flow backpressure (bfc-nsdi22)",
+       .available = false},
+      {.name = "top",
+       .on_host = true,
+       .on_switch_port = true,
+       .summary = "token-oriented prioritization (top-tpds20)",
+       .available = false},
   };
   return table;
 }
 
 const MechanismInfo* find_mechanism(const std::string& name) { return find_mechanism(mechanisms(), name); }
+
+std::string mechanisms_help() {
+  auto where = [](const MechanismInfo& m) -> std::string {
+    if (m.on_host && m.on_switch_port) return "host, switch port";
+    if (m.on_host) return "host";
+    if (m.on_switch_port) return "switch port";
+    return "host-wide";
+  };
+  std::string s = "Mechanisms that work today ([[interface]] mechanisms = [...]; cc: [cc] register):\n";
+  for (bool available : {true, false}) {
+    if (!available) s += "Coming, not runnable in sluiced yet (a configuration that names one is refused):\n";
+    for (const auto& m : mechanisms()) {
+      if (m.available != available) continue;
+      std::string name = m.name, at = where(m);
+      name.resize(std::max<size_t>(name.size(), 10), ' ');
+      at.resize(std::max<size_t>(at.size(), 18), ' ');
+      s += "  " + name + at + m.summary + "\n";
+    }
+  }
+  return s;
+}
 
 Config parse_config_file(const std::string& path) { return parse_config_file(path, mechanisms()); }
 

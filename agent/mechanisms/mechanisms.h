@@ -15,6 +15,8 @@ namespace sluice {
 const MechanismTable& mechanisms();
 // find_mechanism(mechanisms(), name)
 const MechanismInfo* find_mechanism(const std::string& name);
+// The table for `sluiced --help`: what works today, and what is coming.
+std::string mechanisms_help();
 
 // The configuration loader (core/config.h) with this table.
 Config parse_config_file(const std::string& path);

@@ -104,4 +104,32 @@ TEST(Config, ErrorMessageListsEveryProblem) {
   }
 }
 
+// Floodgate, BFC and TOP are in the table as coming, and refused as such.
+TEST(Config, ComingMechanismsAreRefusedAsNotRunnableYet) {
+  for (const char* m : {"floodgate", "bfc", "top"})
+    EXPECT_TRUE(rejects(std::string("[[interface]]\nname = \"a\"\nmechanisms = [\"") + m + "\"]\n",
+                        "interface[0].mechanisms[0]", "not runnable in sluiced yet"))
+        << m;
+}
+
+// `sluiced --help` lists what works today, then what is coming.
+TEST(Mechanisms, HelpSaysWhatWorksTodayAndWhatIsComing) {
+  std::string h = mechanisms_help();
+  size_t coming = h.find("Coming, not runnable in sluiced yet");
+  ASSERT_NE(coming, std::string::npos) << h;
+  for (const auto& m : mechanisms()) {
+    size_t at = h.find("\n  " + m.name + " ");
+    ASSERT_NE(at, std::string::npos) << m.name << " missing from\n" << h;
+    EXPECT_EQ(at < coming, m.available) << m.name << "\n" << h;
+  }
+  for (const char* works : {"flowstat", "pac", "ein", "aqm", "cc"}) {
+    size_t at = h.find(std::string("\n  ") + works + " ");
+    EXPECT_LT(at, coming) << works;
+  }
+  for (const char* later : {"floodgate", "bfc", "top"}) {
+    size_t at = h.find(std::string("\n  ") + later + " ");
+    EXPECT_TRUE(at != std::string::npos && at > coming) << later;
+  }
+}
+
 }  // namespace
