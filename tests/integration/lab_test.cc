@@ -235,15 +235,21 @@ INSTANTIATE_TEST_SUITE_P(Methods, QmonTest, ::testing::Values("bpf", "netlink"))
 // b's IP layer as a checksum error), the drop fraction is right, and the same
 // seed picks the same datagrams again while another seed does not.
 TEST_F(LabInstruments, FaultInjectionIsCountedAndSeeded) {
+  int runs = 0;
   auto run = [&](uint64_t seed, std::set<int>* missing, json* counters, uint64_t* csum_errors) {
-    std::string out = lab_->tmpdir() + "/fault-" + std::to_string(seed) + ".json";
+    // Every run its own log and result: with one log name, the wait for
+    // "attached" below could read the previous run's log before the new
+    // process truncated it, and send before the new program was attached
+    // (the first datagrams then were no candidates).
+    const std::string tag = "fault-" + std::to_string(++runs);
+    std::string out = lab_->tmpdir() + "/" + tag + ".json";
     auto ip_errs = [&] {
       std::string s = lab_->out("ip netns exec " + b_ + " nstat -az IpExtInCsumErrors | awk '/InCsum/ {print $2}'");
       return std::stoull(s.empty() ? "0" : s);
     };
     uint64_t e0 = ip_errs();
     Process f = lab_->spawn(b_, {fault(), "--dev", b0_, "--hook", "ingress", "--drop", "0.2", "--corrupt", "0.1",
-                                 "--proto", "udp", "--seed", std::to_string(seed), "--json", out}, "fault");
+                                 "--proto", "udp", "--seed", std::to_string(seed), "--json", out}, tag);
     ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, std::chrono::seconds(10)))
         << f.log();
     std::set<int> got;
