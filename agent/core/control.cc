@@ -43,28 +43,14 @@ struct Session : std::enable_shared_from_this<Session> {
   void start() {
     auto self = shared_from_this();
     boost::asio::async_read_until(sock, buf, '\n', [self](const boost::system::error_code& ec, size_t n) {
-      nlohmann::json resp;
       if (ec) {
-        if (ec == boost::asio::error::not_found)
-          resp = {{"ok", false}, {"error", "request too large"}};
-        else
-          return;  // client went away
+        if (ec != boost::asio::error::not_found) return;  // client went away
+        self->reply = nlohmann::json{{"ok", false}, {"error", "request too large"}}.dump() + "\n";
       } else {
         std::string line(boost::asio::buffers_begin(self->buf.data()),
                          boost::asio::buffers_begin(self->buf.data()) + n);
-        try {
-          auto req = nlohmann::json::parse(line);
-          if (!req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
-            resp = {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}};
-          else
-            resp = self->handler(req);
-        } catch (const nlohmann::json::exception& e) {
-          resp = {{"ok", false}, {"error", std::string("bad JSON: ") + e.what()}};
-        } catch (const std::exception& e) {
-          resp = {{"ok", false}, {"error", e.what()}};
-        }
+        self->reply = control_reply(line, self->handler);
       }
-      self->reply = resp.dump() + "\n";
       boost::asio::async_write(self->sock, boost::asio::buffer(self->reply),
                                [self](const boost::system::error_code&, size_t) {
                                  boost::system::error_code ignore;
@@ -75,6 +61,24 @@ struct Session : std::enable_shared_from_this<Session> {
 };
 
 }  // namespace
+
+std::string control_reply(const std::string& line, const ControlServer::Handler& handler) {
+  nlohmann::json resp;
+  try {
+    auto req = nlohmann::json::parse(line);
+    if (!req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
+      resp = {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}};
+    else
+      resp = handler(req);
+  } catch (const nlohmann::json::exception& e) {
+    resp = {{"ok", false}, {"error", std::string("bad JSON: ") + e.what()}};
+  } catch (const std::exception& e) {
+    resp = {{"ok", false}, {"error", e.what()}};
+  }
+  // A parse error quotes the bytes it stopped at, which need not be UTF-8:
+  // replace them rather than throw from the reply.
+  return resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 ControlServer::ControlServer(boost::asio::io_context& io, const std::string& path, Handler handler)
     : path_(path), acceptor_(io), handler_(std::move(handler)), alive_(std::make_shared<bool>(true)) {

@@ -33,6 +33,12 @@ class ControlServer {
   std::shared_ptr<bool> alive_;
 };
 
+// One request line to its reply line (one JSON object and '\n'); never
+// throws. Bad JSON, a non-object or a missing string "cmd" get
+// {"ok": false, "error": ...} without reaching the handler; a handler
+// exception becomes {"ok": false, "error": what()}.
+std::string control_reply(const std::string& line, const ControlServer::Handler& handler);
+
 // Client side (sluicectl): sends one request, returns the reply. Throws Error.
 nlohmann::json control_request(const std::string& path, const nlohmann::json& request,
                                int timeout_ms = 5000);

@@ -197,3 +197,35 @@ TEST(Reload, FingerprintChangesOnlyWithWhatTheInterfaceDependsOn) {
 }
 
 }  // namespace
+
+namespace {
+
+// A request line whose JSON parse error quotes a byte that is not UTF-8 used
+// to make the reply unserialisable: dump() threw out of the control socket's
+// handler and took the event loop down. Every line gets one JSON reply.
+TEST(ControlReply, NonUtf8RequestGetsAnErrorReplyNotAnException) {
+  bool called = false;
+  sluice::ControlServer::Handler handler = [&](const nlohmann::json&) {
+    called = true;
+    return nlohmann::json{{"ok", true}};
+  };
+  std::string reply;
+  ASSERT_NO_THROW(reply = sluice::control_reply("\xff\n", handler));
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply.back(), '\n');
+  auto j = nlohmann::json::parse(reply);
+  EXPECT_EQ(j.value("ok", true), false);
+  EXPECT_NE(j.value("error", std::string()).find("bad JSON"), std::string::npos);
+  EXPECT_FALSE(called);
+
+  reply = sluice::control_reply("{\"cmd\":\"status\"}\n", handler);
+  EXPECT_TRUE(called);
+  EXPECT_EQ(nlohmann::json::parse(reply).value("ok", false), true);
+
+  called = false;
+  reply = sluice::control_reply("[1,2]\n", handler);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(nlohmann::json::parse(reply).value("ok", true), false);
+}
+
+}  // namespace
