@@ -22,14 +22,7 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by sluice-fault before load. */
-const volatile __u64 seed = 1;
-const volatile __u32 drop_ppm = 0;
-const volatile __u32 corrupt_ppm = 0;
-const volatile __u32 delay_ppm = 0;
-const volatile __u32 delay_priority = 0; /* HTB class id (major << 16 | minor) */
-const volatile __u8 match_proto = 0;      /* 0 = any TCP/UDP, else 6 or 17 */
-const volatile __u16 match_port = 0;      /* host order; source or destination; 0 = any */
-const volatile __u8 match_tcp_payload = 0; /* 1 = only TCP segments that carry data */
+const volatile struct sluice_fault_plan plan = { .seed = 1 };
 
 /* Candidates seen so far (the index of the generator). */
 __u64 candidates = 0;
@@ -41,15 +34,14 @@ int fault_inject(struct __sk_buff *skb)
 	struct sl_pkt p = {};
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
 	int r = sl_parse(&c, &p);
-	if (r != SL_PARSE_OK ||
-	    (match_proto && p.proto != match_proto) ||
-	    (match_port && p.sport != bpf_htons(match_port) && p.dport != bpf_htons(match_port)) ||
-	    (match_tcp_payload && (p.proto != IPPROTO_TCP_NUM || !p.payload_len))) {
+	if (r != SL_PARSE_OK || (plan.match_proto && p.proto != plan.match_proto) ||
+	    (plan.match_port && p.sport != bpf_htons(plan.match_port) && p.dport != bpf_htons(plan.match_port)) ||
+	    (plan.match_tcp_payload && (p.proto != IPPROTO_TCP_NUM || !p.payload_len))) {
 		sl_count_skb(SLUICE_R_PASS_FAULT_NO_MATCH, skb);
 		return SL_TC_NEXT;
 	}
 	__u64 n = __sync_fetch_and_add(&candidates, 1) + 1;
-	switch (sluice_fault_draw(seed, n, drop_ppm, corrupt_ppm, delay_ppm)) {
+	switch (sluice_fault_draw(plan.seed, n, plan.drop_ppm, plan.corrupt_ppm, plan.delay_ppm)) {
 	case SLUICE_FAULT_DROP:
 		sl_count_skb(SLUICE_R_DROP_FAULT, skb);
 		return SL_TC_SHOT;
@@ -69,7 +61,7 @@ int fault_inject(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	case SLUICE_FAULT_DELAY:
-		skb->priority = delay_priority;
+		skb->priority = plan.delay_priority;
 		sl_count_skb(SLUICE_R_PASS_FAULT_DELAYED, skb);
 		return SL_TC_NEXT;
 	default:

@@ -18,12 +18,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "sluice/fault.h"  // before the skeleton, which names struct sluice_fault_plan
 #include "fault.skel.h"
 #include "core/bpf_util.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/tc.h"
-#include "sluice/fault.h"
 
 SLUICE_SKELETON(fault);
 
@@ -86,14 +86,16 @@ int main(int argc, char** argv) {
     if (data_only && proto == "udp") throw Error("--data-only selects TCP segments; it contradicts --proto udp");
 
     Skeleton<fault> skel;
-    skel->rodata->seed = seed;
-    skel->rodata->drop_ppm = dp;
-    skel->rodata->corrupt_ppm = cp;
-    skel->rodata->delay_ppm = lp;
-    skel->rodata->delay_priority = delay_class.empty() ? 0 : parse_classid(delay_class);
-    skel->rodata->match_proto = proto == "tcp" ? 6 : proto == "udp" ? 17 : 0;
-    skel->rodata->match_port = port;
-    skel->rodata->match_tcp_payload = data_only ? 1 : 0;
+    sluice_fault_plan plan{};
+    plan.seed = seed;
+    plan.drop_ppm = dp;
+    plan.corrupt_ppm = cp;
+    plan.delay_ppm = lp;
+    plan.delay_priority = delay_class.empty() ? 0 : parse_classid(delay_class);
+    plan.match_proto = proto == "tcp" ? 6 : proto == "udp" ? 17 : 0;
+    plan.match_port = port;
+    plan.match_tcp_payload = data_only ? 1 : 0;
+    skel->rodata->plan = plan;  // one definition on both sides: sluice/fault.h
     skel.load();
 
     Hook h = hook == "ingress" ? Hook::Ingress : Hook::Egress;
