@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     fp["pac_egress_divert_ns"] = run_ns(eg, ackf, 10000);
     {
       ring_buffer* rb = ring_buffer__new(
-          bpf_map__fd(skel->maps.pac_events), [](void*, void*, size_t) { return 0; }, nullptr, nullptr);
+          bpf_map__fd(skel->maps.sl_pac_evt_v1), [](void*, void*, size_t) { return 0; }, nullptr, nullptr);
       ring_buffer__consume(rb);
       ring_buffer__free(rb);
     }
@@ -293,8 +293,8 @@ int main(int argc, char** argv) {
     // more ACKs than they diverted).
     {
       sluice_pac_flow_key k{};
-      while (bpf_map_get_next_key(bpf_map__fd(skel->maps.pac_flows), nullptr, &k) == 0)
-        bpf_map_delete_elem(bpf_map__fd(skel->maps.pac_flows), &k);
+      while (bpf_map_get_next_key(bpf_map__fd(skel->maps.sl_pac_flows_v1), nullptr, &k) == 0)
+        bpf_map_delete_elem(bpf_map__fd(skel->maps.sl_pac_flows_v1), &k);
       run_ns(in, data, 1);
       st->threshold = 0;
       st->in_flight = 1 << 20;
@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
     prm.max_held = 1 << 20;
     pac::Engine engine(prm, dp);
     Collector col{&engine, {}};
-    ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.pac_events), &Collector::cb, &col, nullptr);
+    ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.sl_pac_evt_v1), &Collector::cb, &col, nullptr);
     // One ACK held and never re-injected through the program (it is not
     // attached): the flow keeps "held" > 0, so every later ACK of it is
     // diverted whatever the threshold.

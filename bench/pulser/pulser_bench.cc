@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
       s->load();
       sluice_aqm_script sc{1'000'000'000, 100};
       uint32_t k0 = 0;
-      bpf_map_update_elem(bpf_map__fd((*s)->maps.sl_aqm_script), &k0, &sc, 0);
+      bpf_map_update_elem(bpf_map__fd((*s)->maps.sl_aqm_scr_v1), &k0, &sc, 0);
       return s;
     };
     auto ce_ein = marking(true);
@@ -166,10 +166,10 @@ int main(int argc, char** argv) {
     {
       uint32_t k0 = 0;
       sluice_aqm_script sc{1'000'000'000, 50};
-      bpf_map_update_elem(bpf_map__fd((*ce_ein)->maps.sl_aqm_script), &k0, &sc, 0);
+      bpf_map_update_elem(bpf_map__fd((*ce_ein)->maps.sl_aqm_scr_v1), &k0, &sc, 0);
       cost(bpf_program__fd((*ce_ein)->progs.aqm_egress), data_ect, 1);
       sc = {1'001'000'000, 100};
-      bpf_map_update_elem(bpf_map__fd((*ce_ein)->maps.sl_aqm_script), &k0, &sc, 0);
+      bpf_map_update_elem(bpf_map__fd((*ce_ein)->maps.sl_aqm_scr_v1), &k0, &sc, 0);
     }
     std::vector<Case> cases = {
         {"flowstat_egress", bpf_program__fd(fs->progs.flowstat_out), &data_ect},

@@ -43,7 +43,7 @@
 #define SL_CA_ACK_ECE 4
 
 /* Set by the agent before load (rodata). */
-const volatile __u32 dctcp_shift_g = 4;                      /* g = 1/2^shift_g */
+const volatile __u32 dctcp_shift_g = 4;                        /* g = 1/2^shift_g */
 const volatile __u32 dctcp_alpha_on_init = SL_DCTCP_MAX_ALPHA; /* α at start, 1/1024 */
 
 /* Global counters, read by the agent from .bss. */
@@ -61,8 +61,8 @@ struct sl_dctcp {
 	__u32 next_seq;
 	__u32 ce_state;
 	__u32 loss_cwnd;
-	__u32 reno; /* no ECN on this connection: plain Reno */
-	__u32 last_cwnd; /* cwnd when one of our callbacks last ran */
+	__u32 reno;           /* no ECN on this connection: plain Reno */
+	__u32 last_cwnd;      /* cwnd when one of our callbacks last ran */
 	__u32 known_ssthresh; /* the last ssthresh we returned, wrote or accepted */
 };
 

@@ -5,9 +5,9 @@
  *
  * The echo is not visible to a congestion control (tcp_congestion_ops
  * callbacks get no packet), so the ein tc program (bpf/host/ein.bpf.c)
- * counts echoed ACKs per socket in sl_ein_sk before TCP processes them, and
+ * counts echoed ACKs per socket in sl_ein_sk_v1 before TCP processes them, and
  * in_ack_event compares the count with the last one it saw. init creates
- * the socket's sl_ein_sk entry: that is what makes a flow "managed" for the
+ * the socket's sl_ein_sk_v1 entry: that is what makes a flow "managed" for the
  * ein programs on both ends. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,7 +26,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct sluice_ein_sk);
-} sl_ein_sk SEC(".maps");
+} sl_ein_sk_v1 SEC(".maps");
 
 struct sl_pulser {
 	struct sl_dctcp d;
@@ -54,7 +54,7 @@ void BPF_PROG(sl_pulser_init_cb, struct sock *sk)
 	ca->b.braking = 0;
 	ca->b.prev_cwnd = 0;
 	ca->b.brake_end = 0;
-	st = bpf_sk_storage_get(&sl_ein_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	st = bpf_sk_storage_get(&sl_ein_sk_v1, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	ca->b.echo_seen = st ? st->echo_acks : 0;
 }
 
@@ -84,7 +84,7 @@ void BPF_PROG(sl_pulser_in_ack_event_cb, struct sock *sk, __u32 flags)
 	sl_dctcp_sanitize(sk, &ca->d, ca->b.braking ? ca->b.prev_cwnd : 0);
 	sl_dctcp_update_alpha(sk, &ca->d);
 
-	st = bpf_sk_storage_get(&sl_ein_sk, sk, 0, 0);
+	st = bpf_sk_storage_get(&sl_ein_sk_v1, sk, 0, 0);
 	if (st) {
 		__u32 echoes = st->echo_acks;
 		a.ein = echoes != ca->b.echo_seen;

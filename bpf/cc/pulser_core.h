@@ -35,35 +35,35 @@
 
 struct sl_pulser_brake {
 	__u32 braking;
-	__u32 prev_cwnd;  /* cwnd_prev: the window before the incast */
-	__u32 brake_end;  /* snd_nxt when the last echo arrived */
-	__u32 echo_seen;  /* sluice_ein_sk.echo_acks already acted on */
+	__u32 prev_cwnd; /* cwnd_prev: the window before the incast */
+	__u32 brake_end; /* snd_nxt when the last echo arrived */
+	__u32 echo_seen; /* sluice_ein_sk.echo_acks already acted on */
 };
 
 /* One ACK as Pulser sees it, before TCP updates cwnd for it. */
 struct sl_pulser_ack {
-	__u32 ein;        /* an EIN echo arrived with this ACK (or since the last) */
-	__u32 ece;        /* the ACK carries ECE (CA_ACK_ECE) */
-	__u32 ca_state;   /* TCP_CA_Open .. TCP_CA_Loss */
+	__u32 ein;      /* an EIN echo arrived with this ACK (or since the last) */
+	__u32 ece;      /* the ACK carries ECE (CA_ACK_ECE) */
+	__u32 ca_state; /* TCP_CA_Open .. TCP_CA_Loss */
 	__u32 cwnd;
 	__u32 ssthresh;
 	__u32 in_flight;
-	__u32 snd_una;    /* after this ACK */
+	__u32 snd_una; /* after this ACK */
 	__u32 snd_nxt;
 };
 
 enum sl_pulser_event {
 	SL_PULSER_NONE = 0,
-	SL_PULSER_BRAKE = 1,    /* brake engaged */
-	SL_PULSER_EXTEND = 2,   /* echo while braking: window restarts */
-	SL_PULSER_RESTORE = 3,  /* window without echo: cwnd_prev restored */
-	SL_PULSER_ABANDON = 4,  /* RTO while braking */
+	SL_PULSER_BRAKE = 1,   /* brake engaged */
+	SL_PULSER_EXTEND = 2,  /* echo while braking: window restarts */
+	SL_PULSER_RESTORE = 3, /* window without echo: cwnd_prev restored */
+	SL_PULSER_ABANDON = 4, /* RTO while braking */
 };
 
 struct sl_pulser_action {
 	__u32 event;
-	__u32 set_cwnd;      /* 0: leave cwnd */
-	__u32 set_ssthresh;  /* 0: leave ssthresh */
+	__u32 set_cwnd;     /* 0: leave cwnd */
+	__u32 set_ssthresh; /* 0: leave ssthresh */
 };
 
 static __always_inline int sl_pulser_before(__u32 a, __u32 b)
@@ -71,8 +71,8 @@ static __always_inline int sl_pulser_before(__u32 a, __u32 b)
 	return (__s32)(a - b) < 0;
 }
 
-static __always_inline void sl_pulser_on_ack(struct sl_pulser_brake *b, const struct sl_pulser_ack *a,
-					     __u32 cwnd_safe, struct sl_pulser_action *out)
+static __always_inline void sl_pulser_on_ack(struct sl_pulser_brake *b, const struct sl_pulser_ack *a, __u32 cwnd_safe,
+					     struct sl_pulser_action *out)
 {
 	out->event = SL_PULSER_NONE;
 	out->set_cwnd = 0;

@@ -3,13 +3,13 @@
  * and egress of a host interface.
  *
  * Receiver: EIN on incoming data of a Pulser flow is remembered in the
- * socket's sl_ein_sk entry; the ACKs the socket sends while the mark is
+ * socket's sl_ein_sk_v1 entry; the ACKs the socket sends while the mark is
  * fresh carry the echo (TCP reserved bit 0x02 of byte 12), until one of them
  * acknowledges the marked segment.
  * Sender: an incoming ACK carrying the echo bumps echo_acks of its socket
  * before TCP processes it, which is where sluice_pulser looks.
  *
- * "A Pulser flow" is a socket with an sl_ein_sk entry: sluice_pulser creates
+ * "A Pulser flow" is a socket with an sl_ein_sk_v1 entry: sluice_pulser creates
  * it for the sockets it runs. Marks and echoes on other flows are ignored
  * and counted. Packets are never dropped or redirected: the verdict is
  * always the neutral one. */
@@ -33,7 +33,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct sluice_ein_sk);
-} sl_ein_sk SEC(".maps");
+} sl_ein_sk_v1 SEC(".maps");
 
 #define SL_BPF_F_CURRENT_NETNS (-1L)
 
@@ -94,7 +94,7 @@ int ein_ingress(struct __sk_buff *skb)
 	struct sluice_ein_sk *st = 0;
 	struct bpf_sock *sk = lookup_sock(skb, &p, 1);
 	if (sk) {
-		st = bpf_sk_storage_get(&sl_ein_sk, sk, 0, 0);
+		st = bpf_sk_storage_get(&sl_ein_sk_v1, sk, 0, 0);
 		bpf_sk_release(sk);
 	}
 
@@ -156,11 +156,11 @@ int ein_egress(struct __sk_buff *skb)
 	if (own)
 		own = bpf_sk_fullsock(own);
 	if (own && own->protocol == IPPROTO_TCP_NUM) {
-		st = bpf_sk_storage_get(&sl_ein_sk, own, 0, 0);
+		st = bpf_sk_storage_get(&sl_ein_sk_v1, own, 0, 0);
 	} else {
 		struct bpf_sock *sk = lookup_sock(skb, &p, 0);
 		if (sk) {
-			st = bpf_sk_storage_get(&sl_ein_sk, sk, 0, 0);
+			st = bpf_sk_storage_get(&sl_ein_sk_v1, sk, 0, 0);
 			bpf_sk_release(sk);
 		}
 	}

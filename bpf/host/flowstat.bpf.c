@@ -20,7 +20,7 @@ struct {
 	__uint(max_entries, SLUICE_FLOW_TABLE_SIZE);
 	__type(key, struct sluice_flow_key);
 	__type(value, struct sluice_flow_stats);
-} sl_flows SEC(".maps");
+} sl_fs_flows_v1 SEC(".maps");
 
 static __always_inline __u32 segs_of(struct __sk_buff *skb)
 {
@@ -28,8 +28,8 @@ static __always_inline __u32 segs_of(struct __sk_buff *skb)
 	return segs ? segs : 1;
 }
 
-static __always_inline void account(struct sluice_flow_stats *st, const struct sl_pkt *p,
-				    struct __sk_buff *skb, __u64 now)
+static __always_inline void account(struct sluice_flow_stats *st, const struct sl_pkt *p, struct __sk_buff *skb,
+				    __u64 now)
 {
 	__sync_fetch_and_add(&st->packets, segs_of(skb));
 	__sync_fetch_and_add(&st->bytes, skb->len);
@@ -81,16 +81,16 @@ static __always_inline int flowstat(struct __sk_buff *skb, __u8 dir)
 	k.dir = dir;
 
 	__u64 now = bpf_ktime_get_ns();
-	struct sluice_flow_stats *st = bpf_map_lookup_elem(&sl_flows, &k);
+	struct sluice_flow_stats *st = bpf_map_lookup_elem(&sl_fs_flows_v1, &k);
 	if (!st) {
 		struct sluice_flow_stats init = { .first_ns = now };
 		/* BPF_NOEXIST: another CPU may have created it meanwhile. */
-		if (bpf_map_update_elem(&sl_flows, &k, &init, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&sl_flows, &k)) {
+		if (bpf_map_update_elem(&sl_fs_flows_v1, &k, &init, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&sl_fs_flows_v1, &k)) {
 			sl_count_skb(SLUICE_R_PASS_FLOW_TABLE_FULL, skb);
 			return SL_TC_NEXT;
 		}
-		st = bpf_map_lookup_elem(&sl_flows, &k);
+		st = bpf_map_lookup_elem(&sl_fs_flows_v1, &k);
 		if (!st) {
 			sl_count_skb(SLUICE_R_PASS_FLOW_TABLE_FULL, skb);
 			return SL_TC_NEXT;

@@ -20,28 +20,28 @@ struct {
 	__uint(max_entries, SLUICE_QMON_MAX_PORTS);
 	__type(key, struct sluice_qmon_key);
 	__type(value, __u32); /* slot */
-} qm_ports SEC(".maps");
+} sl_qm_ports_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_QMON_MAX_PORTS);
 	__type(key, __u32);
 	__type(value, struct sluice_qmon_max);
-} qm_max SEC(".maps");
+} sl_qm_max_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 2 * SLUICE_QMON_MAX_PORTS);
 	__type(key, __u32);
 	__type(value, struct sluice_qmon_interval);
-} qm_interval SEC(".maps");
+} sl_qm_ival_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_QMON_MAX_PORTS);
 	__type(key, __u32);
 	__type(value, struct sluice_qmon_state);
-} qm_state SEC(".maps");
+} sl_qm_state_v1 SEC(".maps");
 
 static __always_inline void record(struct Qdisc *q, int enq)
 {
@@ -51,7 +51,7 @@ static __always_inline void record(struct Qdisc *q, int enq)
 		return;
 	k.ifindex = BPF_CORE_READ(dev, ifindex);
 	k.netns_ino = BPF_CORE_READ(dev, nd_net.net, ns.inum);
-	__u32 *slot = bpf_map_lookup_elem(&qm_ports, &k);
+	__u32 *slot = bpf_map_lookup_elem(&sl_qm_ports_v1, &k);
 	if (!slot)
 		return;
 	__u32 s = *slot;
@@ -59,7 +59,7 @@ static __always_inline void record(struct Qdisc *q, int enq)
 	__u64 pkts = BPF_CORE_READ(q, q.qlen);
 	__u64 now = bpf_ktime_get_ns();
 
-	struct sluice_qmon_max *m = bpf_map_lookup_elem(&qm_max, &s);
+	struct sluice_qmon_max *m = bpf_map_lookup_elem(&sl_qm_max_v1, &s);
 	if (m) {
 		if (bytes > m->max_bytes)
 			m->max_bytes = bytes;
@@ -69,7 +69,7 @@ static __always_inline void record(struct Qdisc *q, int enq)
 	}
 	__u64 e = epoch;
 	__u32 idx = s + (__u32)(e & 1) * SLUICE_QMON_MAX_PORTS;
-	struct sluice_qmon_interval *iv = bpf_map_lookup_elem(&qm_interval, &idx);
+	struct sluice_qmon_interval *iv = bpf_map_lookup_elem(&sl_qm_ival_v1, &idx);
 	if (iv) {
 		if (iv->epoch != e) {
 			iv->epoch = e;
@@ -84,7 +84,7 @@ static __always_inline void record(struct Qdisc *q, int enq)
 			iv->events++;
 		}
 	}
-	struct sluice_qmon_state *st = bpf_map_lookup_elem(&qm_state, &s);
+	struct sluice_qmon_state *st = bpf_map_lookup_elem(&sl_qm_state_v1, &s);
 	if (st) {
 		if (!st->first_ns)
 			st->first_ns = now;
@@ -108,8 +108,7 @@ int BPF_PROG(qmon_enqueue, struct Qdisc *q, const struct netdev_queue *txq, stru
 }
 
 SEC("tp_btf/qdisc_dequeue")
-int BPF_PROG(qmon_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
-	     struct sk_buff *skb)
+int BPF_PROG(qmon_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
 {
 	record(q, 0);
 	return 0;

@@ -9,7 +9,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
-} probe_rb SEC(".maps");
+} sl_probe_rb_v1 SEC(".maps");
 
 SEC("tc")
 int probe_tc(struct __sk_buff *skb)
@@ -20,7 +20,7 @@ int probe_tc(struct __sk_buff *skb)
 SEC("tc")
 int probe_ringbuf(struct __sk_buff *skb)
 {
-	__u32 *v = bpf_ringbuf_reserve(&probe_rb, sizeof(*v), 0);
+	__u32 *v = bpf_ringbuf_reserve(&sl_probe_rb_v1, sizeof(*v), 0);
 	if (v) {
 		*v = skb->len;
 		bpf_ringbuf_submit(v, 0);

@@ -7,7 +7,7 @@
  *   aqm         reads the qdisc through bpf_cast_to_kern_ctx (6.2+);
  *   aqm_compat  (-DSLUICE_AQM_QDISC_TP, for 6.1) keeps the backlog the
  *               root qdisc reports after every enqueue and dequeue, from
- *               tp_btf/qdisc_enqueue and qdisc_dequeue, in sl_aqm_backlog.
+ *               tp_btf/qdisc_enqueue and qdisc_dequeue, in sl_aqm_bklog_v1.
  * The agent loads aqm where the kfunc exists, else aqm_compat.
  *
  * ECN (DCTCP §3.1): step marking, CE when the queue exceeds K on arrival;
@@ -52,10 +52,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u8 ecn_enabled = 1;
 const volatile __u8 ein_enabled = 1;
 const volatile __u8 qlen_unit = SLUICE_AQM_UNIT_PACKETS;
-const volatile __u64 ecn_k = 20;                 /* K */
-const volatile __u64 ein_high_water = 20;        /* HighWaterMark, K's unit */
-const volatile __u32 ein_samples = 50;           /* N */
-const volatile __u64 ein_threshold_per_s = 0;    /* EIN_threshold, qlen units per second */
+const volatile __u64 ecn_k = 20;              /* K */
+const volatile __u64 ein_high_water = 20;     /* HighWaterMark, K's unit */
+const volatile __u32 ein_samples = 50;        /* N */
+const volatile __u64 ein_threshold_per_s = 0; /* EIN_threshold, qlen units per second */
 const volatile __u8 sample_source = SLUICE_AQM_SRC_QDISC;
 /* 1: EIN is written by aqm_departure at the far end, not on arrival. */
 const volatile __u8 ein_at_departure = 0;
@@ -65,14 +65,14 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct sluice_aqm_state);
-} sl_aqm_state SEC(".maps");
+} sl_aqm_state_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct sluice_aqm_script);
-} sl_aqm_script SEC(".maps");
+} sl_aqm_scr_v1 SEC(".maps");
 
 #ifdef SLUICE_AQM_QDISC_TP
 /* The port whose root qdisc the tracepoints follow (set by the agent). */
@@ -84,7 +84,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct sluice_aqm_backlog);
-} sl_aqm_backlog SEC(".maps");
+} sl_aqm_bklog_v1 SEC(".maps");
 
 /* Called after the root qdisc enqueued or dequeued (the kernel fires both
  * tracepoints for the root qdisc of a device only): the backlog it now
@@ -93,11 +93,10 @@ static __always_inline void track_backlog(struct Qdisc *q)
 {
 	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
 	if (!dev || BPF_CORE_READ(dev, ifindex) != port_ifindex ||
-	    BPF_CORE_READ(dev, nd_net.net, ns.inum) != port_netns_ino ||
-	    BPF_CORE_READ(dev, qdisc) != q)
+	    BPF_CORE_READ(dev, nd_net.net, ns.inum) != port_netns_ino || BPF_CORE_READ(dev, qdisc) != q)
 		return;
 	__u32 k = 0;
-	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_backlog, &k);
+	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_bklog_v1, &k);
 	if (!b)
 		return;
 	b->bytes = BPF_CORE_READ(q, qstats.backlog);
@@ -113,8 +112,7 @@ int BPF_PROG(aqm_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq,
 }
 
 SEC("tp_btf/qdisc_dequeue")
-int BPF_PROG(aqm_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
-	     struct sk_buff *skb)
+int BPF_PROG(aqm_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
 {
 	track_backlog(q);
 	return 0;
@@ -131,7 +129,7 @@ static __always_inline int read_qlen(struct __sk_buff *skb, __u64 *qlen, __u64 *
 {
 	if (sample_source == SLUICE_AQM_SRC_SCRIPTED) {
 		__u32 k = 0;
-		struct sluice_aqm_script *s = bpf_map_lookup_elem(&sl_aqm_script, &k);
+		struct sluice_aqm_script *s = bpf_map_lookup_elem(&sl_aqm_scr_v1, &k);
 		if (!s)
 			return -1;
 		*qlen = s->qlen;
@@ -142,7 +140,7 @@ static __always_inline int read_qlen(struct __sk_buff *skb, __u64 *qlen, __u64 *
 	/* Zero until the qdisc's first event: an empty queue, or a bfifo root
 	 * bypassed while empty (no enqueue then). */
 	__u32 k = 0;
-	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_backlog, &k);
+	struct sluice_aqm_backlog *b = bpf_map_lookup_elem(&sl_aqm_bklog_v1, &k);
 	if (!b)
 		return -1;
 	*qlen = qlen_unit == SLUICE_AQM_UNIT_PACKETS ? b->packets : b->bytes;
@@ -238,7 +236,7 @@ int aqm_egress(struct __sk_buff *skb)
 
 	if (read_qlen(skb, &qlen, &t) == 0 && ein_enabled) {
 		__u32 k = 0;
-		struct sluice_aqm_state *s = bpf_map_lookup_elem(&sl_aqm_state, &k);
+		struct sluice_aqm_state *s = bpf_map_lookup_elem(&sl_aqm_state_v1, &k);
 		if (s)
 			ein = ein_sample(s, qlen, t);
 	}
@@ -307,7 +305,7 @@ SEC("tc")
 int aqm_departure(struct __sk_buff *skb)
 {
 	__u32 k = 0;
-	struct sluice_aqm_state *s = bpf_map_lookup_elem(&sl_aqm_state, &k);
+	struct sluice_aqm_state *s = bpf_map_lookup_elem(&sl_aqm_state_v1, &k);
 	struct sl_cursor c;
 	struct sl_pkt p = {};
 

@@ -2,7 +2,7 @@
 /* PAC (proactive ACK control, pac-icnp14 §III): ABI shared by
  * bpf/host/pac.bpf.c and the agent (agent/mechanisms/pac/).
  *
- * Division of labour (README "PAC"):
+ * Division of labour (docs/pac.md, "How it is built"):
  *  - tc ingress: every data segment of a managed flow lowers the in-flight
  *    estimate by its payload (eq. 5) and feeds per-flow bytes (MLFQ level),
  *    ECN CE counts (α) and an RTT sample.
@@ -12,8 +12,8 @@
  *    dropped. The agent holds it in the MLFQ and re-injects it through an
  *    AF_PACKET socket whose SO_MARK makes the egress program admit it and
  *    account its trigger.
- *  - Per-flow state is split by writer: `pac_flows` is written by BPF only,
- *    `pac_flow_ctl` by the agent only; the global `struct sluice_pac_state`
+ *  - Per-flow state is split by writer: `sl_pac_flows_v1` is written by BPF only,
+ *    `sl_pac_ctl_v1` by the agent only; the global `struct sluice_pac_state`
  *    lives in the program's .bss, which the agent maps and updates with
  *    atomic instructions.
  *
@@ -49,36 +49,36 @@ struct sluice_pac_flow_key {
 /* Per-flow state written only by the BPF programs. */
 struct sluice_pac_flow {
 	__u64 first_ns;
-	__u64 last_ns;       /* last packet either way */
-	__u64 bytes_rcvd;    /* payload received: MLFQ level (§III-D) */
-	__u64 data_pkts;     /* wire segments received */
-	__u64 ce_pkts;       /* of which CE-marked */
-	__u64 diverted;      /* ACKs handed to the agent */
-	__u64 reinjected;    /* of which came back (marked) and were sent */
-	__u64 admitted;      /* ACKs admitted in the kernel */
-	__u64 ts_sent_ns;    /* when an ACK carrying ts_val_sent last left */
-	__u64 cur_burst;     /* payload received since our last data segment */
-	__u64 burst_bytes;   /* ...and between the two data segments before */
-	__u64 trig_sum;      /* triggers accounted for this flow (eq. 3 summed) */
-	__u32 last_ack;      /* ACK_prev of eq. (3): last ACK number released */
-	__u32 last_win;      /* raw window of that ACK */
-	__u32 ack_high;      /* highest ACK number our stack generated (held or not) */
-	__u32 mss;           /* largest segment seen (GSO: gso_size) */
-	__u32 ts_val_sent;   /* our TSval on the last ACK released */
-	__u32 srtt_us;       /* RTT from TCP timestamps, EWMA 1/8; 0 = none */
-	__u32 retrans_segs;  /* RTO duplicates: already-acked data starting at last_ack */
-	__u8 ack_valid;      /* last_ack holds a released ACK */
-	__u8 ce_seen;        /* a CE mark puts the flow in CA (§III-C) */
-	__u8 fin_rst;        /* bit 0: FIN seen, bit 1: RST seen */
-	__u8 rcv_valid;      /* rcv_high holds a value */
-	__u32 rcv_high;      /* highest seq + len received (host order) */
-	__u8 ca_inferred;    /* §III-C CA, inferred here: triggered bytes that never came */
-	__u8 wscale;         /* our window scale + 1, from our SYN/SYN-ACK (rwnd_cap_bytes); 0 = unknown */
-	__u8 bflags;         /* SLUICE_PAC_BF_* */
-	__u8 bepoch;         /* low byte of pac.bound_epoch when contrib was last valid */
-	__u64 gap_bytes;     /* sequence space skipped by arriving data (lost) */
-	__u64 expect;        /* this flow's share of in_flight: triggered, not yet arrived */
-	/* Trigger age (README "PAC: estimate"): triggers released in the
+	__u64 last_ns;      /* last packet either way */
+	__u64 bytes_rcvd;   /* payload received: MLFQ level (§III-D) */
+	__u64 data_pkts;    /* wire segments received */
+	__u64 ce_pkts;      /* of which CE-marked */
+	__u64 diverted;     /* ACKs handed to the agent */
+	__u64 reinjected;   /* of which came back (marked) and were sent */
+	__u64 admitted;     /* ACKs admitted in the kernel */
+	__u64 ts_sent_ns;   /* when an ACK carrying ts_val_sent last left */
+	__u64 cur_burst;    /* payload received since our last data segment */
+	__u64 burst_bytes;  /* ...and between the two data segments before */
+	__u64 trig_sum;     /* triggers accounted for this flow (eq. 3 summed) */
+	__u32 last_ack;     /* ACK_prev of eq. (3): last ACK number released */
+	__u32 last_win;     /* raw window of that ACK */
+	__u32 ack_high;     /* highest ACK number our stack generated (held or not) */
+	__u32 mss;          /* largest segment seen (GSO: gso_size) */
+	__u32 ts_val_sent;  /* our TSval on the last ACK released */
+	__u32 srtt_us;      /* RTT from TCP timestamps, EWMA 1/8; 0 = none */
+	__u32 retrans_segs; /* RTO duplicates: already-acked data starting at last_ack */
+	__u8 ack_valid;     /* last_ack holds a released ACK */
+	__u8 ce_seen;       /* a CE mark puts the flow in CA (§III-C) */
+	__u8 fin_rst;       /* bit 0: FIN seen, bit 1: RST seen */
+	__u8 rcv_valid;     /* rcv_high holds a value */
+	__u32 rcv_high;     /* highest seq + len received (host order) */
+	__u8 ca_inferred;   /* §III-C CA, inferred here: triggered bytes that never came */
+	__u8 wscale;        /* our window scale + 1, from our SYN/SYN-ACK (rwnd_cap_bytes); 0 = unknown */
+	__u8 bflags;        /* SLUICE_PAC_BF_* */
+	__u8 bepoch;        /* low byte of pac.bound_epoch when contrib was last valid */
+	__u64 gap_bytes;    /* sequence space skipped by arriving data (lost) */
+	__u64 expect;       /* this flow's share of in_flight: triggered, not yet arrived */
+	/* Trigger age (docs/pac.md, the per-flow correction): triggers released in the
 	 * current and the previous age window; expected bytes beyond their sum
 	 * were triggered at least one window ago and did not come. */
 	__u64 age_start_ns;
@@ -94,9 +94,9 @@ struct sluice_pac_flow {
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
 struct sluice_pac_flow_ctl {
-	__u64 dropped;       /* held ACKs the agent dropped (stale/teardown) */
-	__u32 window;        /* estimated sender window in bytes (CA increment) */
-	__u8 ca;             /* inferred congestion avoidance (§III-C) */
+	__u64 dropped; /* held ACKs the agent dropped (stale/teardown) */
+	__u32 window;  /* estimated sender window in bytes (CA increment) */
+	__u8 ca;       /* inferred congestion avoidance (§III-C) */
 	__u8 pad[3];
 };
 
@@ -104,33 +104,33 @@ struct sluice_pac_flow_ctl {
  * mmapped map. Fields both sides modify are changed with atomic adds /
  * compare-and-swap only. */
 struct sluice_pac_state {
-	__s64 in_flight;        /* eq. (4)/(5) estimate, bytes (may dip below 0) */
-	__u64 threshold;        /* eq. (2), set by the agent */
-	__u64 heartbeat_ns;     /* agent alive at this bpf_ktime_get_ns() */
-	__u64 data_pkts;        /* ingress data segments of managed flows */
+	__s64 in_flight;    /* eq. (4)/(5) estimate, bytes (may dip below 0) */
+	__u64 threshold;    /* eq. (2), set by the agent */
+	__u64 heartbeat_ns; /* agent alive at this bpf_ktime_get_ns() */
+	__u64 data_pkts;    /* ingress data segments of managed flows */
 	__u64 data_bytes;
 	__u64 ce_pkts;
-	__u64 held;             /* ACKs queued in the agent (agent writes) */
-	__u64 wake_room;        /* trigger of the agent's head ACK (agent writes) */
-	__u32 wake_pending;     /* 1 while a wake event is unconsumed */
-	__u32 epoch;            /* bumped by the agent when it lowers in_flight
-				 * globally (eq. 6, idle pipe): per-flow expected
-				 * bytes of older epochs are void */
-	__u64 last_data_ns;     /* last data segment of a managed flow arrived */
-	__u64 last_trigger_ns;  /* last time in_flight was raised (eq. 4) */
-	__u64 phantom_bytes;    /* expected bytes written off (trigger age) */
+	__u64 held;            /* ACKs queued in the agent (agent writes) */
+	__u64 wake_room;       /* trigger of the agent's head ACK (agent writes) */
+	__u32 wake_pending;    /* 1 while a wake event is unconsumed */
+	__u32 epoch;           /* bumped by the agent when it lowers in_flight
+				* globally (eq. 6, idle pipe): per-flow expected
+				* bytes of older epochs are void */
+	__u64 last_data_ns;    /* last data segment of a managed flow arrived */
+	__u64 last_trigger_ns; /* last time in_flight was raised (eq. 4) */
+	__u64 phantom_bytes;   /* expected bytes written off (trigger age) */
 	__u64 phantom_events;
-	__u64 rwnd_clamped;     /* segments whose receive window was capped (rwnd_cap_bytes) */
+	__u64 rwnd_clamped; /* segments whose receive window was capped (rwnd_cap_bytes) */
 	/* With rwnd_cap_bytes and cap_to_response: Σ over request/response
 	 * flows of min(edge − highest byte received, what is left of the
 	 * response), an upper bound of their data in flight that cannot drift
 	 * (recomputed from sequence numbers at every packet). Admission uses
 	 * max(in_flight, bound). */
 	__s64 bound;
-	__u32 bound_epoch;      /* bumped by the agent when it clears bound (idle pipe) */
+	__u32 bound_epoch; /* bumped by the agent when it clears bound (idle pipe) */
 	__u32 pad3;
-	__u64 last_request_ns;  /* last time a request of ours left (its response may not have begun) */
-	__u64 resp_guess;       /* size of the last response measured on any flow: a new flow's first guess */
+	__u64 last_request_ns; /* last time a request of ours left (its response may not have begun) */
+	__u64 resp_guess;      /* size of the last response measured on any flow: a new flow's first guess */
 	/* Trigger of the ACK the agent releases next, 0 when it holds no ACK
 	 * or windows are not capped (agent writes): the kernel admits another
 	 * flow's ACK only if this one still fits after it, so a flow whose ACKs
@@ -139,9 +139,9 @@ struct sluice_pac_state {
 	__u64 ack_room;
 };
 
-#define SLUICE_PAC_BF_EDGE 0x01  /* sluice_pac_flow.edge holds a value */
-#define SLUICE_PAC_BF_GUESS 0x02 /* burst_bytes is the initial-window guess, not a measured response */
-#define SLUICE_PAC_BF_LISTED 0x04 /* in pac_watch: watched for the end of its response */
+#define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
+#define SLUICE_PAC_BF_GUESS 0x02  /* burst_bytes is the initial-window guess, not a measured response */
+#define SLUICE_PAC_BF_LISTED 0x04 /* in sl_pac_watch_v1: watched for the end of its response */
 #define SLUICE_PAC_WATCH_SLOTS 16
 
 enum sluice_pac_event_type {
@@ -161,15 +161,15 @@ struct sluice_pac_event {
 	__u64 bytes_rcvd;
 	struct sluice_pac_flow_key key;
 	__u32 ack;
-	__u32 last_ack;        /* flow's ACK_prev when diverted */
+	__u32 last_ack; /* flow's ACK_prev when diverted */
 	__u32 mss;
 	__u32 retrans_segs;
-	__u32 req_bytes;       /* held request (hold_requests): expected response */
+	__u32 req_bytes; /* held request (hold_requests): expected response */
 	__u16 window;
 	__u16 frame_len;
 	__u8 type;
 	__u8 tcp_flags;
-	__u8 flags;            /* SLUICE_PAC_EVF_* */
+	__u8 flags; /* SLUICE_PAC_EVF_* */
 	__u8 ack_valid;
 	__u8 frame[SLUICE_PAC_FRAME_MAX];
 };
@@ -225,8 +225,8 @@ static inline int sluice_pac_fits(__s64 in_flight, __u64 trig, __u64 threshold)
  * signals one segment left the network and may clock one out: MSS.
  * An ACK behind ACK_prev (reordered/stale) triggers nothing: 0.
  * Without an earlier ACK (ack_valid == 0) delta is taken as one MSS. */
-static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack, __u32 mss,
-				       __u32 window, __u8 ca, __u8 ece)
+static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack, __u32 mss, __u32 window, __u8 ca,
+				       __u8 ece)
 {
 	__s32 d;
 	__u32 delta, inc;

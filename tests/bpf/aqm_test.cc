@@ -98,9 +98,9 @@ class AqmTest : public ::testing::TestWithParam<std::string> {
     sk->load();
     prog_ = bpf_program__fd((*sk)->progs.aqm_egress);
     departure_prog_ = bpf_program__fd((*sk)->progs.aqm_departure);
-    script_map_ = bpf_map__fd((*sk)->maps.sl_aqm_script);
+    script_map_ = bpf_map__fd((*sk)->maps.sl_aqm_scr_v1);
     counters_map_ = bpf_map__fd((*sk)->maps.sl_counters);
-    state_map_ = bpf_map__fd((*sk)->maps.sl_aqm_state);
+    state_map_ = bpf_map__fd((*sk)->maps.sl_aqm_state_v1);
   }
   int prog() const { return prog_; }
   void script(uint64_t t, uint64_t q) {

@@ -96,8 +96,8 @@ class EinTest : public ::testing::Test {
     (*skel_)->rodata->echo_fresh_ns = kFreshNs;
     skel_->load();
   }
-  int map() const { return bpf_map__fd((*skel_)->maps.sl_ein_sk); }
-  // What sluice_pulser's init does: give the socket an sl_ein_sk entry.
+  int map() const { return bpf_map__fd((*skel_)->maps.sl_ein_sk_v1); }
+  // What sluice_pulser's init does: give the socket an sl_ein_sk_v1 entry.
   void manage(int fd) {
     sluice_ein_sk v{};
     ASSERT_EQ(bpf_map_update_elem(map(), &fd, &v, BPF_NOEXIST), 0) << strerror(errno);
@@ -212,7 +212,7 @@ TEST_F(EinTest, SenderCountsEchoesForPulserSockets) {
 }
 
 TEST_F(EinTest, UnmanagedFlowsAreIgnoredAndCounted) {
-  auto c = connect_pair(false);  // no sl_ein_sk entry on either socket
+  auto c = connect_pair(false);  // no sl_ein_sk_v1 entry on either socket
   ingress(build(data(*c, 1000, true)));
   Bytes a = build(ack(*c, 2000));
   EXPECT_EQ(egress(a), a) << "EIN on an unmanaged flow is not echoed";

@@ -40,7 +40,7 @@ class FlowstatTest : public ::testing::Test {
     k.dport = htons(s.dport);
     k.proto = s.proto;
     k.dir = dir;
-    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_flows), &k, out) == 0;
+    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fs_flows_v1), &k, out) == 0;
   }
   std::unique_ptr<Skeleton<flowstat>> skel_;
 };

@@ -79,7 +79,7 @@ class PacBpfTest : public ::testing::Test {
     st_ = &(*skel_)->bss->pac;
     st_->threshold = 10 * kMss;
     alive();
-    rb_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.pac_events), &PacBpfTest::on_event, this, nullptr);
+    rb_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_pac_evt_v1), &PacBpfTest::on_event, this, nullptr);
     ASSERT_NE(rb_, nullptr);
   }
   void TearDown() override {
@@ -98,12 +98,12 @@ class PacBpfTest : public ::testing::Test {
   int ingress() const { return bpf_program__fd((*skel_)->progs.pac_ingress); }
   sluice_pac_flow flow(const sluice_pac_flow_key& k = flow_key()) const {
     sluice_pac_flow f{};
-    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.pac_flows), &k, &f), 0) << "flow missing";
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v1), &k, &f), 0) << "flow missing";
     return f;
   }
   bool has_flow(const sluice_pac_flow_key& k) const {
     sluice_pac_flow f{};
-    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.pac_flows), &k, &f) == 0;
+    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v1), &k, &f) == 0;
   }
   uint64_t reason(uint32_t r) const {
     return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
@@ -182,7 +182,7 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   EXPECT_EQ(f.reinjected, 1u);
   EXPECT_EQ(f.last_ack, 1000 + 2 * kMss);
 
-  // The agent dropped the other one (stale): once pac_flow_ctl says so, the
+  // The agent dropped the other one (stale): once sl_pac_ctl_v1 says so, the
   // flow has nothing held and ACKs are admitted again.
   st_->in_flight = 0;
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot) << "still one held (others too)";
@@ -190,7 +190,7 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   sluice_pac_flow_ctl c{};
   c.dropped = 2;
   auto k = flow_key();
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.pac_flow_ctl), &k, &c, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &k, &c, BPF_ANY), 0);
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 5 * kMss))).retval, kNext);
   EXPECT_EQ(reason(SLUICE_R_PAC_ADMIT), 2u);
   EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 3u);

@@ -1,6 +1,6 @@
 // aqm_compat's queue-length source against the qdisc itself, on a real
 // veth with a real TBF root and real traffic: the backlog the qdisc
-// tracepoints leave in sl_aqm_backlog is the one the qdisc reports over
+// tracepoints leave in sl_aqm_bklog_v1 is the one the qdisc reports over
 // netlink (what `tc -s qdisc` prints), and the queue length the marking
 // program samples per packet is the one aqm (bpf_cast_to_kern_ctx) samples
 // for the same packet where the kernel has the kfunc.
@@ -115,7 +115,7 @@ template <typename S>
 sluice_aqm_state state(Skeleton<S>& s) {
   sluice_aqm_state st{};
   uint32_t k = 0;
-  bpf_map_lookup_elem_flags(bpf_map__fd(s->maps.sl_aqm_state), &k, &st, BPF_F_LOCK);
+  bpf_map_lookup_elem_flags(bpf_map__fd(s->maps.sl_aqm_state_v1), &k, &st, BPF_F_LOCK);
   return st;
 }
 
@@ -153,7 +153,7 @@ class AqmBacklogTest : public ::testing::Test {
   sluice_aqm_backlog backlog() {
     sluice_aqm_backlog b{};
     uint32_t k = 0;
-    bpf_map_lookup_elem(bpf_map__fd(compat_->maps.sl_aqm_backlog), &k, &b);
+    bpf_map_lookup_elem(bpf_map__fd(compat_->maps.sl_aqm_bklog_v1), &k, &b);
     return b;
   }
   QdiscStats& qs() {

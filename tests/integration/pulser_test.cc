@@ -418,8 +418,8 @@ void PulserTest::brake_and_restore(bool departure) {
               pre, (t_braked - t_incast) * 1000, back, (t_back - t_incast) * 1000, took * 1000);
 
   // The per-socket view of the same story, from the shared EIN map.
-  int map = bpf_obj_get((lab_->bpffs() + "/sluice/cc/sl_ein_sk").c_str());
-  ASSERT_GE(map, 0) << "sl_ein_sk is not pinned where the ein modules and sluice_pulser share it";
+  int map = bpf_obj_get((lab_->bpffs() + "/sluice/cc/sl_ein_sk_v1").c_str());
+  ASSERT_GE(map, 0) << "sl_ein_sk_v1 is not pinned where the ein modules and sluice_pulser share it";
   close(map);
   json c = cc_status(pulser_);
   EXPECT_GE(c.value("brakes", 0), 1) << c.dump();

@@ -15,7 +15,7 @@
 rate_mbit=50
 run=/tmp/slvm-pulser
 mkdir -p $run/bpf
-# One bpffs for every agent: sl_ein_sk (per-socket EIN state) is shared by
+# One bpffs for every agent: sl_ein_sk_v1 (per-socket EIN state) is shared by
 # the congestion control (switch agent) and the hosts' ein programs.
 # `ip netns exec` hides /sys/fs/bpf, not mounts under /tmp.
 mount -t bpf bpf $run/bpf || vm_fail "mount bpffs"

@@ -133,7 +133,7 @@ class AqmModule : public Module {
       // queue; the qdisc's next enqueue or dequeue sets the real one.
       sluice_aqm_backlog zero{};
       uint32_t k = 0;
-      bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_aqm_backlog), &k, &zero, BPF_ANY);
+      bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_aqm_bklog_v1), &k, &zero, BPF_ANY);
       links_.emplace_back(skel_->progs.aqm_qdisc_enqueue, "tp_btf/qdisc_enqueue");
       links_.emplace_back(skel_->progs.aqm_qdisc_dequeue, "tp_btf/qdisc_dequeue");
     }
@@ -194,7 +194,7 @@ class AqmModule : public Module {
   sluice_aqm_state state() const {
     sluice_aqm_state s{};
     uint32_t k = 0;
-    bpf_map_lookup_elem_flags(bpf_map__fd(skel_->maps.sl_aqm_state), &k, &s, BPF_F_LOCK);
+    bpf_map_lookup_elem_flags(bpf_map__fd(skel_->maps.sl_aqm_state_v1), &k, &s, BPF_F_LOCK);
     return s;
   }
 
@@ -250,7 +250,7 @@ class AqmModule : public Module {
     if constexpr (kTracepoint) {
       sluice_aqm_backlog b{};
       uint32_t k = 0;
-      bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sl_aqm_backlog), &k, &b);
+      bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sl_aqm_bklog_v1), &k, &b);
       return b.events;
     }
     return 0;

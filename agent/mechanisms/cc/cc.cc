@@ -124,7 +124,7 @@ size_t ca_name_offset_in_value() {
 
 }  // namespace
 
-std::string ein_map_pin_path(const std::string& pin_root) { return pin_root + "/cc/sl_ein_sk"; }
+std::string ein_map_pin_path(const std::string& pin_root) { return pin_root + "/cc/sl_ein_sk_v1"; }
 
 bool is_sluice_struct_ops(const std::string& map_name) {
   return map_name == "sluice_dctcp" || map_name == "sluice_pulser";
@@ -207,7 +207,7 @@ RegisteredCc::RegisteredCc(const CcParams& p) : impl_(std::make_unique<Impl>()),
     if (!p.ein_map_pin.empty()) {
       auto slash = p.ein_map_pin.rfind('/');
       if (slash != std::string::npos && slash > 0) make_dirs(p.ein_map_pin.substr(0, slash));
-      rc = bpf_map__set_pin_path(impl_->p->maps.sl_ein_sk, p.ein_map_pin.c_str());
+      rc = bpf_map__set_pin_path(impl_->p->maps.sl_ein_sk_v1, p.ein_map_pin.c_str());
       if (rc) throw SysError("set pin path " + p.ein_map_pin, rc);
     }
     rc = pulser__load(impl_->p);
@@ -266,7 +266,7 @@ sluice_cc_stats RegisteredCc::stats() const {
   return s;
 }
 
-int RegisteredCc::ein_map_fd() const { return impl_->p ? bpf_map__fd(impl_->p->maps.sl_ein_sk) : -1; }
+int RegisteredCc::ein_map_fd() const { return impl_->p ? bpf_map__fd(impl_->p->maps.sl_ein_sk_v1) : -1; }
 
 nlohmann::json RegisteredCc::status() const {
   auto s = stats();

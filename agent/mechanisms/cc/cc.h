@@ -32,7 +32,7 @@ struct CcParams {
   uint32_t dctcp_shift_g = 4;           // g = 1/2^shift_g
   uint32_t dctcp_alpha_on_init = 1024;  // 1/1024 units
   uint32_t pulser_cwnd_safe = 4;        // segments
-  // Pulser: where the per-socket EIN map (sl_ein_sk) is pinned so the ein
+  // Pulser: where the per-socket EIN map (sl_ein_sk_v1) is pinned so the ein
   // tc programs share it. Empty: not pinned (tests pass the fd around).
   std::string ein_map_pin;
 };
@@ -49,7 +49,7 @@ class RegisteredCc {
   const CcParams& params() const { return params_; }
   const std::string& name() const { return params_.name; }
   sluice_cc_stats stats() const;
-  // sl_ein_sk of sluice_pulser (-1 for dctcp).
+  // sl_ein_sk_v1 of sluice_pulser (-1 for dctcp).
   int ein_map_fd() const;
   nlohmann::json status() const;
   // Unregisters now (also done by the destructor). Idempotent.
@@ -67,7 +67,7 @@ std::unique_ptr<HostService> make_cc_service(const Config& cfg);
 // "[cc] register" when cfg registers any, else "".
 std::string cc_used_by(const Config& cfg);
 
-// Where sl_ein_sk (per-socket EIN state) is pinned under an agent's
+// Where sl_ein_sk_v1 (per-socket EIN state) is pinned under an agent's
 // pin_root: shared by sluice_pulser and the ein programs of every
 // interface (all agents of one host must use the same pin_root).
 std::string ein_map_pin_path(const std::string& pin_root);

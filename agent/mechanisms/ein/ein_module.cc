@@ -19,11 +19,11 @@ class EinModule : public Module {
     skel_->rodata->ein_mask = ec.mask;
     skel_->rodata->echo_fresh_ns = uint64_t(ec.echo_fresh_us) * 1000;
     skel_.pin_maps(ctx.pin_dir);
-    // sl_ein_sk is host-wide, shared with sluice_pulser and the other
+    // sl_ein_sk_v1 is host-wide, shared with sluice_pulser and the other
     // interfaces: one pin outside the per-interface directory.
     shared_pin_ = ein_map_pin_path(ctx.config.agent.pin_root);
     make_dirs(shared_pin_.substr(0, shared_pin_.rfind('/')));
-    int rc = bpf_map__set_pin_path(skel_->maps.sl_ein_sk, shared_pin_.c_str());
+    int rc = bpf_map__set_pin_path(skel_->maps.sl_ein_sk_v1, shared_pin_.c_str());
     if (rc) throw SysError("set pin path " + shared_pin_, rc);
     skel_.load();
     bit_ = ec.bit;

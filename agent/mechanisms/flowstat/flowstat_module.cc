@@ -109,14 +109,14 @@ nlohmann::json FlowstatModule::flow_table(size_t limit) const {
 std::vector<FlowRow> FlowstatModule::flows() const {
   std::vector<FlowRow> rows;
   for_each_entry<sluice_flow_key, sluice_flow_stats>(
-      bpf_map__fd(impl_->skel->maps.sl_flows),
+      bpf_map__fd(impl_->skel->maps.sl_fs_flows_v1),
       [&](const sluice_flow_key& k, const sluice_flow_stats& v) { rows.push_back({k, v}); });
   return rows;
 }
 
 size_t FlowstatModule::expire_idle(uint64_t now_ns, uint64_t idle_ns) {
   size_t n = 0;
-  int fd = bpf_map__fd(impl_->skel->maps.sl_flows);
+  int fd = bpf_map__fd(impl_->skel->maps.sl_fs_flows_v1);
   for (const auto& r : flows()) {
     if (r.stats.last_ns && now_ns > r.stats.last_ns && now_ns - r.stats.last_ns > idle_ns) {
       if (bpf_map_delete_elem(fd, &r.key) == 0) ++n;

@@ -400,8 +400,8 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   s.pin_maps(ctx.pin_dir);
   s.load();
   m.st = &s->bss->pac;
-  m.flows_fd = bpf_map__fd(s->maps.pac_flows);
-  m.ctl_fd = bpf_map__fd(s->maps.pac_flow_ctl);
+  m.flows_fd = bpf_map__fd(s->maps.sl_pac_flows_v1);
+  m.ctl_fd = bpf_map__fd(s->maps.sl_pac_ctl_v1);
   // Pinned tables may hold a previous run's flows, whose held ACKs died
   // with that process: start clean.
   for (int fd : {m.flows_fd, m.ctl_fd}) {
@@ -415,7 +415,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.reinjector = std::make_unique<Reinjector>(m.ifname, m.cfg.reinject_mark);
   m.engine = std::make_unique<Engine>(params_of(m.cfg), m);
   m.corrector = std::make_unique<DeviationCorrector>(m.cfg.lambda, m.engine->params().ewma_gain);
-  m.rb = ring_buffer__new(bpf_map__fd(s->maps.pac_events), &Impl::on_sample, &m, nullptr);
+  m.rb = ring_buffer__new(bpf_map__fd(s->maps.sl_pac_evt_v1), &Impl::on_sample, &m, nullptr);
   if (!m.rb) throw SysError("PAC: ring buffer", errno);
   // Alive before attaching, so the first ACKs are already controlled.
   m.on_heartbeat();

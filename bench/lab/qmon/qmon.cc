@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     if (method == "bpf") {
       skel = std::make_unique<Skeleton<qmon>>();
       skel->load();
-      int fd = bpf_map__fd((*skel)->maps.qm_ports);
+      int fd = bpf_map__fd((*skel)->maps.sl_qm_ports_v1);
       for (const auto& p : ports) {
         sluice_qmon_key k{p.netns_ino, p.ifindex};
         if (bpf_map_update_elem(fd, &k, &p.slot, BPF_NOEXIST) != 0)
@@ -197,8 +197,8 @@ int main(int argc, char** argv) {
     const uint64_t t0 = mono_ns();
     const uint64_t step = uint64_t(interval_us) * 1000;
     uint64_t next = t0 + step;
-    int ivfd = skel ? bpf_map__fd((*skel)->maps.qm_interval) : -1;
-    int stfd = skel ? bpf_map__fd((*skel)->maps.qm_state) : -1;
+    int ivfd = skel ? bpf_map__fd((*skel)->maps.sl_qm_ival_v1) : -1;
+    int stfd = skel ? bpf_map__fd((*skel)->maps.sl_qm_state_v1) : -1;
     while (!g_stop) {
       timespec ts{time_t(next / 1000000000ull), long(next % 1000000000ull)};
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
       double mean = p.samples ? p.sum_bytes / double(p.samples) : 0;
       if (skel) {
         mb = mp = events = 0;
-        for (const auto& c : percpu<sluice_qmon_max>(bpf_map__fd((*skel)->maps.qm_max), p.slot, ncpu)) {
+        for (const auto& c : percpu<sluice_qmon_max>(bpf_map__fd((*skel)->maps.sl_qm_max_v1), p.slot, ncpu)) {
           mb = std::max<uint64_t>(mb, c.max_bytes);
           mp = std::max<uint64_t>(mp, c.max_pkts);
           events += c.events;

@@ -57,7 +57,7 @@ class _SluiceSwitch(Variant):
         return stem + "_d", stem + "_p"
 
     def _start(self, ctx, ns, tag, role, body):
-        # One pin_root for every agent of the point: sl_ein_sk is shared by
+        # One pin_root for every agent of the point: sl_ein_sk_v1 is shared by
         # the hosts' ein programs and the switch agent's sluice_pulser.
         pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}"
         return self.agents.start(ctx, ns, tag, pin_root, f"""[ein]

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* PAC datapath, part of bpf/host/pac.bpf.c (one translation unit): the
+ * in-flight estimate (pac-icnp14 §III-C). Eq. (3) triggers bounded by the
+ * response and the window, a request's trigger (its expected response),
+ * eq. (4) on release, the per-flow write-off of expected bytes that never
+ * came (trigger age, §III-C's sources of over-estimation), and what
+ * admission compares with the threshold (Algorithm 1 line 11). Included by
+ * pac.bpf.c after pac_flow.h and pac_window.h, whose functions it uses. */
+#ifndef SLUICE_BPF_PAC_ESTIMATE_H
+#define SLUICE_BPF_PAC_ESTIMATE_H
+
+static __always_inline void lower_in_flight(__s64 by)
+{
+	if (by <= 0)
+		return;
+	__s64 after = __sync_fetch_and_add(&pac.in_flight, -by) - by;
+	if (after < 0)
+		__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+}
+
+/* The agent lowered in_flight globally (eq. 6 or an idle pipe) since this
+ * flow's expected bytes were counted: they are part of what it removed. */
+static __always_inline void sync_epoch(struct sluice_pac_flow *f)
+{
+	__u32 e = pac.epoch;
+	if (f->epoch != e) {
+		f->epoch = e;
+		f->expect = 0;
+		f->trig_cur = 0;
+		f->trig_prev = 0;
+	}
+}
+
+/* Trigger age windows: max(2 RTT, trigger_age_min_ns). The RTT is measured
+ * from the release of an ACK to the arrival of the data echoing its TSval,
+ * so it includes the sender's reaction and the bottleneck queue. */
+static __always_inline void age_rotate(struct sluice_pac_flow *f, __u64 now)
+{
+	__u64 w = (__u64)f->srtt_us * 2000;
+	if (w < trigger_age_min_ns)
+		w = trigger_age_min_ns;
+	__u64 el = now - f->age_start_ns;
+	if (f->age_start_ns && el < w)
+		return;
+	f->trig_prev = (f->age_start_ns && el < 2 * w) ? f->trig_cur : 0;
+	f->trig_cur = 0;
+	f->age_start_ns = now;
+}
+
+/* PAC §III-C names the sources of over-estimation (the sender's phase is
+ * unknown, the last ACKs of a transfer trigger nothing, ECN/flow control
+ * shrink the window) and corrects them in aggregate with eq. (6), which
+ * reacts only to a throughput drop. Per flow we can do better: data arrive
+ * in order, so the bytes still expected are the ones triggered last; if they
+ * exceed what the flow's ACKs triggered during the last age window (>= 2
+ * RTT), the excess was triggered earlier and never came: it is written off.
+ * Written off while data still arrives, it also says the sender grows slower
+ * than slow start: §III-C congestion avoidance. Returns the bytes written off. */
+static __always_inline __u64 age_expect(struct sluice_pac_flow *f, __u64 now, int infer)
+{
+	if (!trigger_age_min_ns)
+		return 0;
+	age_rotate(f, now);
+	__u64 recent = f->trig_cur + f->trig_prev;
+	if (f->expect <= recent)
+		return 0;
+	__u64 ph = f->expect - recent;
+	f->expect = recent;
+	lower_in_flight((__s64)ph);
+	f->phantom_bytes += ph;
+	__sync_fetch_and_add(&pac.phantom_bytes, ph);
+	__sync_fetch_and_add(&pac.phantom_events, 1);
+	if (infer && ph > (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS))
+		f->ca_inferred = 1;
+	return ph;
+}
+
+/* What admission compares with the threshold: the eq. (4)/(5) estimate of
+ * the flows the bound does not cover, plus the bound. */
+static __always_inline __s64 admit_in_flight(void)
+{
+	__s64 a = pac.in_flight;
+	if (rwnd_cap_bytes && cap_to_response)
+		a += pac.bound;
+	return a;
+}
+
+/* Eq. (3), bounded for request/response flows: a sender cannot send more
+ * than it was asked for, and the last ACKs of a response trigger nothing
+ * (§III-C names the end of a transfer as a source of over-estimation).
+ * Once a flow's response size is known (burst_bytes, from the previous
+ * request) a trigger is capped by what is left of the response beyond what
+ * is already expected in flight. Bulk flows (no request seen) are not
+ * capped; eq. (6) corrects them. With rwnd_cap_bytes, every trigger is also
+ * bounded by the room the window leaves. */
+static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
+					const struct sl_pkt *p, __u8 sack)
+{
+	/* Eq. (3) for an ACK that does not advance: a duplicate ACK clocks out
+	 * a segment, but one without SACK whose window changed is a window
+	 * update, which the sender does not count as a duplicate (RFC 5681
+	 * §2): it sends new data only if it was window limited. */
+	if (f->ack_valid && p->ack_seq == f->last_ack && !sack && p->window != f->last_win)
+		return 0;
+	__u8 ca = f->ce_seen || f->ca_inferred || (c && c->ca);
+	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
+				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
+	if (cap_to_response && f->burst_bytes) {
+		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
+		if (room < 0)
+			room = 0;
+		if ((__s64)t > room)
+			t = (__u32)room;
+	}
+	return cap_to_window(t, f, p, f->expect);
+}
+
+/* A data segment from the receiver (a request) is what sets the sender's
+ * next response going, ACK-clocked by nothing: count it as the bytes the flow
+ * sent between our two previous data segments (the last response). A flow's
+ * first request takes the last response measured on any flow (the servers
+ * of an incast answer alike), or one initial window when none was measured
+ * yet; a first response larger than that counts its whole window from then
+ * on (bound_update()). With neither measured, the size is unknown (GUESS):
+ * the whole window counts. */
+static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
+{
+	__u64 b = f->cur_burst;
+	f->cur_burst = 0;
+	if (!b && !f->burst_bytes) {
+		/* The bound's flows only (a capped window bounds a wrong guess):
+		 * the eq. (4)/(5) estimate keeps one initial window, as measured
+		 * at 1 Gbit/s before (docs/pac.md); the peer guess was not
+		 * measured to help it. */
+		b = rwnd_cap_bytes && cap_to_response ? pac.resp_guess : 0;
+		if (!b) {
+			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+			f->bflags |= SLUICE_PAC_BF_GUESS;
+		}
+	} else if (!b) {
+		b = f->burst_bytes;
+	} else {
+		f->bflags &= ~SLUICE_PAC_BF_GUESS;
+		pac.resp_guess = b;
+	}
+	/* Unwatched until its response's first segment lists it again
+	 * (bound_watch()): a flow waiting for its response is never cleared. */
+	f->bflags &= ~SLUICE_PAC_BF_LISTED;
+	f->burst_bytes = b;
+	return b > (1u << 30) ? (1u << 30) : (__u32)b;
+}
+
+/* Trigger of a request (a data segment we send): its ACK part (eq. 3) or
+ * the response it sets going (the previous response's size), whichever is
+ * larger. With cap_to_response the ACKs of the response then trigger nothing
+ * beyond it. `consume`: the request really leaves now (resets the
+ * per-response counters); otherwise only a peek. */
+static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const struct sluice_pac_flow_ctl *c,
+					     const struct sl_pkt *p, int consume, __u8 sack)
+{
+	__u64 b;
+	if (consume) {
+		/* A new request: the previous response is complete, and what is
+		 * still expected of it will not come (§III-C: the last ACKs of a
+		 * transfer trigger nothing). */
+		lower_in_flight((__s64)f->expect);
+		f->phantom_bytes += f->expect;
+		f->expect = 0;
+		b = request_burst(f);
+		pac.last_request_ns = bpf_ktime_get_ns();
+	} else {
+		b = f->cur_burst ? f->cur_burst : f->burst_bytes;
+		if (!b && rwnd_cap_bytes && cap_to_response)
+			b = pac.resp_guess;
+		if (!b)
+			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+	}
+	__u32 t = trigger_of(f, c, p, sack);
+	if (!account_requests)
+		return t;
+	if (b > (1u << 30))
+		b = 1u << 30;
+	/* Peeked or consumed, the same bound: when it leaves, the request
+	 * voids what the flow still expected (the agent releases a held one
+	 * on the peeked value, the kernel accounts the consumed one). */
+	return cap_to_window(b > t ? (__u32)b : t, f, p, 0);
+}
+
+/* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */
+static __always_inline void released(struct sluice_pac_flow *f, const struct sl_pkt *p, __u32 trig,
+				     const struct tcp_opts *o, __u64 now)
+{
+	if (rwnd_cap_bytes && f->wscale && (p->tcp_flags & SL_TCP_ACK)) {
+		__u32 edge = p->ack_seq + ((__u32)p->window << (f->wscale - 1));
+		if (!(f->bflags & SLUICE_PAC_BF_EDGE) || sluice_pac_seq_delta(f->edge, edge) > 0)
+			f->edge = edge;
+		f->bflags |= SLUICE_PAC_BF_EDGE;
+		if (!f->rcv_valid) {
+			/* Nothing received yet: the sender's next byte is our ACK. */
+			f->rcv_high = p->ack_seq;
+			f->rcv_valid = 1;
+		}
+	}
+	int cov = covered(f);
+	if (cov && f->expect) {
+		/* Covered from now on: its estimate leaves pac.in_flight. */
+		lower_in_flight((__s64)f->expect);
+		f->expect = 0;
+	}
+	if (trig) {
+		if (!cov) {
+			__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
+			__sync_fetch_and_add(&f->expect, trig);
+			age_rotate(f, now);
+			f->trig_cur += trig;
+		}
+		__sync_fetch_and_add(&f->trig_sum, trig);
+		pac.last_trigger_ns = now;
+	}
+	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)
+		f->last_ack = p->ack_seq;
+	f->ack_valid = 1;
+	f->last_win = p->window;
+	f->last_ns = now;
+	bound_update(f);
+	/* RTT sample: from the first release carrying a TSval to the first data
+	 * echoing it. Linux's TSval ticks every ms, so later ACKs of the same
+	 * tick keep the first time: a sample may be long by up to a tick, never
+	 * short (the trigger age must not fire on data still in flight). */
+	if (o->has_ts && o->tsval != f->ts_val_sent) {
+		f->ts_val_sent = o->tsval;
+		f->ts_sent_ns = now;
+	}
+}
+
+#endif /* SLUICE_BPF_PAC_ESTIMATE_H */
