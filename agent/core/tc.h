@@ -1,7 +1,7 @@
 // Attaching tc programs idempotently, through tcx links (6.6+) or a clsact
 // qdisc with cls_bpf direct-action filters.
 //
-// Rules (see README "Attaching"): an existing clsact qdisc is reused; only
+// Rules (see docs/operations.md "Attaching"): an existing clsact qdisc is reused; only
 // the filter we add (our handle, our priority) is ever deleted; the clsact
 // qdisc is deleted only when sluice created it and no filter of anyone is
 // left on it. A TcAttachment detaches itself when destroyed, so a vector of

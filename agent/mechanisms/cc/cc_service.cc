@@ -44,7 +44,7 @@ class CcService : public HostService {
       add("alpha_updates", "DCTCP alpha updates", s.alpha_updates);
       add("ecn_cuts", "Window reductions computed from alpha", s.ecn_cuts);
       add("loss_events", "Recovery entries and timeouts", s.loss_events);
-      add("repairs", "Impossible ssthresh/cwnd values undone (see README)", s.repairs);
+      add("repairs", "Impossible ssthresh/cwnd values undone (docs/pulser.md, A kernel anomaly)", s.repairs);
       if (c->params().kind == CcKind::Pulser) {
         add("ein_acks", "ACKs with a new EIN echo", s.ein_acks);
         add("brakes", "Pulser brakes (cwnd set to cwnd_safe)", s.brakes);

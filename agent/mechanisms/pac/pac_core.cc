@@ -372,7 +372,7 @@ size_t Engine::flush(uint64_t now_ns) {
 // the room its own data freed, so a flow whose ACK waits never sees room
 // (released at max_hold, rounds of +40 to +480 ms at 100 Mbit/s). Without
 // the cap, measured at 1 Gbit/s, keeping it sent more ACKs through the agent
-// and was not clearly better (README "PAC").
+// and was not clearly better (docs/pac.md).
 void Engine::update_wake() {
   uint64_t ack = held_ && p_.requests_yield ? ack_trigger() : kNoAck;
   dp_.set_wake(held_, held_ ? head_trigger() : 0, ack == kNoAck ? 0 : ack);

@@ -79,7 +79,7 @@ class DeviationCorrector {
 // ACKs released in the interval before (the data they trigger arrives one
 // RTT = one control interval later): BW_N <= λ·TRIG_{N-1} for two
 // consecutive intervals means the window grows slower than slow start:
-// congestion avoidance. README "PAC" discusses the choice.
+// congestion avoidance. docs/pac.md discusses the choice.
 class PhaseTracker {
  public:
   // received/expected: bytes that arrived in this interval / bytes the

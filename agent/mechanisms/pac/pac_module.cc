@@ -312,7 +312,7 @@ struct PacModule::Impl : Datapath {
     // nothing was released for max(2 RTT, trigger_age_min): the pipe is
     // empty (a bottleneck cannot stay busy and deliver nothing). What the
     // estimate holds never comes; with ACKs held on it, nothing ever would
-    // (README "PAC: estimate").
+    // (docs/pac.md, the per-flow correction).
     inflight = admit_in_flight();
     if (cfg.trigger_age_min_us && inflight > 0) {
       uint64_t idle = std::max<uint64_t>(uint64_t(2 * avg_srtt_us * 1000), uint64_t(cfg.trigger_age_min_us) * 1000);
