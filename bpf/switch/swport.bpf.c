@@ -3,13 +3,13 @@
  *
  * sw_ingress (tc ingress of every switch port): hop-by-hop control frames
  *   (EtherType 0x88B5, sluice/wire.h) are consumed here. A frame is handed
- *   to the agent through sw_ctrl_ring only if the port is a configured
+ *   to the agent through sl_sw_ctrl_v1 only if the port is a configured
  *   switch port whose role accepts the type and every header and record
  *   check passes; anything else is dropped and counted by reason. Control
  *   frames are never forwarded. Other traffic is not ours: TC_NEXT.
  * sw_egress (tc egress of every switch port): steers a data packet to its
  *   queue = HTB leaf class major:(queue + 1) by setting skb->priority, which
- *   HTB honours before any filter. The queue comes from sw_flow_queue
+ *   HTB honours before any filter. The queue comes from sl_sw_flowq_v1
  *   (written by the switch logic); unknown flows go to queue 0 or, with
  *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
  *   sl_sw_flow_hash() of the 5-tuple (0 for non-IP), which the logic
@@ -29,14 +29,14 @@ struct {
 	__uint(max_entries, SLUICE_SW_MAX_PORTS);
 	__type(key, __u32); /* ifindex */
 	__type(value, struct sl_sw_port);
-} sw_ports SEC(".maps");
+} sl_sw_ports_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SLUICE_SW_FLOW_TABLE_SIZE);
 	__type(key, struct sl_sw_flow_key);
 	__type(value, __u32);
-} sw_flow_queue SEC(".maps");
+} sl_sw_flowq_v1 SEC(".maps");
 
 /* Slot SLUICE_SW_MAX_PORTS holds what arrived on unconfigured interfaces. */
 struct {
@@ -44,19 +44,19 @@ struct {
 	__uint(max_entries, (SLUICE_SW_MAX_PORTS + 1) * SL_SW_CNT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sl_sw_counter);
-} sw_counters SEC(".maps");
+} sl_sw_cnt_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
-} sw_ctrl_ring SEC(".maps");
+} sl_sw_ctrl_v1 SEC(".maps");
 
 static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff *skb)
 {
 	if (port_id > SLUICE_SW_MAX_PORTS || slot >= SL_SW_CNT_SLOTS)
 		return;
 	__u32 idx = port_id * SL_SW_CNT_SLOTS + slot;
-	struct sl_sw_counter *c = bpf_map_lookup_elem(&sw_counters, &idx);
+	struct sl_sw_counter *c = bpf_map_lookup_elem(&sl_sw_cnt_v1, &idx);
 	if (c) {
 		__u32 segs = skb->gso_segs;
 		c->packets += segs ? segs : 1;
@@ -71,7 +71,7 @@ int sw_ingress(struct __sk_buff *skb)
 	if (off < 0)
 		return SL_TC_NEXT;
 	__u32 ifindex = skb->ifindex;
-	struct sl_sw_port *port = bpf_map_lookup_elem(&sw_ports, &ifindex);
+	struct sl_sw_port *port = bpf_map_lookup_elem(&sl_sw_ports_v1, &ifindex);
 	__u32 port_id = port ? port->port_id : SLUICE_SW_MAX_PORTS;
 	if (!port || port->role == SL_PORT_NONE) {
 		sw_count(port_id, SL_CTRL_R_UNKNOWN_PORT, skb);
@@ -85,7 +85,7 @@ int sw_ingress(struct __sk_buff *skb)
 		sw_count(port_id, (__u32)r, skb);
 		return SL_TC_SHOT;
 	}
-	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sw_ctrl_ring, sizeof(*ev), 0);
+	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sl_sw_ctrl_v1, sizeof(*ev), 0);
 	if (!ev) {
 		sw_count(port_id, SL_SW_CNT_CTRL_RING_FULL, skb);
 		return SL_TC_SHOT;
@@ -137,14 +137,14 @@ SEC("tc")
 int sw_egress(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
-	struct sl_sw_port *port = bpf_map_lookup_elem(&sw_ports, &ifindex);
+	struct sl_sw_port *port = bpf_map_lookup_elem(&sl_sw_ports_v1, &ifindex);
 	if (!port || !port->num_queues || !port->htb_major) {
 		sw_count(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT, skb);
 		return SL_TC_NEXT;
 	}
 	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sw_flow_hash(skb) };
 	__u32 queue = 0;
-	__u32 *q = bpf_map_lookup_elem(&sw_flow_queue, &key);
+	__u32 *q = bpf_map_lookup_elem(&sl_sw_flowq_v1, &key);
 	if (q)
 		queue = *q;
 	else if (port->flags & SL_SW_PORT_HASH_DEFAULT)

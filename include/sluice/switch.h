@@ -14,7 +14,7 @@
 #define SLUICE_SW_CTRL_FRAME_MAX 1024
 #define SLUICE_SW_FLOW_TABLE_SIZE 65536
 
-/* sw_ports: ifindex -> the port's configuration (written by the agent). */
+/* sl_sw_ports_v1: ifindex -> the port's configuration (written by the agent). */
 struct sl_sw_port {
 	__u32 port_id;     /* 0 .. SLUICE_SW_MAX_PORTS-1 */
 	__u32 role;        /* enum sl_port_role */
@@ -38,7 +38,7 @@ struct sl_sw_flow_tuple {
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_tuple) == 40, "sl_sw_flow_tuple size");
 
 /* The flow hash both sides compute (FNV-1a, 32 bit, over the tuple): the
- * logic writes sw_flow_queue under it, the classifier looks it up. Not the
+ * logic writes sl_sw_flowq_v1 under it, the classifier looks it up. Not the
  * kernel's skb hash, whose seed user space cannot know. */
 static inline __u32 sl_sw_flow_hash(const struct sl_sw_flow_tuple *t)
 {
@@ -51,7 +51,7 @@ static inline __u32 sl_sw_flow_hash(const struct sl_sw_flow_tuple *t)
 	return h;
 }
 
-/* sw_flow_queue: (egress port, flow hash) -> queue, written by the logic. */
+/* sl_sw_flowq_v1: (egress port, flow hash) -> queue, written by the logic. */
 struct sl_sw_flow_key {
 	__u32 port_id;
 	__u32 flow_hash;

@@ -43,9 +43,9 @@ class SwportTest : public ::testing::Test {
   void SetUp() override {
     require_root();
     ASSERT_NE(skel_, nullptr);
-    ports_ = bpf_map__fd((*skel_)->maps.sw_ports);
-    flows_ = bpf_map__fd((*skel_)->maps.sw_flow_queue);
-    counters_ = bpf_map__fd((*skel_)->maps.sw_counters);
+    ports_ = bpf_map__fd((*skel_)->maps.sl_sw_ports_v1);
+    flows_ = bpf_map__fd((*skel_)->maps.sl_sw_flowq_v1);
+    counters_ = bpf_map__fd((*skel_)->maps.sl_sw_cnt_v1);
     uint32_t k = kLo;
     bpf_map_delete_elem(ports_, &k);
     sl_sw_flow_key fk{}, next{};
@@ -53,7 +53,7 @@ class SwportTest : public ::testing::Test {
       fk = next;
       bpf_map_delete_elem(flows_, &fk);
     }
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sw_ctrl_ring), &SwportTest::on_event, this, nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &SwportTest::on_event, this, nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
