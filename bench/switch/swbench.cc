@@ -302,7 +302,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   for (int i = 0; i < flows; ++i) {
     uint32_t h = flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i));
     uint32_t q = uint32_t(i % queues);
-    check(bpf_map_update_elem(bpf_map__fd(hold->maps.sw_hold_flow_queue), &h, &q, BPF_ANY), "flow queue");
+    check(bpf_map_update_elem(bpf_map__fd(hold->maps.sl_swh_flowq_v1), &h, &q, BPF_ANY), "flow queue");
   }
   // The agent-side scheduler is the substrate's own port model: DRR over
   // the queues that are not paused.
@@ -319,9 +319,9 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   ll.sll_family = AF_PACKET;
   ll.sll_ifindex = ifindex;
   ll.sll_halen = 6;
-  ring_buffer* rb = ring_buffer__new(bpf_map__fd(hold->maps.sw_hold_ring), on_hold, &ctx, nullptr);
+  ring_buffer* rb = ring_buffer__new(bpf_map__fd(hold->maps.sl_swh_ring_v1), on_hold, &ctx, nullptr);
   if (!rb) throw SysError("ring_buffer__new", errno);
-  check(ring_buffer__add(rb, bpf_map__fd(hold->maps.sw_hold_wake), on_wake, &ctx), "ring add wake");
+  check(ring_buffer__add(rb, bpf_map__fd(hold->maps.sl_swh_wake_v1), on_wake, &ctx), "ring add wake");
   check(ring_buffer__add(rb, bpf_map__fd(gate->maps.sw_ctrl_ring), on_hold_ctrl, &ctx), "ring add ctrl");
   auto* st = &hold->bss->hold;
   uint64_t send_errors = 0;
@@ -397,13 +397,13 @@ struct Sink {
     std::vector<sl_swprobe_flow> v(flows);
     for (int i = 0; i < flows; ++i) {
       uint32_t k = uint32_t(i);
-      bpf_map_lookup_elem(bpf_map__fd((*skel)->maps.swprobe_flows), &k, &v[i]);
+      bpf_map_lookup_elem(bpf_map__fd((*skel)->maps.sl_swp_flows_v1), &k, &v[i]);
     }
     return v;
   }
   std::vector<uint64_t> lat() {
     std::vector<uint64_t> h(SLUICE_SWPROBE_LAT_BUCKETS);
-    for (uint32_t b = 0; b < h.size(); ++b) bpf_map_lookup_elem(bpf_map__fd((*skel)->maps.swprobe_lat), &b, &h[b]);
+    for (uint32_t b = 0; b < h.size(); ++b) bpf_map_lookup_elem(bpf_map__fd((*skel)->maps.sl_swp_lat_v1), &b, &h[b]);
     return h;
   }
 };

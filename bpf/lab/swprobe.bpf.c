@@ -20,14 +20,14 @@ struct {
 	__uint(max_entries, SLUICE_SWPROBE_MAX_FLOWS);
 	__type(key, __u32);
 	__type(value, struct sl_swprobe_flow);
-} swprobe_flows SEC(".maps");
+} sl_swp_flows_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_SWPROBE_LAT_BUCKETS);
 	__type(key, __u32);
 	__type(value, __u64);
-} swprobe_lat SEC(".maps");
+} sl_swp_lat_v1 SEC(".maps");
 
 SEC("tc")
 int swprobe_ingress(struct __sk_buff *skb)
@@ -41,7 +41,7 @@ int swprobe_ingress(struct __sk_buff *skb)
 	if (idx >= n_flows || idx >= SLUICE_SWPROBE_MAX_FLOWS)
 		return SL_TC_NEXT;
 	__u64 now = bpf_ktime_get_ns();
-	struct sl_swprobe_flow *f = bpf_map_lookup_elem(&swprobe_flows, &idx);
+	struct sl_swprobe_flow *f = bpf_map_lookup_elem(&sl_swp_flows_v1, &idx);
 	if (f) {
 		__sync_fetch_and_add(&f->pkts, 1);
 		__sync_fetch_and_add(&f->bytes, skb->len);
@@ -52,7 +52,7 @@ int swprobe_ingress(struct __sk_buff *skb)
 	    sent && sent <= now) {
 		__u64 us = (now - sent) / 1000;
 		__u32 b = us >= SLUICE_SWPROBE_LAT_BUCKETS ? SLUICE_SWPROBE_LAT_BUCKETS - 1 : (__u32)us;
-		__u64 *h = bpf_map_lookup_elem(&swprobe_lat, &b);
+		__u64 *h = bpf_map_lookup_elem(&sl_swp_lat_v1, &b);
 		if (h)
 			__sync_fetch_and_add(h, 1);
 	}

@@ -5,13 +5,13 @@
  * sw_hold_egress (tc egress of the switch port): a frame re-injected by the
  *   agent (skb->mark == reinject_mark) goes on to the port's qdisc; any other
  *   frame up to SLUICE_SW_HOLD_FRAME_MAX bytes is copied to the agent with
- *   the queue the logic chose (sw_hold_flow_queue, else 0) and dropped here.
+ *   the queue the logic chose (sl_swh_flowq_v1, else 0) and dropped here.
  *   Larger frames and a full ring pass (fail open).
  * sw_hold_dequeue (tp_btf/qdisc_dequeue): counts what the port's root qdisc
  *   hands to the device, so the agent knows the kernel backlog
  *   (agent_sent - dequeued) and keeps it at a few packets; when the agent
  *   asked (want_wake) and the backlog fell to low_water, a wake-up record
- *   goes to sw_hold_wake. */
+ *   goes to sl_swh_wake_v1. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -34,17 +34,17 @@ struct {
 	__uint(max_entries, SLUICE_SW_FLOW_TABLE_SIZE);
 	__type(key, __u32); /* sl_sw_flow_hash */
 	__type(value, __u32);
-} sw_hold_flow_queue SEC(".maps");
+} sl_swh_flowq_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024);
-} sw_hold_ring SEC(".maps");
+} sl_swh_ring_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
-} sw_hold_wake SEC(".maps");
+} sl_swh_wake_v1 SEC(".maps");
 
 static __always_inline __u32 hold_flow_hash(struct __sk_buff *skb)
 {
@@ -81,8 +81,8 @@ int sw_hold_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	__u32 h = hold_flow_hash(skb);
-	__u32 *q = bpf_map_lookup_elem(&sw_hold_flow_queue, &h);
-	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sw_hold_ring, sizeof(*ev), 0);
+	__u32 *q = bpf_map_lookup_elem(&sl_swh_flowq_v1, &h);
+	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sl_swh_ring_v1, sizeof(*ev), 0);
 	if (!ev) {
 		__sync_fetch_and_add(&hold.ring_full, 1);
 		return SL_TC_NEXT;
@@ -118,7 +118,7 @@ int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, i
 	if (hold.want_wake && hold.qlen <= low_water) {
 		hold.want_wake = 0;
 		__u32 one = 1;
-		if (!bpf_ringbuf_output(&sw_hold_wake, &one, sizeof(one), BPF_RB_FORCE_WAKEUP))
+		if (!bpf_ringbuf_output(&sl_swh_wake_v1, &one, sizeof(one), BPF_RB_FORCE_WAKEUP))
 			__sync_fetch_and_add(&hold.wakeups, 1);
 	}
 	return 0;

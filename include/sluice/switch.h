@@ -81,7 +81,7 @@ struct sl_sw_ctrl_event {
 };
 
 /* Design B (docs/switch.md): held queues in the agent. The egress program
- * copies each data frame to the agent (sw_hold_ring) and drops it; the
+ * copies each data frame to the agent (sl_swh_ring_v1) and drops it; the
  * agent queues, schedules and re-injects it with skb->mark == the port's
  * reinject mark, keeping the port's qdisc backlog at a few packets. */
 #define SLUICE_SW_HOLD_FRAME_MAX 1536
