@@ -208,16 +208,16 @@ int run_switch(const std::string& dev, int queues, uint64_t rate_bps, const std:
                                      0xA300, mode, "/run/sluice-swbench"));
   sl_sw_port p{0, SL_PORT_SWITCH_FACING, uint32_t(queues), 0x10, 0, 0};
   uint32_t key = uint32_t(ifindex);
-  check(bpf_map_update_elem(bpf_map__fd(skel->maps.sw_ports), &key, &p, BPF_ANY), "sw_ports");
+  check(bpf_map_update_elem(bpf_map__fd(skel->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
   // The logic of this benchmark: flow i on queue i % queues.
   for (int i = 0; i < flows; ++i) {
     sl_sw_flow_key k{0, flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i))};
     uint32_t q = uint32_t(i % queues);
-    check(bpf_map_update_elem(bpf_map__fd(skel->maps.sw_flow_queue), &k, &q, BPF_ANY), "sw_flow_queue");
+    check(bpf_map_update_elem(bpf_map__fd(skel->maps.sl_sw_flowq_v1), &k, &q, BPF_ANY), "sl_sw_flowq_v1");
   }
   TbfPauser pauser(ifindex, rate_bps, limit);
   SwitchCtx ctx{&pauser, {}, 0, 0};
-  ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.sw_ctrl_ring), on_ctrl, &ctx, nullptr);
+  ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.sl_sw_ctrl_v1), on_ctrl, &ctx, nullptr);
   if (!rb) throw SysError("ring_buffer__new", errno);
   std::cerr << "swbench switch: ready on " << dev << " (" << queues << " queues)" << std::endl;
   while (!g_stop) ring_buffer__poll(rb, 100);
@@ -298,7 +298,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
                                      "sw_hold_egress", 0xA300, mode, "/run/sluice-swbench"));
   sl_sw_port p{0, SL_PORT_SWITCH_FACING, uint32_t(queues), 0, 0, 0};
   uint32_t key = uint32_t(ifindex);
-  check(bpf_map_update_elem(bpf_map__fd(gate->maps.sw_ports), &key, &p, BPF_ANY), "sw_ports");
+  check(bpf_map_update_elem(bpf_map__fd(gate->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
   for (int i = 0; i < flows; ++i) {
     uint32_t h = flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i));
     uint32_t q = uint32_t(i % queues);
@@ -322,7 +322,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   ring_buffer* rb = ring_buffer__new(bpf_map__fd(hold->maps.sl_swh_ring_v1), on_hold, &ctx, nullptr);
   if (!rb) throw SysError("ring_buffer__new", errno);
   check(ring_buffer__add(rb, bpf_map__fd(hold->maps.sl_swh_wake_v1), on_wake, &ctx), "ring add wake");
-  check(ring_buffer__add(rb, bpf_map__fd(gate->maps.sw_ctrl_ring), on_hold_ctrl, &ctx), "ring add ctrl");
+  check(ring_buffer__add(rb, bpf_map__fd(gate->maps.sl_sw_ctrl_v1), on_hold_ctrl, &ctx), "ring add ctrl");
   auto* st = &hold->bss->hold;
   uint64_t send_errors = 0;
   auto kernel_backlog = [st]() -> uint64_t {
