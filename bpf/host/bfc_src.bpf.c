@@ -27,7 +27,7 @@ struct {
 	__uint(max_entries, SLUICE_BFC_SRC_FLOWS);
 	__type(key, struct sl_bfc_flow_key);
 	__type(value, struct sl_bfc_flow);
-} bfc_src_flows SEC(".maps");
+} sl_bfc_flows_v1 SEC(".maps");
 
 /* Queue -> 1 while the first-hop switch has it paused (written by the agent
  * from PAUSE/RESUME/bitmap frames). */
@@ -36,25 +36,25 @@ struct {
 	__uint(max_entries, SLUICE_BFC_MAX_QUEUES);
 	__type(key, __u32);
 	__type(value, __u32);
-} bfc_src_paused SEC(".maps");
+} sl_bfc_pause_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
-} bfc_src_cursor SEC(".maps");
+} sl_bfc_cur_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SL_BFC_SRC_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sl_bfc_counter);
-} bfc_src_counters SEC(".maps");
+} sl_bfc_cnt_v1 SEC(".maps");
 
 static __always_inline void bfc_count(__u32 slot, struct __sk_buff *skb)
 {
-	struct sl_bfc_counter *c = bpf_map_lookup_elem(&bfc_src_counters, &slot);
+	struct sl_bfc_counter *c = bpf_map_lookup_elem(&sl_bfc_cnt_v1, &slot);
 	if (c) {
 		__u32 segs = skb->gso_segs;
 		c->packets += segs ? segs : 1;
@@ -64,7 +64,7 @@ static __always_inline void bfc_count(__u32 slot, struct __sk_buff *skb)
 
 static __always_inline int bfc_paused(__u32 q)
 {
-	__u32 *p = bpf_map_lookup_elem(&bfc_src_paused, &q);
+	__u32 *p = bpf_map_lookup_elem(&sl_bfc_pause_v1, &q);
 	return p && *p;
 }
 
@@ -83,7 +83,7 @@ static __always_inline __u32 bfc_nq(void)
 static __always_inline __u32 bfc_choose(void)
 {
 	__u32 zero = 0, nq = bfc_nq();
-	__u32 *cur = bpf_map_lookup_elem(&bfc_src_cursor, &zero);
+	__u32 *cur = bpf_map_lookup_elem(&sl_bfc_cur_v1, &zero);
 	__u32 start = cur ? __sync_fetch_and_add(cur, 1) : 0;
 	for (__u32 i = 0; i < SLUICE_BFC_MAX_QUEUES; i++) {
 		if (i >= nq)
@@ -133,14 +133,14 @@ int bfc_src_egress(struct __sk_buff *skb)
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 queue;
-	struct sl_bfc_flow *f = bpf_map_lookup_elem(&bfc_src_flows, &key);
+	struct sl_bfc_flow *f = bpf_map_lookup_elem(&sl_bfc_flows_v1, &key);
 	if (f && now - f->last_ns <= sticky_ns && f->queue < bfc_nq()) {
 		queue = f->queue;
 		f->last_ns = now;
 	} else {
 		queue = bfc_choose();
 		struct sl_bfc_flow nf = { .queue = queue, .tci = sl_bfc_queue_tci(queue), .last_ns = now };
-		bpf_map_update_elem(&bfc_src_flows, &key, &nf, BPF_ANY);
+		bpf_map_update_elem(&sl_bfc_flows_v1, &key, &nf, BPF_ANY);
 		bfc_count(SL_BFC_SRC_NEW_FLOW, skb);
 	}
 	if (bfc_paused(queue))

@@ -8,7 +8,7 @@
  *   dstResume, and passes every check of the shared parser; anything else
  *   is dropped and counted by reason. Other traffic: TC_NEXT.
  * dp_egress (tc egress of the uplink, clsact: it returns TC_ACT_STOLEN): a
- *   frame to a destination the agent holds is copied to dp_held_ring and
+ *   frame to a destination the agent holds is copied to sl_fg_hring_v1 and
  *   stolen; the agent's own re-sent frames (skb->mark = reinject_mark) and
  *   every other frame pass. When a held frame cannot be copied (too big,
  *   ring full) it passes: the host fails open. */
@@ -28,35 +28,35 @@ struct {
 	__uint(max_entries, 64);
 	__type(key, __u32); /* ifindex */
 	__type(value, struct sl_dp_port);
-} dp_ports SEC(".maps");
+} sl_fg_ports_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SLUICE_DP_MAX_HELD);
 	__type(key, struct sl_dp_dst);
 	__type(value, __u32);
-} dp_held SEC(".maps");
+} sl_fg_held_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 * 1024 * 1024);
-} dp_held_ring SEC(".maps");
+} sl_fg_hring_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SL_DP_CNT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sl_sw_counter);
-} dp_counters SEC(".maps");
+} sl_fg_cnt_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
-} dp_ctrl_ring SEC(".maps");
+} sl_fg_ctrl_v1 SEC(".maps");
 
 static __always_inline void dp_count(__u32 slot, struct __sk_buff *skb)
 {
-	struct sl_sw_counter *c = bpf_map_lookup_elem(&dp_counters, &slot);
+	struct sl_sw_counter *c = bpf_map_lookup_elem(&sl_fg_cnt_v1, &slot);
 	if (c) {
 		__u32 segs = skb->gso_segs;
 		c->packets += segs ? segs : 1;
@@ -71,7 +71,7 @@ int dp_ingress(struct __sk_buff *skb)
 	if (off < 0)
 		return SL_TC_NEXT;
 	__u32 ifindex = skb->ifindex;
-	struct sl_dp_port *port = bpf_map_lookup_elem(&dp_ports, &ifindex);
+	struct sl_dp_port *port = bpf_map_lookup_elem(&sl_fg_ports_v1, &ifindex);
 	if (!port || port->role != SL_PORT_HOST_UPLINK) {
 		/* Only the configured ToR port may pause us (§4.3: dstPause is
 		 * sent by the first-hop ToR to the hosts connected to it). */
@@ -86,7 +86,7 @@ int dp_ingress(struct __sk_buff *skb)
 		dp_count((__u32)r < SL_CTRL_R_COUNT ? (__u32)r : SL_CTRL_R_BAD_TYPE, skb);
 		return SL_TC_SHOT;
 	}
-	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&dp_ctrl_ring, sizeof(*ev), 0);
+	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sl_fg_ctrl_v1, sizeof(*ev), 0);
 	if (!ev) {
 		dp_count(SL_DP_CNT_CTRL_RING_FULL, skb);
 		return SL_TC_SHOT;
@@ -113,7 +113,7 @@ SEC("tc")
 int dp_egress(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
-	struct sl_dp_port *port = bpf_map_lookup_elem(&dp_ports, &ifindex);
+	struct sl_dp_port *port = bpf_map_lookup_elem(&sl_fg_ports_v1, &ifindex);
 	if (!port || port->role != SL_PORT_HOST_UPLINK || !port->reinject_mark)
 		return SL_TC_NEXT;
 	if (skb->mark == port->reinject_mark) {
@@ -135,7 +135,7 @@ int dp_egress(struct __sk_buff *skb)
 	} else {
 		__builtin_memcpy(key.addr, p.daddr, 16);
 	}
-	__u32 *held = bpf_map_lookup_elem(&dp_held, &key);
+	__u32 *held = bpf_map_lookup_elem(&sl_fg_held_v1, &key);
 	if (!held || !*held) {
 		dp_count(SL_DP_CNT_PASSED, skb);
 		return SL_TC_NEXT;
@@ -145,7 +145,7 @@ int dp_egress(struct __sk_buff *skb)
 		dp_count(SL_DP_CNT_TOO_BIG, skb);
 		return SL_TC_NEXT;
 	}
-	struct sl_dp_frame *ev = bpf_ringbuf_reserve(&dp_held_ring, sizeof(*ev), 0);
+	struct sl_dp_frame *ev = bpf_ringbuf_reserve(&sl_fg_hring_v1, sizeof(*ev), 0);
 	if (!ev) {
 		dp_count(SL_DP_CNT_HELD_RING_FULL, skb);
 		return SL_TC_NEXT;

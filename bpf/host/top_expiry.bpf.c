@@ -5,7 +5,7 @@
  * T = base one-way delay + 2 x max per-hop token queueing (§5.1) is dropped
  * before the transport sees it, so no data answers a token that waited in a
  * low-priority queue for an unbounded time. Counted per priority in
- * top_stats. Everything that is not a TOP token passes untouched, and so does
+ * sl_top_stats_v1. Everything that is not a TOP token passes untouched, and so does
  * a malformed TOP header (the transport rejects it with a reason). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -24,26 +24,26 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct sluice_top_expiry_config);
-} top_config SEC(".maps");
+} sl_top_cfg_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct sluice_top_peer_key);
 	__type(value, __s64);
-} top_peer_correction SEC(".maps");
+} sl_top_corr_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_TOP_STATS_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sluice_counter);
-} top_stats SEC(".maps");
+} sl_top_stats_v1 SEC(".maps");
 
 static __always_inline void top_count(__u32 prio, __u32 verdict, __u64 bytes)
 {
 	__u32 slot = prio * SLUICE_TOP_EXPIRY_VERDICTS + verdict;
-	struct sluice_counter *c = bpf_map_lookup_elem(&top_stats, &slot);
+	struct sluice_counter *c = bpf_map_lookup_elem(&sl_top_stats_v1, &slot);
 	if (c) {
 		c->packets++;
 		c->bytes += bytes;
@@ -85,7 +85,7 @@ int top_expiry(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	__u32 zero = 0;
-	struct sluice_top_expiry_config *cfg = bpf_map_lookup_elem(&top_config, &zero);
+	struct sluice_top_expiry_config *cfg = bpf_map_lookup_elem(&sl_top_cfg_v1, &zero);
 	if (!cfg || !cfg->threshold_ns) {
 		sl_count(SLUICE_R_TOP_NO_CONFIG, bytes);
 		return XDP_PASS;
@@ -94,7 +94,7 @@ int top_expiry(struct xdp_md *ctx)
 	key.family = p.family;
 	__builtin_memcpy(key.addr, p.saddr, sizeof(key.addr));
 	__s64 corr = 0;
-	__s64 *pc = bpf_map_lookup_elem(&top_peer_correction, &key);
+	__s64 *pc = bpf_map_lookup_elem(&sl_top_corr_v1, &key);
 	if (pc)
 		corr = *pc;
 	__u64 now = bpf_ktime_get_tai_ns() + (__u64)cfg->local_offset_ns;

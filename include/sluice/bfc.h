@@ -44,7 +44,7 @@ static inline __u16 sl_bfc_queue_tci(__u32 queue)
 	return (__u16)(SLUICE_BFC_VID_BASE + (queue & (SLUICE_BFC_MAX_QUEUES - 1)));
 }
 
-/* bfc_src_flows key: a flow, addresses IPv6 or IPv4-mapped, ports network
+/* sl_bfc_flows_v1 key: a flow, addresses IPv6 or IPv4-mapped, ports network
  * order. */
 struct sl_bfc_flow_key {
 	__u8 src[16];

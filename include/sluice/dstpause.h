@@ -4,7 +4,7 @@
  *
  * The host keeps per-destination queues in the agent: while a destination
  * is held, dp_egress (tc egress of the uplink) copies every frame to it into
- * dp_held_ring and steals it (TC_ACT_STOLEN: the sender sees it sent); the
+ * sl_fg_hring_v1 and steals it (TC_ACT_STOLEN: the sender sees it sent); the
  * agent queues the copies per destination and, on dstResume (or when a
  * pause times out: the host fails open), sends them again in order through
  * an AF_PACKET socket with SO_MARK = reinject_mark, which dp_egress lets
@@ -30,19 +30,19 @@
  * counted: run the uplink with GSO off when dstPause is on. */
 #define SLUICE_DP_FRAME_MAX 1536
 
-/* dp_ports: ifindex -> the host port's configuration (written by the agent). */
+/* sl_fg_ports_v1: ifindex -> the host port's configuration (written by the agent). */
 struct sl_dp_port {
 	__u32 role;          /* enum sl_port_role: SL_PORT_HOST_UPLINK on the ToR port */
 	__u32 reinject_mark; /* skb->mark of the agent's re-sent frames (0: egress off) */
 };
 
-/* dp_held: destination (IPv6 or IPv4-mapped, as in control frames) ->
+/* sl_fg_held_v1: destination (IPv6 or IPv4-mapped, as in control frames) ->
  * __u32 (non-zero: held), written by the agent. */
 struct sl_dp_dst {
 	__u8 addr[16];
 };
 
-/* dp_held_ring event: one stolen frame. */
+/* sl_fg_hring_v1 event: one stolen frame. */
 struct sl_dp_frame {
 	struct sl_dp_dst dst;
 	__u32 ifindex;

@@ -77,7 +77,7 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_sync) == 24, "sluice_top_sync is 2
 
 /* ---- XDP token expiry (§4.3, R2) ---- */
 
-/* top_config[0]. The agent writes it; the program reads it per token. */
+/* sl_top_cfg_v1[0]. The agent writes it; the program reads it per token. */
 struct sluice_top_expiry_config {
 	__u64 threshold_ns;   /* T = base one-way delay + 2 x max per-hop token queueing (§5.1) */
 	__u64 widen_ns;       /* added to T while the clock is unsynced or off by more than the bound */
@@ -86,7 +86,7 @@ struct sluice_top_expiry_config {
 	__u32 reserved;
 };
 
-/* top_peer_correction: per token source (the receiver host), the correction
+/* sl_top_corr_v1: per token source (the receiver host), the correction
  * added to a token's sojourn time: how far that host's clock runs ahead of
  * ours (offset_peer - offset_local, both against the PTP master). Absent: 0. */
 struct sluice_top_peer_key {
@@ -94,7 +94,7 @@ struct sluice_top_peer_key {
 	__u32 addr[4];        /* network order; IPv4 in addr[0] */
 };
 
-/* top_stats: per-CPU, index priority * SLUICE_TOP_EXPIRY_VERDICTS + verdict. */
+/* sl_top_stats_v1: per-CPU, index priority * SLUICE_TOP_EXPIRY_VERDICTS + verdict. */
 enum sluice_top_expiry_verdict {
 	SLUICE_TOP_X_VALID = 0,
 	SLUICE_TOP_X_EXPIRED = 1,

@@ -36,9 +36,9 @@ class BfcSrcTest : public ::testing::Test {
     (*skel_)->rodata->sticky_ns = 60'000'000'000ull;  // no flow goes idle during the test
     skel_->load();
     prog_ = bpf_program__fd((*skel_)->progs.bfc_src_egress);
-    flows_ = bpf_map__fd((*skel_)->maps.bfc_src_flows);
-    paused_ = bpf_map__fd((*skel_)->maps.bfc_src_paused);
-    counters_ = bpf_map__fd((*skel_)->maps.bfc_src_counters);
+    flows_ = bpf_map__fd((*skel_)->maps.sl_bfc_flows_v1);
+    paused_ = bpf_map__fd((*skel_)->maps.sl_bfc_pause_v1);
+    counters_ = bpf_map__fd((*skel_)->maps.sl_bfc_cnt_v1);
   }
   uint64_t counter(uint32_t slot) {
     std::vector<sl_bfc_counter> v(libbpf_num_possible_cpus());

@@ -39,12 +39,12 @@ class DstPauseTest : public ::testing::Test {
     require_root();
     skel_ = std::make_unique<Skeleton<dstpause>>();
     skel_->load();
-    ports_ = bpf_map__fd((*skel_)->maps.dp_ports);
-    held_ = bpf_map__fd((*skel_)->maps.dp_held);
-    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.dp_held_ring), &DstPauseTest::on_frame, this, nullptr);
+    ports_ = bpf_map__fd((*skel_)->maps.sl_fg_ports_v1);
+    held_ = bpf_map__fd((*skel_)->maps.sl_fg_held_v1);
+    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_hring_v1), &DstPauseTest::on_frame, this, nullptr);
     ASSERT_NE(held_ring_, nullptr);
-    counters_ = bpf_map__fd((*skel_)->maps.dp_counters);
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.dp_ctrl_ring), &DstPauseTest::on_event, this, nullptr);
+    counters_ = bpf_map__fd((*skel_)->maps.sl_fg_cnt_v1);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_ctrl_v1), &DstPauseTest::on_event, this, nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {

@@ -82,13 +82,13 @@ class TopExpiryTest : public ::testing::Test {
     c.local_offset_ns = local;
     c.enabled = enabled;
     uint32_t k = 0;
-    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.top_config), &k, &c, 0), 0);
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_top_cfg_v1), &k, &c, 0), 0);
   }
   void set_correction(const char* addr, int64_t corr) {
     sluice_top_peer_key k{};
     k.family = 4;
     inet_pton(AF_INET, addr, k.addr);
-    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.top_peer_correction), &k, &corr, 0), 0);
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_top_corr_v1), &k, &corr, 0), 0);
   }
   uint64_t reason(uint32_t r) const {
     return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
@@ -96,7 +96,7 @@ class TopExpiryTest : public ::testing::Test {
   uint64_t stat(int prio, int verdict) const {
     uint32_t slot = prio * SLUICE_TOP_EXPIRY_VERDICTS + verdict;
     std::vector<sluice_counter> v(num_possible_cpus());
-    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.top_stats), &slot, v.data()), 0);
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_top_stats_v1), &slot, v.data()), 0);
     uint64_t n = 0;
     for (auto& c : v) n += c.packets;
     return n;
@@ -111,7 +111,7 @@ TEST_F(TopExpiryTest, Verdicts) {
     std::function<Bytes()> frame;  // built when the row runs: timestamps are "now"
     int verdict;
     uint32_t reason;
-    int prio = -1, pverdict = -1;  // top_stats slot that must count it
+    int prio = -1, pverdict = -1;  // sl_top_stats_v1 slot that must count it
     std::function<void()> before = nullptr;
   };
   top::Packet data;

@@ -2,9 +2,9 @@
 // dstResume from the first-hop ToR. I/O-free: the caller (sluiced, a test)
 // feeds it accepted control frames (from dp_ingress's ring), the frames
 // dp_egress stole for held destinations, and ticks, and applies the
-// effects it returns, in order: hold a destination (dp_held[dst] = 1),
+// effects it returns, in order: hold a destination (sl_fg_held_v1[dst] = 1),
 // re-send a frame (AF_PACKET with the reinject mark), release a
-// destination (delete dp_held[dst]).
+// destination (delete sl_fg_held_v1[dst]).
 //
 // Fail open: a pause that is not refreshed within pause_timeout is resumed,
 // and a host that holds more than max_frames frames releases the

@@ -66,7 +66,7 @@ struct HostRunner::Impl {
   }
 
   void apply() {
-    int held = bpf_map__fd(skel->maps.dp_held);
+    int held = bpf_map__fd(skel->maps.sl_fg_held_v1);
     for (auto& e : effects) {
       sl_dp_dst key{};
       std::copy(e.dst.begin(), e.dst.end(), key.addr);
@@ -91,10 +91,10 @@ HostRunner::HostRunner(HostRunnerConfig cfg) : impl_(std::make_unique<Impl>(std:
   m.skel.load();
   sl_dp_port port{SL_PORT_HOST_UPLINK, m.cfg.reinject_mark};
   uint32_t key = ifindex;
-  if (bpf_map_update_elem(bpf_map__fd(m.skel->maps.dp_ports), &key, &port, BPF_ANY))
-    throw SysError("floodgate host: dp_ports", errno);
-  m.ctrl_ring = ring_buffer__new(bpf_map__fd(m.skel->maps.dp_ctrl_ring), &Impl::on_ctrl, &m, nullptr);
-  m.held_ring = ring_buffer__new(bpf_map__fd(m.skel->maps.dp_held_ring), &Impl::on_held, &m, nullptr);
+  if (bpf_map_update_elem(bpf_map__fd(m.skel->maps.sl_fg_ports_v1), &key, &port, BPF_ANY))
+    throw SysError("floodgate host: sl_fg_ports_v1", errno);
+  m.ctrl_ring = ring_buffer__new(bpf_map__fd(m.skel->maps.sl_fg_ctrl_v1), &Impl::on_ctrl, &m, nullptr);
+  m.held_ring = ring_buffer__new(bpf_map__fd(m.skel->maps.sl_fg_hring_v1), &Impl::on_held, &m, nullptr);
   if (!m.ctrl_ring || !m.held_ring) throw SysError("floodgate host: ring buffers", errno);
   m.reinjector = std::make_unique<pac::Reinjector>(m.cfg.uplink, m.cfg.reinject_mark);
   m.attached.push_back(TcAttachment::attach(m.cfg.uplink, Hook::Ingress, bpf_program__fd(m.skel->progs.dp_ingress),
@@ -130,7 +130,7 @@ uint64_t HostRunner::send_errors() const { return impl_->send_errors; }
 uint64_t HostRunner::counter(uint32_t slot) const {
   int ncpu = libbpf_num_possible_cpus();
   std::vector<sl_sw_counter> v(size_t(ncpu > 0 ? ncpu : 1));
-  if (bpf_map_lookup_elem(bpf_map__fd(impl_->skel->maps.dp_counters), &slot, v.data())) return 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(impl_->skel->maps.sl_fg_cnt_v1), &slot, v.data())) return 0;
   uint64_t n = 0;
   for (const auto& c : v) n += c.packets;
   return n;

@@ -1,6 +1,6 @@
 // Floodgate §4.3 on a host, the I/O half: loads bpf/host/dstpause.bpf.c on
 // the uplink (ingress gate, egress hold), owns its two rings and the
-// dp_held map, re-sends held frames through an AF_PACKET socket with the
+// sl_fg_held_v1 map, re-sends held frames through an AF_PACKET socket with the
 // reinject mark, and drives HostPause (host_pause.h). Call poll() from the
 // event loop (or a test) every millisecond or two; it never blocks.
 #pragma once
@@ -33,7 +33,7 @@ class HostRunner {
   void poll(uint64_t now_ns);
   const HostPause& state() const;
   uint64_t send_errors() const;
-  // dp_counters summed over CPUs (packets), by sl_dp_slot / sl_ctrl_reason.
+  // sl_fg_cnt_v1 summed over CPUs (packets), by sl_dp_slot / sl_ctrl_reason.
   uint64_t counter(uint32_t slot) const;
 
  private:

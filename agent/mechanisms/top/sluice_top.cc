@@ -69,7 +69,7 @@ class Expiry {
     c.enabled = enabled;
     c.local_offset_ns = local_offset_ns;
     uint32_t k = 0;
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.top_config), &k, &c, 0);
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_top_cfg_v1), &k, &c, 0);
   }
   void set(uint64_t threshold_ns, uint64_t widen_ns, bool enabled, int64_t local_offset_ns) {
     sluice_top_expiry_config c{};
@@ -78,7 +78,7 @@ class Expiry {
     c.enabled = enabled;
     c.local_offset_ns = local_offset_ns;
     uint32_t k = 0;
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.top_config), &k, &c, 0);
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_top_cfg_v1), &k, &c, 0);
   }
   ~Expiry() {
     if (skel_) {
@@ -96,7 +96,7 @@ class Expiry {
       k.family = 6;
       std::memcpy(k.addr, &reinterpret_cast<sockaddr_in6*>(&a.ss)->sin6_addr, 16);
     }
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.top_peer_correction), &k, &ns, 0);
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_top_corr_v1), &k, &ns, 0);
   }
   // {valid, expired, future} per priority, summed over CPUs.
   std::string stats_json() const {
@@ -104,7 +104,7 @@ class Expiry {
     std::array<std::array<uint64_t, kPriorities>, SLUICE_TOP_EXPIRY_VERDICTS> v{};
     std::vector<sluice_counter> per(ncpu);
     for (uint32_t slot = 0; slot < SLUICE_TOP_STATS_SLOTS; slot++) {
-      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.top_stats), &slot, per.data())) continue;
+      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sl_top_stats_v1), &slot, per.data())) continue;
       for (auto& c : per) v[slot % SLUICE_TOP_EXPIRY_VERDICTS][slot / SLUICE_TOP_EXPIRY_VERDICTS] += c.packets;
     }
     return "{\"valid\":" + prio_array(v[SLUICE_TOP_X_VALID]) + ",\"expired\":" + prio_array(v[SLUICE_TOP_X_EXPIRED]) +
