@@ -132,3 +132,14 @@ function(sluice_write_bpf_manifest prop file)
   endforeach()
   file(GENERATE OUTPUT "${file}" CONTENT "${text}")
 endfunction()
+
+# Makes <target> depend on the skeleton (and so the .bpf.o) of every object,
+# product and TEST_ONLY. Called deferred, like the manifest, so objects
+# declared in directories read after <target>'s count too.
+function(sluice_depend_on_bpf_objects target)
+  get_property(product GLOBAL PROPERTY SLUICE_BPF_OBJECTS)
+  get_property(test_only GLOBAL PROPERTY SLUICE_BPF_TEST_OBJECTS)
+  foreach(n IN LISTS product test_only)
+    add_dependencies(${target} ${n}_skel_gen)
+  endforeach()
+endfunction()

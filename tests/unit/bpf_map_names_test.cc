@@ -1,5 +1,6 @@
 // The pinned-map naming rule (docs/architecture.md "Pinned maps"), checked
-// on every BPF object the build makes: each map is sl_<mech>_<what>_v<N>,
+// on every BPF object the build makes (both manifests: the product objects
+// and the TEST_ONLY ones, so a map added anywhere is covered): each map is sl_<mech>_<what>_v<N>,
 // at most 15 characters (the kernel keeps BPF_OBJ_NAME_LEN - 1 of a name,
 // and pins and bpftool show the kernel's), except the maps of bpf/lib
 // (sl_counters), whose layout is frozen. The objects are opened, not
@@ -41,6 +42,9 @@ const std::set<std::string> kFrozen = {"sl_counters"};
 TEST(BpfMapNames, EveryMapFollowsTheNamingRule) {
   std::vector<Object> objs = manifest(SLUICE_BPF_MANIFEST);
   ASSERT_GE(objs.size(), 5u) << "the manifest " << SLUICE_BPF_MANIFEST << " lists too few objects";
+  std::vector<Object> test_objs = manifest(SLUICE_BPF_TEST_MANIFEST);
+  ASSERT_GE(test_objs.size(), 1u) << "the manifest " << SLUICE_BPF_TEST_MANIFEST << " lists no object";
+  objs.insert(objs.end(), test_objs.begin(), test_objs.end());
   const std::regex versioned("^sl_[a-z0-9]+_[a-z0-9_]+_v[0-9]+$");
   size_t maps = 0;
   for (const auto& o : objs) {
