@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/features.h"
 #include "core/log.h"
+#include "mechanisms/cc/cc.h"
 #include "mechanisms/mechanisms.h"
 
 using namespace sluice;
@@ -76,6 +77,14 @@ int run_purge(const Config& cfg) {
       ++n;
     }
     rmdir(dir.c_str());
+  }
+  // The host-wide pins outside the interfaces' directories (Pulser's EIN
+  // map), under any name an earlier build gave them.
+  std::string shared = ein_map_pin_path(cfg.agent.pin_root);
+  shared.erase(shared.rfind('/'));
+  if (std::filesystem::exists(shared, ec)) {
+    remove_pins(shared);
+    ++n;
   }
   std::printf("removed pinned maps of %d module(s) under %s\n", n, cfg.agent.pin_root.c_str());
   return 0;

@@ -188,6 +188,37 @@ TEST_P(AgentTest, RestartReusesPinnedMapsAfterKill9AndSigterm) {
   }
 }
 
+// An upgrade across a map rename (docs/architecture.md "Pinned maps"): the
+// pins of an older build (pre-rule names) stay beside the new ones, unused;
+// the agent loads, adopts its own pins and counts; --purge removes both,
+// also the host-wide pin directory of Pulser's EIN map.
+TEST_P(AgentTest, OldMapNamesStayBesideNewOnesUntilPurge) {
+  const std::string root = lab_->bpffs() + "/sluice";
+  const std::string fs_dir = root + "/" + ifb_ + "/flowstat";
+  ASSERT_EQ(lab_->nsh(b_, "mkdir -p " + fs_dir + " " + root + "/cc"), 0);
+  for (const std::string& pin : {fs_dir + "/sl_flows", root + "/cc/sl_ein_sk"})
+    ASSERT_EQ(lab_->nsh(b_, "bpftool map create " + pin + " type hash key 4 value 4 entries 1 name " +
+                                pin.substr(pin.rfind('/') + 1)),
+              0)
+        << "cannot pin an old-named map at " << pin;
+  agent_ = start_agent("sluiced-1");
+  uint64_t got = transfer("4M");
+  ASSERT_GT(got, 0u);
+  uint64_t b1 = ingress_tcp_bytes();
+  EXPECT_GT(b1, got) << "flowstat did not count with an old pin beside its maps";
+  std::string pins = lab_->out("ls " + fs_dir);
+  EXPECT_NE(pins.find("sl_fs_flows_v1"), std::string::npos) << pins;
+  EXPECT_NE(pins.find("sl_flows"), std::string::npos) << "the old pin was removed by a start: " << pins;
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  agent_ = start_agent("sluiced-2");
+  EXPECT_GE(ingress_tcp_bytes(), b1) << "the restarted agent did not adopt sl_fs_flows_v1";
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  int st = -1;
+  std::string o = lab_->out("ip netns exec " + b_ + " " + build_path("agent/sluiced") + " -c " + cfg_ + " --purge", &st);
+  EXPECT_EQ(st, 0) << o;
+  EXPECT_EQ(lab_->out("ls -A " + root + " 2>&1"), "") << "pins left after --purge: " << lab_->out("find " + root);
+}
+
 TEST_P(AgentTest, SigtermLeavesNoFiltersAndRemovesOnlyItsOwnClsact) {
   ASSERT_FALSE(has_clsact());
   agent_ = start_agent();
