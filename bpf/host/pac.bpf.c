@@ -190,8 +190,10 @@ int pac_ingress(struct __sk_buff *skb)
 		/* In-flight data cannot be negative: more arrived than was
 		 * estimated (an unaccounted burst). Clamp so it does not become
 		 * credit. */
-		if (after < 0)
+		if (after < 0) {
 			__sync_val_compare_and_swap(&pac.in_flight, after, 0);
+			__sync_fetch_and_add(&pac.uncounted, (__u64)(-after < (__s64)len ? -after : (__s64)len));
+		}
 	}
 	__sync_fetch_and_add(&f->cur_burst, len);
 	f->expect = f->expect > len ? f->expect - len : 0;
@@ -309,6 +311,7 @@ int pac_egress(struct __sk_buff *skb)
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
 			return SL_TC_NEXT;
 		}
+		__sync_fetch_and_add(&pac.new_flows, 1);
 		if (syn) {
 			f->wscale = syn_wscale(skb, &p);
 			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
@@ -318,6 +321,7 @@ int pac_egress(struct __sk_buff *skb)
 			if (rwnd_cap_bytes)
 				f->wscale = syn_wscale(skb, &p);
 			__sync_fetch_and_add(&pac.in_flight, (__s64)SLUICE_PAC_IW_SEGS * SLUICE_PAC_DEFAULT_MSS);
+			__sync_fetch_and_add(&pac.first_window, (__u64)SLUICE_PAC_IW_SEGS * SLUICE_PAC_DEFAULT_MSS);
 			pac.last_trigger_ns = now;
 			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
 			return SL_TC_NEXT;

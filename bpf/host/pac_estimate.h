@@ -109,8 +109,10 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
 		if (room < 0)
 			room = 0;
-		if ((__s64)t > room)
+		if ((__s64)t > room) {
+			__sync_fetch_and_add(&pac.resp_cut, (__u64)t - (__u64)room);
 			t = (__u32)room;
+		}
 	}
 	return cap_to_window(t, f, p, f->expect);
 }
@@ -159,6 +161,7 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 					     const struct sl_pkt *p, int consume, __u8 sack)
 {
 	__u64 b;
+	int first = consume && !f->burst_bytes && !f->cur_burst;
 	if (consume) {
 		/* A new request: the previous response is complete, and what is
 		 * still expected of it will not come (§III-C: the last ACKs of a
@@ -183,7 +186,10 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 	/* Peeked or consumed, the same bound: when it leaves, the request
 	 * voids what the flow still expected (the agent releases a held one
 	 * on the peeked value, the kernel accounts the consumed one). */
-	return cap_to_window(b > t ? (__u32)b : t, f, p, 0);
+	t = cap_to_window(b > t ? (__u32)b : t, f, p, 0);
+	if (first)
+		__sync_fetch_and_add(&pac.first_window, t);
+	return t;
 }
 
 /* An ACK leaves: eq. (4) in_flight += trigger, and it becomes ACK_prev. */

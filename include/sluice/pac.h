@@ -137,6 +137,11 @@ struct sluice_pac_state {
 	 * wait is not starved by flows whose ACKs never do (Algorithm 1
 	 * releases from the queue head). */
 	__u64 ack_room;
+	/* Diagnostics of new connections (docs/pac.md, "New connections"). */
+	__u64 new_flows;        /* flows started by our SYN, SYN-ACK or first data segment */
+	__u64 first_window;     /* bytes counted for new flows' first windows (SYN-ACK, first request) */
+	__u64 resp_cut;         /* eq. (3) trigger bytes removed by the response cap (cap_to_response) */
+	__u64 uncounted;        /* payload that arrived while the estimate was already 0: data PAC did not count */
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
@@ -265,7 +270,7 @@ static_assert(sizeof(sluice_pac_flow) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 152, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 184, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

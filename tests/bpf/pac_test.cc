@@ -505,6 +505,26 @@ TEST_F(PacBpfRequestsTest, RequestsAreHeldLikeAcksAndLookSent) {
       << "an ACK with nothing left to trigger is admitted even above the threshold";
 }
 
+TEST_F(PacBpfRequestsTest, ANewConnectionsFirstRequestCountsOneInitialWindow) {
+  // No packet of this connection was seen before its first request (the
+  // handshake's pure ACKs do not start a flow): the request starts it and
+  // lets one initial window out, unprompted by any ACK.
+  PacketSpec req = ack(1000, 0x18);
+  req.payload = 24;
+  st_->in_flight = 0;
+  ASSERT_EQ(run_tc(egress(), build(req)).retval, kNext);
+  EXPECT_EQ(st_->new_flows, 1u);
+  EXPECT_EQ(st_->first_window, uint64_t(SLUICE_PAC_IW_SEGS) * kMss);
+  EXPECT_EQ(st_->in_flight, int64_t(SLUICE_PAC_IW_SEGS) * kMss);
+  EXPECT_EQ(st_->uncounted, 0u);
+  // Data beyond what the estimate holds arrives uncounted: the estimate is
+  // clamped at 0 and the excess is what the diagnostics report.
+  for (uint32_t i = 0; i < SLUICE_PAC_IW_SEGS + 2; ++i)
+    ASSERT_EQ(run_tc(ingress(), build(data(1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, 0);
+  EXPECT_EQ(st_->uncounted, 2u * kMss);
+}
+
 }  // namespace
 
 namespace {

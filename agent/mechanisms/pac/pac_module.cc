@@ -489,6 +489,10 @@ nlohmann::json PacModule::stats() const {
       {"phantom_bytes", load(&m.st->phantom_bytes)},
       {"phantom_events", load(&m.st->phantom_events)},
       {"rwnd_clamped", load(&m.st->rwnd_clamped)},
+      {"new_flows", load(&m.st->new_flows)},
+      {"first_window_bytes", load(&m.st->first_window)},
+      {"resp_cut_bytes", load(&m.st->resp_cut)},
+      {"uncounted_bytes", load(&m.st->uncounted)},
       {"bound_bytes", load(&m.st->bound)},
       {"threshold_changes", m.threshold_changes},
       {"stalls", m.stalls},
@@ -531,6 +535,14 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
     double(m.idle_resets));
   c("sluice_pac_phantom_bytes_total", "Expected bytes written off: triggered, never arrived (trigger age)", {},
     double(load(&m.st->phantom_bytes)));
+  c("sluice_pac_new_flows_total", "Flows started by our SYN, SYN-ACK or first data segment", {},
+    double(load(&m.st->new_flows)));
+  c("sluice_pac_first_window_bytes_total", "Bytes counted for new flows' first windows", {},
+    double(load(&m.st->first_window)));
+  c("sluice_pac_response_cut_bytes_total", "Trigger bytes removed by the response cap (cap_to_response)", {},
+    double(load(&m.st->resp_cut)));
+  c("sluice_pac_uncounted_bytes_total", "Data that arrived while the in-flight estimate was already 0", {},
+    double(load(&m.st->uncounted)));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "threshold"}}, double(es.released));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "queue_full"}}, double(es.released_queue_full));
   c("sluice_pac_released_total", "Held ACKs re-injected", {{"why", "max_hold"}}, double(es.released_max_hold));
