@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/control.h"
+#include "switch/view.h"
 
 using nlohmann::json;
 
@@ -118,11 +119,12 @@ int main(int argc, char** argv) {
   auto* flows = app.add_subcommand("flows", "per-flow counters, largest first");
   auto* config = app.add_subcommand("config", "the configuration in effect");
   auto* reload = app.add_subcommand("reload", "reload the configuration file (like SIGHUP)");
+  auto* sw = app.add_subcommand("switch", "switch mode: per port and queue depth, pause, packets, control frames");
   std::string iface;
   size_t top = 20;
   flows->add_option("-i,--iface", iface, "only this interface");
   flows->add_option("-n,--top", top, "show at most N flows per interface (0 = all)");
-  for (auto* sc : {status, stats, flows, config, reload}) sc->add_flag("--json", as_json, "print the raw JSON reply");
+  for (auto* sc : {status, stats, flows, config, reload, sw}) sc->add_flag("--json", as_json, "print the raw JSON reply");
   CLI11_PARSE(app, argc, argv);
 
   json req;
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
   if (*flows) req = {{"cmd", "flows"}, {"iface", iface}, {"limit", top}};
   if (*config) req = {{"cmd", "config"}};
   if (*reload) req = {{"cmd", "reload"}};
+  if (*sw) req = {{"cmd", "status"}};
   json reply;
   try {
     reply = sluice::control_request(socket, req);
@@ -141,6 +144,16 @@ int main(int argc, char** argv) {
   if (!reply.value("ok", false)) {
     std::fprintf(stderr, "sluicectl: %s\n", reply.value("error", std::string("request failed")).c_str());
     return 1;
+  }
+  if (*sw) {
+    // The switch mode's part of the status; absent when [switch] lists no ports.
+    if (!reply.contains("switch")) {
+      std::fprintf(stderr, "sluicectl: sluiced is not in switch mode ([switch] ports is empty)\n");
+      return 1;
+    }
+    if (as_json) std::cout << reply["switch"].dump(2) << "\n";
+    else std::cout << sluice::sw::render_switch_text(reply["switch"]);
+    return 0;
   }
   if (as_json) {
     reply.erase("ok");

@@ -102,11 +102,11 @@ void Agent::check_features(const Config& cfg) const {
   if (!missing.empty()) throw Error("kernel lacks features the configuration needs:" + missing);
 }
 
-std::vector<Agent::ServiceRuntime> Agent::build_services(const Config& cfg) const {
+std::vector<Agent::ServiceRuntime> Agent::build_services(const Config& cfg) {
   std::vector<ServiceRuntime> out;
   for (const auto& mi : mechanisms_)
     // On a throw, `out` undoes what was built so far.
-    if (mi.service.make) out.push_back({&mi, mi.service.make(cfg)});
+    if (mi.service.make) out.push_back({&mi, mi.service.make({cfg, loop_, attach_mode_, &features_})});
   return out;
 }
 
@@ -283,12 +283,12 @@ bool Agent::reload(std::string* why) {
       // using them keep the old code until they close.
       sr.service.reset();
       try {
-        sr.service = mi.service.make(next);
+        sr.service = mi.service.make({next, loop_, attach_mode_, &features_});
       } catch (const std::exception& e) {
         SLOG_ERROR("SERVICE_RELOAD_FAILED", "[{}] of the new configuration failed ({}); restoring the running one", mi.name,
                    e.what());
         try {
-          sr.service = mi.service.make(cfg_);
+          sr.service = mi.service.make({cfg_, loop_, attach_mode_, &features_});
         } catch (const std::exception& e2) {
           SLOG_ERROR("RESTORE_FAILED", "could not restore [{}]: {}", mi.name, e2.what());
         }

@@ -76,7 +76,7 @@ class Agent {
     std::unique_ptr<HostService> service;
   };
   // Builds the host-wide part of every mechanism that has one (all or none).
-  std::vector<ServiceRuntime> build_services(const Config& cfg) const;
+  std::vector<ServiceRuntime> build_services(const Config& cfg);
   void start_metrics();
 
   EventLoop& loop_;

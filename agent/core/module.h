@@ -76,10 +76,19 @@ class HostService {
   virtual void metrics(std::vector<MetricSample>& out) const { (void)out; }
 };
 
+// What a host-wide part is built with.
+struct ServiceContext {
+  const Config& config;
+  EventLoop& loop;          // the agent's loop (timers, ring buffers, fds)
+  AttachMode attach_mode;   // resolved: Tcx or Clsact
+  const FeatureReport* features = nullptr;
+};
+
 struct HostServiceHooks {
   // Built at start for every configuration, rebuilt on reload when the
-  // mechanism's section changes.
-  std::unique_ptr<HostService> (*make)(const Config&) = nullptr;
+  // mechanism's section changes. May return nullptr when the configuration
+  // asks nothing of it.
+  std::unique_ptr<HostService> (*make)(const ServiceContext&) = nullptr;
   // What in `cfg` asks for the service ("[cc] register"), "" when nothing:
   // then the mechanism's kernel features are not required.
   std::string (*used_by)(const Config& cfg) = nullptr;

@@ -30,6 +30,9 @@ enum TcPrio : uint32_t {
   kPrioLabFault = 0xA5F0,
   kPrioEin = 0xA550,  // host: EIN echo (after flowstat)
   kPrioAqm = 0xA560,  // switch port: ECN/EIN marking (after flowstat)
+  // Switch mode ports: control-frame gate (ingress, before flowstat counts
+  // what it consumes) and queue classifier (egress).
+  kPrioSwport = 0xA500,
   // Far end of a switch port's link: EIN written as packets leave the
   // port's queue, before anything of the host there sees them.
   kPrioAqmDeparture = 0xA300,

@@ -25,6 +25,9 @@
 #include "mechanisms/ein/ein_module.h"
 #include "mechanisms/flowstat/flowstat_module.h"
 #include "mechanisms/pac/pac_module.h"
+#include "switch/switch_config.h"
+#include "switch/registry.h"
+#include "switch/switch_mode.h"
 
 namespace sluice {
 
@@ -67,6 +70,15 @@ const MechanismTable& mechanisms() {
        .summary = "sluice_dctcp and sluice_pulser congestion controls, registered host-wide ([cc] register)",
        .service = {&make_cc_service, &cc_used_by},
        .section = &cc_section()},
+      // Switch mode: the listed ports become one switch running a switch
+      // logic (agent/switch/registry.h names them); host-wide, on no
+      // [[interface]]: [switch] ports.
+      {.name = "switch",
+       .needs = {Feature::Btf, Feature::RingBuf},
+       .summary = "switch mode: per-port queue trees, control frames, a switch logic ([switch] logic = " +
+                  sw::logic_names() + "; docs/switch.md)",
+       .service = {&make_switch_service, &switch_used_by},
+       .section = &switch_section()},
       // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
       // interface that names one is refused.
       {.name = "floodgate",

@@ -63,7 +63,7 @@ class RegisteredCc {
 
 // The host-wide part of mechanism "cc" (the mechanisms table): registers
 // the congestion controls of [cc] register while the agent runs.
-std::unique_ptr<HostService> make_cc_service(const Config& cfg);
+std::unique_ptr<HostService> make_cc_service(const ServiceContext& ctx);
 // "[cc] register" when cfg registers any, else "".
 std::string cc_used_by(const Config& cfg);
 

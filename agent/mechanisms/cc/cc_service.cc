@@ -63,7 +63,9 @@ class CcService : public HostService {
 
 }  // namespace
 
-std::unique_ptr<HostService> make_cc_service(const Config& cfg) { return std::make_unique<CcService>(cfg); }
+std::unique_ptr<HostService> make_cc_service(const ServiceContext& ctx) {
+  return std::make_unique<CcService>(ctx.config);
+}
 
 std::string cc_used_by(const Config& cfg) { return cfg.get<CcConfig>().register_cc.empty() ? "" : "[cc] register"; }
 

@@ -1,0 +1,57 @@
+// The switch logics sluiced can run, by name ([switch] logic = "NAME").
+//
+// Adding a switch logic (Floodgate, BFC, TOP, yours):
+//   1. its folder (agent/mechanisms/<name>/ or anywhere) with a class
+//      implementing sw::Logic (switch/logic.h), free of I/O, unit-tested
+//      against sw::SwitchModel (switch/port_model.h);
+//   2. ONE row in kLogics (agent/switch/logics.cc) naming it, a factory, and
+//      optionally its view for `sluicectl switch`; its library linked into
+//      sluice_switch_logics (agent/switch/CMakeLists.txt).
+// Its own parameters live in its own config section (a mechanisms-table
+// row with .section, see agent/mechanisms/mechanisms.cc); the factory gets
+// the whole Config and reads them with config.get<ItsConfig>().
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "switch/logic.h"
+
+namespace sluice {
+struct Config;
+}
+
+namespace sluice::sw {
+
+struct LogicContext {
+  // The whole configuration (a logic reads its own section); nullptr when
+  // built outside sluiced (tests, simulators): use defaults.
+  const sluice::Config* config = nullptr;
+  // The ports as the substrate will run them (index = PortId).
+  const std::vector<PortConfig>* ports = nullptr;
+};
+
+struct LogicInfo {
+  std::string name;
+  std::string summary;
+  std::unique_ptr<Logic> (*make)(const LogicContext&) = nullptr;
+  // How the real data path (design A: packets do not pass through the
+  // agent) queues a flow the logic has not placed: true = flow hash %
+  // the port's queues (what the logic's on_enqueue must also return for
+  // such a flow), false = queue 0.
+  bool hash_flows = false;
+  // Optional: the logic's own state for `sluicectl switch` (shown under
+  // "logic"); pure, called on the agent's thread.
+  nlohmann::json (*view)(const Logic& logic, const Substrate& sw) = nullptr;
+};
+
+// THE table (logics.cc).
+const std::vector<LogicInfo>& switch_logics();
+const LogicInfo* find_logic(std::string_view name);
+// "fifo, pfc, ..." for error messages.
+std::string logic_names();
+
+}  // namespace sluice::sw

@@ -1,0 +1,63 @@
+// [switch]: sluiced's switch mode (docs/switch.md). The box's listed ports
+// become switch ports: sluiced builds and owns an HTB/TBF queue tree on each
+// port's egress, attaches the swport programs, and runs the named switch
+// logic (agent/switch/registry.h) on its event loop.
+//
+//   [switch]
+//   logic = "fifo"            # a name of the logic registry
+//   queues = 1                # queues per port (default for every port)
+//   rate_mbit = 100           # link rate per port (default for every port)
+//   buffer_bytes = 131072     # tail-drop limit of each queue (its TBF leaf)
+//   [[switch.ports]]
+//   name = "swp1"
+//   role = "switch-facing"    # or "host-facing"
+//   rate_mbit = 1000          # optional, overrides the default above
+//   queues = 8                # optional
+//   buffer_bytes = 65536      # optional
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_section.h"
+#include "switch/logic.h"
+
+namespace sluice {
+
+struct SwitchPortEntry {
+  std::string name;
+  sw::PortRole role = sw::PortRole::kSwitchFacing;
+  std::optional<uint32_t> rate_mbit;
+  std::optional<uint32_t> queues;
+  std::optional<uint32_t> buffer_bytes;
+  std::string where;  // "file:line" of its table, for later errors
+  bool operator==(const SwitchPortEntry& o) const {
+    return name == o.name && role == o.role && rate_mbit == o.rate_mbit && queues == o.queues &&
+           buffer_bytes == o.buffer_bytes;
+  }
+};
+
+struct SwitchConfig {
+  static constexpr const char* kSection = "switch";
+  std::string logic = "fifo";
+  uint32_t queues = 1;
+  uint32_t rate_mbit = 100;
+  uint32_t buffer_bytes = 131072;
+  // Agent heartbeat older than this: the classifier stops steering and
+  // every new packet takes the never-paused fallback class (fail open).
+  uint32_t fail_open_ms = 200;
+  std::vector<SwitchPortEntry> ports;
+
+  uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }
+  uint32_t port_queues(const SwitchPortEntry& p) const { return p.queues.value_or(queues); }
+  uint32_t port_buffer(const SwitchPortEntry& p) const { return p.buffer_bytes.value_or(buffer_bytes); }
+};
+
+const ConfigSection& switch_section();
+
+// "switch-facing" / "host-facing".
+const char* port_role_name(sw::PortRole r);
+
+}  // namespace sluice

@@ -1,0 +1,396 @@
+#include "switch/switch_mode.h"
+
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <netlink/errno.h>
+#include <netlink/route/tc.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <cstring>
+#include <mutex>
+
+#include "core/bpf_util.h"
+#include "core/event_loop.h"
+#include "core/log.h"
+#include "core/tc.h"
+#include "sluice/switch.h"
+#include "swport.skel.h"
+#include "switch/control.h"
+#include "switch/registry.h"
+#include "switch/stats.h"
+#include "switch/switch_config.h"
+#include "switch/tree.h"
+
+SLUICE_SKELETON(swport);
+
+namespace sluice {
+
+namespace {
+
+using namespace sw;
+
+struct SwPort {
+  uint32_t id = 0;
+  PortConfig cfg;
+  int ifindex = 0;
+  std::array<uint8_t, 6> mac{};
+  std::unique_ptr<PortTree> tree;      // declared before att: detached first, removed after
+  std::vector<TcAttachment> att;
+  int tx_fd = -1;
+  std::vector<uint8_t> paused;
+  CtrlStats ctrl;                      // agent side: in, out, out_rejected
+  uint64_t agent_rejected = 0;         // passed the BPF gate, failed the agent's re-check
+  uint64_t pause_failures = 0;         // netlink changes that failed
+  uint64_t pause_changes = 0;
+  std::vector<ClassCounters> cache;    // last read of the tree
+  uint64_t cache_ns = 0;
+  ~SwPort() {
+    if (tx_fd >= 0) close(tx_fd);
+  }
+};
+
+class SwitchMode final : public HostService, public Substrate {
+ public:
+  explicit SwitchMode(const ServiceContext& ctx);
+  ~SwitchMode() override;
+
+  // HostService
+  void status(nlohmann::json& out) const override;
+  void metrics(std::vector<MetricSample>& out) const override;
+
+  // Substrate
+  uint64_t now_ns() const override { return monotonic_ns(); }
+  size_t num_ports() const override { return ports_.size(); }
+  const PortConfig& port(PortId p) const override { return ports_.at(p)->cfg; }
+  QueueDepth depth(PortId p, QueueId q) const override;
+  bool paused(PortId p, QueueId q) const override;
+  void set_paused(PortId p, QueueId q, bool paused) override;
+  void send_control(PortId p, const ControlFrame& frame) override;
+  void arm_timer(uint64_t at_ns) override;
+
+ private:
+  static int on_ring(void* self, void* data, size_t len);
+  void on_ctrl(const sl_sw_ctrl_event& ev);
+  void heartbeat();
+  const std::vector<ClassCounters>& counters(const SwPort& p, uint64_t max_age_ns) const;
+  // BPF counters of port_id: slot -> {packets, bytes}, summed over CPUs.
+  std::vector<sl_sw_counter> bpf_counters(uint32_t port_id) const;
+  nlohmann::json port_json(const SwPort& p) const;
+
+  SwitchConfig cfg_;
+  const LogicInfo* info_;
+  EventLoop& loop_;
+  mutable std::mutex mu_;  // ports_' counters and pause state vs metric scrapes
+  std::vector<std::unique_ptr<SwPort>> ports_;
+  Skeleton<swport> skel_;
+  ring_buffer* rb_ = nullptr;
+  std::unique_ptr<FdWatch> ring_watch_;
+  std::unique_ptr<PeriodicTimer> heartbeat_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::unique_ptr<Logic> logic_;
+};
+
+SwitchMode::SwitchMode(const ServiceContext& ctx)
+    : cfg_(ctx.config.get<SwitchConfig>()),
+      info_(find_logic(cfg_.logic)),
+      loop_(ctx.loop),
+      timer_(ctx.loop.io()) {
+  if (!info_) throw Error("[switch] logic \"" + cfg_.logic + "\" is not a switch logic (" + logic_names() + ")");
+  skel_.load();
+  try {
+    for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+      const SwitchPortEntry& e = cfg_.ports[i];
+      auto p = std::make_unique<SwPort>();
+      p->id = uint32_t(i);
+      p->cfg.name = e.name;
+      p->cfg.role = e.role;
+      p->cfg.rate_bps = uint64_t(cfg_.port_rate_mbit(e)) * 1'000'000;
+      p->cfg.queues.assign(cfg_.port_queues(e), QueueConfig{});
+      p->paused.assign(p->cfg.queues.size(), 0);
+      p->ifindex = int(if_nametoindex(e.name.c_str()));
+      if (!p->ifindex) throw Error("[switch] port " + e.name + " (" + e.where + "): no such interface");
+      int fd = socket(AF_INET, SOCK_DGRAM, 0);
+      ifreq ifr{};
+      std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", e.name.c_str());
+      if (fd >= 0 && ioctl(fd, SIOCGIFHWADDR, &ifr) == 0) std::memcpy(p->mac.data(), ifr.ifr_hwaddr.sa_data, 6);
+      if (fd >= 0) close(fd);
+
+      TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues};
+      p->tree = std::make_unique<PortTree>(spec);
+
+      sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kTreeMajor,
+                    info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u, 0};
+      uint32_t key = uint32_t(p->ifindex);
+      check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sw_ports), &key, &sp, BPF_ANY), "port table");
+      p->att.push_back(TcAttachment::attach(e.name, Hook::Ingress, bpf_program__fd(skel_->progs.sw_ingress),
+                                            "sw_ingress", kPrioSwport, ctx.attach_mode, ctx.config.agent.state_dir));
+      p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress),
+                                            "sw_egress", kPrioSwport, ctx.attach_mode, ctx.config.agent.state_dir));
+
+      // Control frames this switch sends: raw, not receiving (protocol 0),
+      // into the never-paused fallback class (HTB honours skb->priority).
+      p->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+      if (p->tx_fd < 0) throw SysError("AF_PACKET socket for " + e.name, errno);
+      int prio = int(TC_HANDLE(kTreeMajor, kFallbackMinor));
+      setsockopt(p->tx_fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
+      ports_.push_back(std::move(p));
+    }
+    rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.sw_ctrl_ring), &SwitchMode::on_ring, this, nullptr);
+    if (!rb_) throw SysError("control-frame ring buffer", errno);
+    ring_watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] { ring_buffer__consume(rb_); });
+
+    std::vector<PortConfig> pcs;
+    for (const auto& p : ports_) pcs.push_back(p->cfg);
+    LogicContext lc{&ctx.config, &pcs};
+    logic_ = info_->make(lc);
+    logic_->on_start(*this);
+  } catch (...) {
+    ring_watch_.reset();
+    if (rb_) ring_buffer__free(rb_);
+    rb_ = nullptr;
+    while (!ports_.empty()) ports_.pop_back();
+    throw;
+  }
+  SLOG_INFO("SWITCH_STARTED", "switch mode: logic {}, {} port(s)", info_->name, ports_.size());
+}
+
+SwitchMode::~SwitchMode() {
+  *alive_ = false;
+  timer_.cancel();
+  heartbeat_.reset();
+  ring_watch_.reset();
+  if (rb_) ring_buffer__free(rb_);
+  logic_.reset();
+  // Each port: programs detached, then its tree removed.
+  while (!ports_.empty()) ports_.pop_back();
+  SLOG_INFO("SWITCH_STOPPED", "switch mode stopped: programs detached, queue trees removed");
+}
+
+int SwitchMode::on_ring(void* self, void* data, size_t len) {
+  if (len >= sizeof(sl_sw_ctrl_event)) static_cast<SwitchMode*>(self)->on_ctrl(*static_cast<sl_sw_ctrl_event*>(data));
+  return 0;
+}
+
+void SwitchMode::on_ctrl(const sl_sw_ctrl_event& ev) {
+  if (ev.port_id >= ports_.size()) return;
+  SwPort& p = *ports_[ev.port_id];
+  ControlFrame f;
+  int r = SL_CTRL_R_TRUNCATED;
+  // The gate already checked it; checked again with the same parser so a
+  // logic never sees a frame the agent would refuse.
+  if (ev.len <= sizeof(ev.frame) && ev.payload_off < ev.len)
+    r = accept_control(uint8_t(p.cfg.role), ev.frame + ev.payload_off, ev.len - ev.payload_off, &f);
+  {
+    std::lock_guard lk(mu_);
+    if (r != SL_CTRL_R_OK) {
+      ++p.agent_rejected;
+      return;
+    }
+    ++p.ctrl.in;
+  }
+  logic_->on_control(f, PortId(ev.port_id));
+}
+
+const std::vector<ClassCounters>& SwitchMode::counters(const SwPort& p, uint64_t max_age_ns) const {
+  uint64_t now = monotonic_ns();
+  auto& sp = const_cast<SwPort&>(p);
+  if (p.cache.empty() || now - p.cache_ns > max_age_ns) {
+    auto c = p.tree->read();
+    if (!c.empty()) {
+      sp.cache = std::move(c);
+      sp.cache_ns = now;
+    }
+  }
+  return p.cache;
+}
+
+QueueDepth SwitchMode::depth(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  const auto& c = counters(*ports_.at(p), 1'000'000);
+  if (q >= ports_.at(p)->cfg.queues.size() || q >= c.size()) return {};
+  return {c[q].backlog, c[q].qlen, c[q].qlen};
+}
+
+bool SwitchMode::paused(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  const SwPort& sp = *ports_.at(p);
+  return q < sp.paused.size() && sp.paused[q];
+}
+
+void SwitchMode::set_paused(PortId p, QueueId q, bool paused) {
+  SwPort& sp = *ports_.at(p);
+  if (q >= sp.paused.size()) return;
+  int rc = sp.tree->set_paused(q, paused);
+  std::lock_guard lk(mu_);
+  if (rc < 0) {
+    ++sp.pause_failures;
+    SLOG_WARN("SWITCH_PAUSE_FAILED", "{} queue {}: {} failed: {}", sp.cfg.name, q, paused ? "pause" : "resume",
+              nl_geterror(rc));
+    return;
+  }
+  if (bool(sp.paused[q]) != paused) ++sp.pause_changes;
+  sp.paused[q] = paused;
+}
+
+void SwitchMode::send_control(PortId p, const ControlFrame& frame) {
+  SwPort& sp = *ports_.at(p);
+  int reason = SL_CTRL_R_OK;
+  auto payload = encode(frame, &reason);
+  if (payload.empty() || reason != SL_CTRL_R_OK) {
+    std::lock_guard lk(mu_);
+    ++sp.ctrl.out_rejected;
+    return;
+  }
+  auto eth = ethernet_frame(sp.mac, payload);
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = sp.ifindex;
+  to.sll_protocol = htons(SLUICE_CTRL_ETHERTYPE);
+  to.sll_halen = 6;
+  std::memcpy(to.sll_addr, kCtrlGroupMac.data(), 6);
+  ssize_t n = sendto(sp.tx_fd, eth.data(), eth.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  std::lock_guard lk(mu_);
+  if (n == ssize_t(eth.size())) ++sp.ctrl.out;
+  else ++sp.ctrl.out_rejected;
+}
+
+void SwitchMode::arm_timer(uint64_t at_ns) {
+  // steady_clock is CLOCK_MONOTONIC on Linux, the clock of now_ns().
+  timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(at_ns)));
+  std::weak_ptr<bool> alive = alive_;
+  timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    auto a = alive.lock();
+    if (ec || !a || !*a) return;
+    logic_->on_timer(monotonic_ns());
+  });
+}
+
+std::vector<sl_sw_counter> SwitchMode::bpf_counters(uint32_t port_id) const {
+  std::vector<sl_sw_counter> out(SL_SW_CNT_SLOTS);
+  std::vector<sl_sw_counter> cpu(num_possible_cpus());
+  int fd = bpf_map__fd(skel_->maps.sw_counters);
+  for (uint32_t s = 0; s < SL_SW_CNT_SLOTS; ++s) {
+    uint32_t idx = port_id * SL_SW_CNT_SLOTS + s;
+    if (bpf_map_lookup_elem(fd, &idx, cpu.data())) continue;
+    for (const auto& c : cpu) {
+      out[s].packets += c.packets;
+      out[s].bytes += c.bytes;
+    }
+  }
+  return out;
+}
+
+// One port as `sluicectl switch` shows it. Per queue: depth now, paused,
+// packets out (left the class), dropped (tail drop at its leaf), in = out +
+// dropped + queued (every packet the classifier put there). Control frames:
+// in = accepted and handed to the logic, rejected = dropped by the gate (by
+// reason) or by the agent's re-check, out = sent by the logic.
+nlohmann::json SwitchMode::port_json(const SwPort& p) const {
+  const auto& cc = counters(p, 0);
+  auto bc = bpf_counters(p.id);
+  nlohmann::json qs = nlohmann::json::array();
+  auto row = [](const ClassCounters& c) {
+    return nlohmann::json{{"depth_bytes", c.backlog},     {"depth_pkts", c.qlen},
+                          {"pkts_in", c.packets + c.drops + c.qlen}, {"pkts_out", c.packets},
+                          {"bytes_out", c.bytes},         {"dropped", c.drops}};
+  };
+  for (size_t q = 0; q < p.cfg.queues.size(); ++q) {
+    nlohmann::json j = q < cc.size() ? row(cc[q]) : nlohmann::json::object();
+    j["queue"] = q;
+    j["paused"] = bool(p.paused[q]);
+    qs.push_back(j);
+  }
+  nlohmann::json fallback = cc.size() > p.cfg.queues.size() ? row(cc.back()) : nlohmann::json::object();
+  uint64_t rejected = p.agent_rejected;
+  nlohmann::json by_reason = nlohmann::json::object();
+  for (int r = 0; r < SL_CTRL_R_COUNT; ++r) {
+    if (r == SL_CTRL_R_OK || !bc[r].packets) continue;
+    rejected += bc[r].packets;
+    by_reason[std::string(ctrl_reason_name(r))] = bc[r].packets;
+  }
+  if (bc[SL_SW_CNT_CTRL_RING_FULL].packets) {
+    rejected += bc[SL_SW_CNT_CTRL_RING_FULL].packets;
+    by_reason["RING_FULL"] = bc[SL_SW_CNT_CTRL_RING_FULL].packets;
+  }
+  if (p.agent_rejected) by_reason["AGENT_RECHECK"] = p.agent_rejected;
+  return {{"name", p.cfg.name},
+          {"port_id", p.id},
+          {"ifindex", p.ifindex},
+          {"role", port_role_name(p.cfg.role)},
+          {"rate_bps", p.cfg.rate_bps},
+          {"buffer_bytes", p.tree->spec().buffer_bytes},
+          {"queues", qs},
+          {"fallback", fallback},
+          {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},
+          {"pause_changes", p.pause_changes},
+          {"pause_failures", p.pause_failures},
+          {"control",
+           {{"in", p.ctrl.in},
+            {"out", p.ctrl.out},
+            {"out_rejected", p.ctrl.out_rejected},
+            {"rejected", rejected},
+            {"rejected_by_reason", by_reason}}},
+          {"tree", {{"handles", p.tree->handles()}, {"replaced", p.tree->replaced()}}}};
+}
+
+void SwitchMode::status(nlohmann::json& out) const {
+  std::lock_guard lk(mu_);
+  nlohmann::json ports = nlohmann::json::array();
+  for (const auto& p : ports_) ports.push_back(port_json(*p));
+  nlohmann::json j = {{"logic", info_->name}, {"fail_open_ms", cfg_.fail_open_ms}, {"ports", ports}};
+  if (info_->view) j["logic_state"] = info_->view(*logic_, *this);
+  out["switch"] = j;
+}
+
+void SwitchMode::metrics(std::vector<MetricSample>& out) const {
+  nlohmann::json st;
+  status(st);
+  for (const auto& p : st["switch"]["ports"]) {
+    std::string port = p["name"];
+    for (const auto& q : p["queues"]) {
+      std::vector<std::pair<std::string, std::string>> l = {{"port", port},
+                                                            {"queue", std::to_string(q["queue"].get<int>())}};
+      auto num = [&](const char* k) { return q.contains(k) ? q[k].get<double>() : 0.0; };
+      out.push_back({"sluice_switch_queue_depth_bytes", "Bytes queued in a switch port's queue", false, l,
+                     num("depth_bytes")});
+      out.push_back({"sluice_switch_queue_depth_packets", "Packets queued in a switch port's queue", false, l,
+                     num("depth_pkts")});
+      out.push_back({"sluice_switch_queue_paused", "1 while the queue is paused", false, l,
+                     q["paused"].get<bool>() ? 1.0 : 0.0});
+      for (const auto& [k, what] : {std::pair{"pkts_in", "in"}, {"pkts_out", "out"}, {"dropped", "dropped"}}) {
+        auto lw = l;
+        lw.emplace_back("what", what);
+        out.push_back({"sluice_switch_queue_packets_total", "Packets into, out of and dropped by a switch queue",
+                       true, lw, num(k)});
+      }
+    }
+    const auto& c = p["control"];
+    for (const char* dir : {"in", "out", "rejected"})
+      out.push_back({"sluice_switch_control_frames_total",
+                     "Control frames per switch port: in (to the logic), out (sent), rejected (dropped)", true,
+                     {{"port", port}, {"dir", dir}}, c[dir].get<double>()});
+    for (auto it = c["rejected_by_reason"].begin(); it != c["rejected_by_reason"].end(); ++it)
+      out.push_back({"sluice_switch_control_rejected_total", "Control frames rejected per switch port and reason",
+                     true, {{"port", port}, {"reason", it.key()}}, it.value().get<double>()});
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<HostService> make_switch_service(const ServiceContext& ctx) {
+  if (ctx.config.get<SwitchConfig>().ports.empty()) return nullptr;
+  return std::make_unique<SwitchMode>(ctx);
+}
+
+std::string switch_used_by(const Config& cfg) {
+  return cfg.get<SwitchConfig>().ports.empty() ? "" : "[switch] ports";
+}
+
+}  // namespace sluice
