@@ -103,6 +103,7 @@ const ConfigSection& switch_section() {
                        field::integer("queues", &S::queues, 1, SLUICE_SW_MAX_QUEUES),
                        field::integer("rate_mbit", &S::rate_mbit, 1, 100000),
                        field::integer("buffer_bytes", &S::buffer_bytes, 1514, 1 << 30),
+                       field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
                        field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
                        ports_field(),
                    });

@@ -8,6 +8,7 @@
 //   queues = 1                # queues per port (default for every port)
 //   rate_mbit = 100           # link rate per port (default for every port)
 //   buffer_bytes = 131072     # tail-drop limit of each queue (its TBF leaf)
+//   burst_bytes = 0           # token bucket of classes and leaves (0 = 100 us at the rate)
 //   [[switch.ports]]
 //   name = "swp1"
 //   role = "switch-facing"    # or "host-facing"
@@ -45,6 +46,9 @@ struct SwitchConfig {
   uint32_t queues = 1;
   uint32_t rate_mbit = 100;
   uint32_t buffer_bytes = 131072;
+  // Token bucket of every class and TBF leaf, bytes; 0 = 100 us at the
+  // port's rate, at least two MTU frames (the lab's shaper default).
+  uint32_t burst_bytes = 0;
   // Agent heartbeat older than this: the classifier stops steering and
   // every new packet takes the never-paused fallback class (fail open).
   uint32_t fail_open_ms = 200;

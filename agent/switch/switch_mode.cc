@@ -122,7 +122,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       if (fd >= 0 && ioctl(fd, SIOCGIFHWADDR, &ifr) == 0) std::memcpy(p->mac.data(), ifr.ifr_hwaddr.sa_data, 6);
       if (fd >= 0) close(fd);
 
-      TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues};
+      TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
       p->tree = std::make_unique<PortTree>(spec);
 
       sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kTreeMajor,
@@ -326,6 +326,7 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
           {"role", port_role_name(p.cfg.role)},
           {"rate_bps", p.cfg.rate_bps},
           {"buffer_bytes", p.tree->spec().buffer_bytes},
+          {"burst_bytes", p.tree->burst_bytes()},
           {"queues", qs},
           {"fallback", fallback},
           {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},

@@ -28,6 +28,7 @@ void nl_check(int rc, const std::string& what) {
 }  // namespace
 
 uint32_t PortTree::burst_bytes() const {
+  if (spec_.burst_bytes) return std::max<uint32_t>(spec_.burst_bytes, 1600);
   // 100 us at the link rate, at least two MTU frames (the lab's shaper).
   return uint32_t(std::max<uint64_t>(3028, spec_.rate_bps / 8 / 10000));
 }

@@ -42,6 +42,7 @@ struct TreeSpec {
   uint64_t rate_bps = 0;
   uint32_t buffer_bytes = 131072;
   std::vector<QueueConfig> queues;
+  uint32_t burst_bytes = 0;  // 0: 100 us at the rate, >= two MTU frames
 };
 
 struct ClassCounters {
