@@ -103,7 +103,11 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       loop_(ctx.loop),
       timer_(ctx.loop.io()) {
   if (!info_) throw Error("[switch] logic \"" + cfg_.logic + "\" is not a switch logic (" + logic_names() + ")");
+  skel_->rodata->fail_open_ns = uint64_t(cfg_.fail_open_ms) * 1'000'000;
   skel_.load();
+  // Alive before anything is attached, then every fail_open_ms / 4.
+  heartbeat();
+  heartbeat_ = loop_.every(std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)), [this] { heartbeat(); });
   try {
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
       const SwitchPortEntry& e = cfg_.ports[i];
@@ -171,6 +175,10 @@ SwitchMode::~SwitchMode() {
   // Each port: programs detached, then its tree removed.
   while (!ports_.empty()) ports_.pop_back();
   SLOG_INFO("SWITCH_STOPPED", "switch mode stopped: programs detached, queue trees removed");
+}
+
+void SwitchMode::heartbeat() {
+  __atomic_store_n(&skel_->bss->sw_heartbeat_ns, monotonic_ns(), __ATOMIC_RELAXED);
 }
 
 int SwitchMode::on_ring(void* self, void* data, size_t len) {
@@ -330,6 +338,7 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
           {"queues", qs},
           {"fallback", fallback},
           {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},
+          {"fail_open_pkts", bc[SL_SW_CNT_DATA_FAIL_OPEN].packets},
           {"pause_changes", p.pause_changes},
           {"pause_failures", p.pause_failures},
           {"control",
@@ -345,7 +354,11 @@ void SwitchMode::status(nlohmann::json& out) const {
   std::lock_guard lk(mu_);
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& p : ports_) ports.push_back(port_json(*p));
-  nlohmann::json j = {{"logic", info_->name}, {"fail_open_ms", cfg_.fail_open_ms}, {"ports", ports}};
+  uint64_t hb = __atomic_load_n(&skel_->bss->sw_heartbeat_ns, __ATOMIC_RELAXED), now = monotonic_ns();
+  nlohmann::json j = {{"logic", info_->name},
+                      {"fail_open_ms", cfg_.fail_open_ms},
+                      {"heartbeat_age_ms", now > hb ? double(now - hb) / 1e6 : 0.0},
+                      {"ports", ports}};
   if (info_->view) j["logic_state"] = info_->view(*logic_, *this);
   out["switch"] = j;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/switch.h"
 #include "switch/logic.h"
 
 struct nl_sock;
@@ -32,7 +33,7 @@ namespace sluice::sw {
 
 constexpr uint32_t kTreeMajor = 0x51;
 constexpr uint32_t kRootClassMinor = 0x1000;
-constexpr uint32_t kFallbackMinor = 0xfff0;
+constexpr uint32_t kFallbackMinor = SL_SW_FALLBACK_MINOR;
 constexpr uint32_t kLeafMajorBase = 0x5100;
 constexpr uint32_t kPausedRateBytes = 1000;  // bytes/s of a paused queue's TBF
 

@@ -13,7 +13,11 @@
  *   (written by the switch logic); unknown flows go to queue 0 or, with
  *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
  *   sl_sw_flow_hash() of the 5-tuple (0 for non-IP), which the logic
- *   computes the same way. */
+ *   computes the same way. Fail open: when the agent's heartbeat is older
+ *   than fail_open_ns, nothing is steered any more: every packet takes the
+ *   port's fallback class (major:SL_SW_FALLBACK_MINOR, never paused), so a
+ *   dead agent cannot keep traffic in a queue it paused. Control frames
+ *   leaving the port keep the class their sender chose (SO_PRIORITY). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -50,6 +54,11 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } sl_sw_ctrl_v1 SEC(".maps");
+
+/* Set before load (0 = never fail open); the agent writes the heartbeat
+ * (bpf_ktime_get_ns() clock) through the mmap'ed .bss. */
+const volatile __u64 fail_open_ns = 0;
+__u64 sw_heartbeat_ns = 0;
 
 static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff *skb)
 {
@@ -141,6 +150,16 @@ int sw_egress(struct __sk_buff *skb)
 	if (!port || !port->num_queues || !port->htb_major) {
 		sw_count(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT, skb);
 		return SL_TC_NEXT;
+	}
+	if (skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
+		return SL_TC_NEXT;
+	if (fail_open_ns) {
+		__u64 hb = *(volatile __u64 *)&sw_heartbeat_ns;
+		if (bpf_ktime_get_ns() - hb > fail_open_ns) {
+			skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
+			sw_count(port->port_id, SL_SW_CNT_DATA_FAIL_OPEN, skb);
+			return SL_TC_NEXT;
+		}
 	}
 	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sw_flow_hash(skb) };
 	__u32 queue = 0;

@@ -24,6 +24,10 @@ struct sl_sw_port {
 	__u32 pad;
 };
 #define SL_SW_PORT_HASH_DEFAULT 0x1 /* unknown flows: queue = hash % num_queues (else queue 0) */
+/* HTB minor of the port's fallback class: HTB's default class, never
+ * paused. Packets the classifier does not steer (agent heartbeat stale,
+ * classifier gone) and the control frames the agent sends go there. */
+#define SL_SW_FALLBACK_MINOR 0xfff0
 
 /* A flow as the classifier and the logic both see it: addresses IPv6 or
  * IPv4-mapped (as in control frames), ports in network order. */
@@ -63,6 +67,7 @@ enum sl_sw_data_slot {
 	SL_SW_CNT_DATA_CLASSIFIED = SL_CTRL_R_COUNT, /* egress: steered to a queue */
 	SL_SW_CNT_DATA_NO_PORT,                      /* egress: not a configured port */
 	SL_SW_CNT_CTRL_RING_FULL,                    /* ingress: valid frame, ring full */
+	SL_SW_CNT_DATA_FAIL_OPEN,                    /* egress: agent heartbeat stale, fallback class */
 	SL_SW_CNT_SLOTS,
 };
 struct sl_sw_counter {

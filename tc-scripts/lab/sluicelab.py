@@ -12,6 +12,14 @@ Topologies (hosts and switches are namespaces joined by veth pairs):
   dumbbell(lab, ...)    left hosts -> switch L == bottleneck == switch R -> right hosts
   leaf_spine(lab, ...)  ToRs x hosts per ToR, spines; routers with ECMP
 
+Switches forward as a Linux bridge (star, dumbbell; "router" routes
+instead) or as routers (leaf-spine). switch="sluice" keeps that forwarding
+and makes every switch namespace a sluice switch: sluiced in switch mode
+in the namespace (config generated from the ports: each switch port's
+rate, buffer and burst, role host-facing toward a host, switch-facing
+toward a switch, and the switch logic named by `sluice`), which builds its
+own queue tree on each port instead of the lab's shaper.
+
 Per link: rate shaping (TBF or HTB), a byte buffer limit (TBF limit or HTB
 leaf bfifo), a propagation delay (this kernel has no netem: the link runs
 through a wire namespace where sluice-wire forwards every frame after the
@@ -419,15 +427,22 @@ ROUTER_SYSCTLS = {
 class Topology:
     """Nodes and links of one testbed, built inside a Lab."""
 
-    def __init__(self, lab: Lab, kind: str, mode: str = "gso", switch: str = "bridge"):
+    def __init__(self, lab: Lab, kind: str, mode: str = "gso", switch: str = "bridge",
+                 sluice: Optional[dict] = None):
+        """sluice: {"bin": sluiced, "logic": name, "queues": n} makes every
+        switch a sluice switch (forwarding stays `switch`)."""
         if mode not in ("gso", "mtu"):
             raise LabError(f"unknown frame mode '{mode}' (gso or mtu)")
         if switch not in ("bridge", "router"):
             raise LabError(f"unknown switch kind '{switch}' (bridge or router)")
+        if sluice is not None and not (sluice.get("bin") and os.access(sluice["bin"], os.X_OK)):
+            raise LabError(f"sluice switches need the built sluiced (got {sluice.get('bin')!r})")
         self.lab = lab
         self.kind = kind
         self.mode = mode
         self.switch_kind = switch
+        self.sluice = sluice
+        self.sluice_procs: list = []    # (Popen, switch Node)
         self.nodes: dict = {}
         self.links: list = []           # (Port, Port)
         self.wires: list = []           # (Port, Port, one-way delay us, wire namespace short name)
@@ -483,7 +498,10 @@ class Topology:
 
     def describe(self) -> dict:
         return {
-            "kind": self.kind, "mode": self.mode, "switch": self.switch_kind,
+            "kind": self.kind, "mode": self.mode,
+            "switch": "sluice" if self.sluice else self.switch_kind,
+            "forwarding": self.switch_kind,
+            "switch_logic": self.sluice["logic"] if self.sluice else None,
             "hosts": {h.name: {"ns": h.ns, "ip": h.ip} for h in self.hosts},
             "switches": [s.ns for s in self.switches],
             "bottleneck": self.bottleneck.spec() if self.bottleneck else None,
@@ -530,10 +548,88 @@ class Topology:
                 lab.nsexec(node.ns, cmds)
             tc = []
             for p in node.ports:
-                if p.shape:
+                # A sluice switch's ports get their queue tree from sluiced.
+                if p.shape and not (self.sluice and node.kind == "switch"):
                     tc.extend(p.shape.tc_lines(p.ifname))
             lab.tc_batch(node.ns, tc)
+        if self.sluice:
+            self.start_sluice(self.sluice)
         return self
+
+    # -- sluice switches -----------------------------------------------------
+    def start_sluice(self, sluice: dict):
+        """Makes every switch a sluice switch now (sluiced replaces each
+        port's root qdisc with its own queue tree); stop_sluice() undoes
+        it. Used by build() for switch="sluice" and by bench variants that
+        compare sluice switches with the lab's in one run."""
+        self.sluice = sluice
+        try:
+            for node in self.switches:
+                self._start_sluice(node)
+        except Exception:
+            self.stop_sluice()
+            raise
+
+    def stop_sluice(self, restore: bool = True) -> list:
+        """Stops every switch's sluiced (it removes its queue trees) and,
+        with `restore`, puts the lab's shapers back on the switch ports.
+        Returns the exit codes."""
+        codes = []
+        for p, node in self.sluice_procs:
+            codes.append(self.lab.stop(p, grace=5.0))
+        self.sluice_procs = []
+        if restore:
+            for node in self.switches:
+                tc = []
+                for p in node.ports:
+                    if p.shape:
+                        tc.extend(p.shape.tc_lines(p.ifname))
+                self.lab.tc_batch(node.ns, tc)
+        return codes
+
+    def sluice_config(self, node: Node) -> str:
+        """sluiced's configuration for switch `node`: [switch] with every
+        port of the node, at the rate, buffer and burst of its shaper."""
+        lab, s = self.lab, self.sluice
+        state = os.path.join(lab.tmp, f"sluiced-{node.name}")
+        bursts = {p.shape.burst for p in node.ports if p.shape and p.shape.burst}
+        if len(bursts) > 1:
+            raise LabError(f"{node.name}: ports with different bursts ({sorted(bursts)})")
+        lines = ["[agent]", f'pin_root = "/sys/fs/bpf/sluice-{lab.prefix}{node.name}"',
+                 f'state_dir = "{state}"', f'control_socket = "{state}/sluiced.sock"',
+                 "[metrics]", "enabled = false", "[switch]", f'logic = "{s["logic"]}"',
+                 f"queues = {int(s.get('queues', 1))}", f"burst_bytes = {bursts.pop() if bursts else 0}"]
+        for p in node.ports:
+            if p.shape is None:
+                raise LabError(f"{p.ifname}: a sluice switch port needs a rate (shape)")
+            role = "host-facing" if p.peer.node.kind == "host" else "switch-facing"
+            lines += ["[[switch.ports]]", f'name = "{p.ifname}"', f'role = "{role}"',
+                      f"rate_mbit = {max(1, int(round(p.shape.rate_mbit)))}",
+                      f"buffer_bytes = {p.shape.buffer if p.shape.buffer is not None else 1_000_000}"]
+        return "\n".join(lines) + "\n"
+
+    def _start_sluice(self, node: Node):
+        lab = self.lab
+        state = os.path.join(lab.tmp, f"sluiced-{node.name}")
+        os.makedirs(state, exist_ok=True)
+        cfg = os.path.join(lab.tmp, f"sluiced-{node.name}.toml")
+        with open(cfg, "w") as f:
+            f.write(self.sluice_config(node))
+        p = lab.spawn(node.ns, [self.sluice["bin"], "--config", cfg], f"sluiced-{node.name}")
+        self.sluice_procs.append((p, node))
+        for _ in range(500):
+            if "SWITCH_STARTED" in lab.log_of(p) or p.poll() is not None:
+                break
+            time.sleep(0.02)
+        if p.poll() is not None or "SWITCH_STARTED" not in lab.log_of(p):
+            raise LabError(f"sluiced (switch mode) in {node.ns} did not start:\n{lab.log_of(p)[-2000:]}")
+
+    def check_switches(self):
+        """Raises if a sluice switch's sluiced has ended: what was measured
+        through it since is void."""
+        for p, node in self.sluice_procs:
+            if p.poll() is not None:
+                raise LabError(f"sluiced of {node.ns} exited ({p.returncode}):\n{self.lab.log_of(p)[-1000:]}")
 
     def _wire_ends(self, w: str) -> tuple:
         """The wire's two interfaces: the peer of a link's port a, of port b."""
@@ -638,14 +734,15 @@ def _bottleneck_shape(rate, buffer, shaper, burst) -> Shape:
 
 def star(lab: Lab, senders: int, receivers: int = 1, rate: float = 1000, buffer: int = 131072,
          mode: str = "gso", switch: str = "bridge", shaper: str = "tbf", burst: Optional[int] = None,
-         uplink_rate: Optional[float] = None, delay_us: float = 0, wire: Optional[str] = None) -> Topology:
+         uplink_rate: Optional[float] = None, delay_us: float = 0, wire: Optional[str] = None,
+         sluice: Optional[dict] = None) -> Topology:
     """N senders and R receivers on one switch. Every switch egress port is
     shaped to `rate` with `buffer` bytes (the receiver's port is the incast
     bottleneck); every host uplink is shaped to `uplink_rate` (default
     `rate`) with HTB so veth senders are not infinitely fast. delay_us > 0
     gives each receiver's link that one-way propagation delay (after the
     switch port's queue; `wire` is the sluice-wire binary)."""
-    t = Topology(lab, "star", mode, switch)
+    t = Topology(lab, "star", mode, switch, sluice)
     t.wire_bin = wire
     up = Shape(rate_mbit=uplink_rate or rate, buffer=None, kind="htb", burst=burst)
     sw = t.add_node("sw", "switch")
@@ -674,11 +771,11 @@ def star(lab: Lab, senders: int, receivers: int = 1, rate: float = 1000, buffer:
 
 def dumbbell(lab: Lab, left: int, right: int, rate: float = 1000, bottleneck_rate: Optional[float] = None,
              buffer: int = 131072, mode: str = "gso", switch: str = "bridge", shaper: str = "tbf",
-             burst: Optional[int] = None) -> Topology:
+             burst: Optional[int] = None, sluice: Optional[dict] = None) -> Topology:
     """Left hosts on switch L, right hosts on switch R, one L<->R link at
     `bottleneck_rate` (default `rate`). Traffic left->right queues in L's
     port toward R (class "core"); R's ports toward right hosts are "sw-down"."""
-    t = Topology(lab, "dumbbell", mode, switch)
+    t = Topology(lab, "dumbbell", mode, switch, sluice)
     brate = bottleneck_rate or rate
     router = switch == "router"
     up = Shape(rate_mbit=rate, kind="htb", burst=burst)
@@ -718,14 +815,14 @@ def dumbbell(lab: Lab, left: int, right: int, rate: float = 1000, bottleneck_rat
 
 def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4, rate: float = 1000,
                core_rate: Optional[float] = None, buffer: int = 131072, mode: str = "gso",
-               shaper: str = "tbf", burst: Optional[int] = None) -> Topology:
+               shaper: str = "tbf", burst: Optional[int] = None, sluice: Optional[dict] = None) -> Topology:
     """2-tier leaf-spine of routers: every ToR links to every spine; ToRs
     spread traffic to other racks over the spines by ECMP (5-tuple hash).
     Port classes: tor-down (ToR -> host), tor-up (ToR -> spine), core
     (spine -> ToR), host-up. Host t<a>h<i> has 10.<a>.<i>.2."""
     if tors > 250 or hosts_per_tor > 250 or spines > 60:
         raise LabError("leaf_spine: at most 250 ToRs, 250 hosts per ToR, 60 spines")
-    t = Topology(lab, "leaf-spine", mode, "router")
+    t = Topology(lab, "leaf-spine", mode, "router", sluice)
     crate = core_rate or rate
     up = Shape(rate_mbit=rate, kind="htb", burst=burst)
     spine_nodes = [t.add_node(f"s{b}", "switch") for b in range(1, spines + 1)]

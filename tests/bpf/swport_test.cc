@@ -216,3 +216,55 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | (spec_hash(c) % 32 + 1));
   EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 6u);
 }
+
+// Fail open: with fail_open_ns set, a heartbeat older than it sends every
+// data packet to the port's fallback class (never paused) instead of the
+// logic's queue, counted; a fresh heartbeat steers again. Control frames
+// leaving the port keep the class their sender chose.
+TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
+  require_root();
+  Skeleton<swport> s;
+  s->rodata->fail_open_ns = 50'000'000;
+  s.load();
+  const uint32_t port_id = 4, major = 0x51;
+  uint32_t lo = kLo;
+  sl_sw_port p{port_id, SL_PORT_SWITCH_FACING, 4, major, 0, 0};
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sw_ports), &lo, &p, BPF_ANY), 0);
+  PacketSpec a;
+  sl_sw_flow_key k{port_id, spec_hash(a)};
+  uint32_t q = 2;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sw_flow_queue), &k, &q, BPF_ANY), 0);
+  auto priority_of = [&](const Bytes& pkt, uint32_t prio_in = 7) {
+    struct __sk_buff in {}, out {};
+    in.priority = prio_in;
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_size_in = uint32_t(pkt.size()),
+                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd(s->progs.sw_egress), &o), 0);
+    EXPECT_EQ(int(o.retval), kNext);
+    return out.priority;
+  };
+  auto fail_open_count = [&] {
+    std::vector<sl_sw_counter> v(libbpf_num_possible_cpus());
+    uint32_t idx = port_id * SL_SW_CNT_SLOTS + SL_SW_CNT_DATA_FAIL_OPEN;
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd(s->maps.sw_counters), &idx, v.data()), 0);
+    uint64_t n = 0;
+    for (auto& c : v) n += c.packets;
+    return n;
+  };
+  const uint32_t fallback = (major << 16) | SL_SW_FALLBACK_MINOR;
+  // Never written (the agent is not there): fail open.
+  EXPECT_EQ(priority_of(build(a)), fallback);
+  EXPECT_EQ(fail_open_count(), 1u);
+  s->bss->sw_heartbeat_ns = monotonic_ns();
+  EXPECT_EQ(priority_of(build(a)), (major << 16) | 3) << "a fresh heartbeat steers to the logic's queue";
+  s->bss->sw_heartbeat_ns = monotonic_ns() - 60'000'000;
+  EXPECT_EQ(priority_of(build(a)), fallback) << "a stale heartbeat still steers";
+  EXPECT_EQ(fail_open_count(), 2u);
+  // A control frame the agent sends keeps its SO_PRIORITY class.
+  s->bss->sw_heartbeat_ns = monotonic_ns();
+  sw::ControlFrame f;
+  f.type = sw::CtrlType::kPause;
+  f.queues.push_back({1, 1});
+  Bytes frame = sw::ethernet_frame({2, 0, 0, 0, 0, 1}, sw::encode(f));
+  EXPECT_EQ(priority_of(frame, fallback), fallback);
+}

@@ -92,7 +92,14 @@ class Incast(Experiment):
                             "core link; leaf-spine: to the receiver)")
         p.add_argument("--background-warmup", type=float, default=1.0,
                        help="seconds the background flows run before the incast starts")
-        p.add_argument("--switch", choices=("bridge", "router"), default="bridge")
+        p.add_argument("--switch", choices=("bridge", "router", "sluice"), default="bridge",
+                       help="how switch namespaces forward and queue: a Linux bridge or router with the "
+                            "lab's shaper, or sluice: bridge forwarding (routers on leaf-spine) with "
+                            "sluiced in switch mode owning each port's queues (docs/switch.md)")
+        p.add_argument("--switch-logic", default="fifo",
+                       help="--switch sluice: the switch logic ([switch] logic; fifo = the plain port)")
+        p.add_argument("--switch-queues", type=int, default=1,
+                       help="--switch sluice: queues per switch port")
         p.add_argument("--shaper", choices=("tbf", "htb"), default="tbf",
                        help="bottleneck qdisc (TBF splits GSO into MTU frames)")
         p.add_argument("--burst", type=util.size, default=0,
@@ -117,6 +124,8 @@ class Incast(Experiment):
                 "total_bytes": a.total_bytes or None, "rounds": a.rounds, "warmup": a.warmup,
                 "gap_ms": a.gap_ms, "connections": a.connections, "rate_mbit": a.rate, "uplink_mbit": a.uplink_rate or a.rate,
                 "buffer": a.buffer, "mode": a.mode, "switch": a.switch, "shaper": a.shaper,
+                "switch_logic": a.switch_logic if a.switch == "sluice" else None,
+                "switch_queues": a.switch_queues if a.switch == "sluice" else None,
                 "burst": a.burst or sluicelab.Shape(a.rate).default_burst(), "repeat": a.repeat,
                 "bottleneck_mbit": self.bottleneck_rate(), "bottleneck_burst": self.bottleneck_burst(),
                 "topology": a.topology, "core_mbit": a.core_rate or a.rate, "background": a.background}
@@ -172,10 +181,15 @@ class Incast(Experiment):
         a = self.args
         nb = a.background
         common = dict(rate=a.rate, buffer=a.buffer, mode=a.mode, shaper=a.shaper, burst=a.burst or None)
+        # --switch sluice: the forwarding of the bridge baseline (routers on
+        # leaf-spine), the queues of sluiced's switch mode.
+        switch = "bridge" if a.switch == "sluice" else a.switch
+        if a.switch == "sluice":
+            common["sluice"] = {"bin": ctx.tool("sluiced"), "logic": a.switch_logic, "queues": a.switch_queues}
         ctx.log(f"building {a.topology}: {self.hosts} incast senders, {a.rate:g} Mbit/s, buffer {a.buffer} B, "
-                f"mode {a.mode}, {a.shaper}")
+                f"mode {a.mode}, " + (f"sluice switches ({a.switch_logic})" if a.switch == "sluice" else a.shaper))
         if a.topology == "star":
-            topo = sluicelab.star(ctx.lab, senders=self.hosts + nb, switch=a.switch,
+            topo = sluicelab.star(ctx.lab, senders=self.hosts + nb, switch=switch,
                                   uplink_rate=a.uplink_rate or None, **common)
             self.receiver = topo.receivers[0]
             self.incast_hosts = topo.senders[:self.hosts]
@@ -183,7 +197,7 @@ class Incast(Experiment):
             self.bg_target = self.receiver
         elif a.topology == "dumbbell":
             # Incast and background share only the L->R core link.
-            topo = sluicelab.dumbbell(ctx.lab, left=self.hosts + nb, right=2 if nb else 1, switch=a.switch,
+            topo = sluicelab.dumbbell(ctx.lab, left=self.hosts + nb, right=2 if nb else 1, switch=switch,
                                       bottleneck_rate=a.core_rate or None, **common)
             self.receiver = topo.receivers[0]
             self.incast_hosts = topo.senders[:self.hosts]
@@ -278,6 +292,7 @@ class Incast(Experiment):
                           "TcpExt.TCPSpuriousRTOs"):
                     ns[k] = ns.get(k, 0) + d.get(k, 0)
             m.finish()
+        topo.check_switches()
         qmon = m.qmon
         with open(out) as f:
             tg = json.load(f)

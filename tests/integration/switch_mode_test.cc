@@ -1,0 +1,359 @@
+// sluiced in switch mode in a lab: h1 -- sw -- h2, sw a router whose two
+// ports are sluice switch ports (logic pfc, 2 queues each): swa faces the
+// host h1 (host-facing), swb faces h2, which plays the downstream switch
+// (switch-facing). Two UDP flows h1 -> h2 hash to different queues of swb.
+//  - A PAUSE frame for flow A's queue, sent by h2 from a raw AF_PACKET
+//    socket, stops A at the receiver while B keeps flowing; RESUME restarts
+//    A. sluicectl switch shows the pause, the control frames and the queues.
+//  - The same frame sent by h1 into the host-facing port is rejected,
+//    counted by reason, and pauses nothing.
+//  - Fail open: sluiced killed with A's queue paused, new packets of A
+//    still reach h2 (HTB's default class; the classifier detached with the
+//    process under tcx, or stops steering on a stale heartbeat under
+//    clsact). Stopped cleanly: the tree is gone.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lib/netns_fixture.h"
+#include "sluice/switch.h"
+#include "switch/control.h"
+
+using namespace sluice;
+using namespace sluice::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint16_t kDport = 7000;
+
+uint32_t flow_hash(const char* src, const char* dst, uint16_t sport, uint16_t dport) {
+  sl_sw_flow_tuple t{};
+  auto s = sw::addr_parse(src), d = sw::addr_parse(dst);
+  std::copy(s.begin(), s.end(), t.src);
+  std::copy(d.begin(), d.end(), t.dst);
+  t.sport = htons(sport);
+  t.dport = htons(dport);
+  t.proto = 17;
+  return sl_sw_flow_hash(&t);
+}
+
+// Counts datagrams per destination port in the receiver's namespace.
+struct Sink {
+  std::atomic<uint64_t> got[2]{};
+  std::atomic<bool> stop{false};
+  std::thread t;
+  int fds[2] = {-1, -1};
+  void start(const std::string& ns) {
+    InNetns in(ns);
+    for (int i = 0; i < 2; ++i) {
+      fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(kDport + i);
+      ASSERT_EQ(bind(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+      timeval tv{0, 20'000};
+      setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    t = std::thread([this] {
+      char buf[2048];
+      while (!stop) {
+        pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+        poll(pf, 2, 20);
+        for (int i = 0; i < 2; ++i)
+          while (recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT) > 0) ++got[i];
+      }
+    });
+  }
+  ~Sink() {
+    stop = true;
+    if (t.joinable()) t.join();
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+};
+
+// Two paced UDP flows (about 8 Mbit/s each).
+struct Source {
+  std::atomic<bool> stop{false};
+  std::thread t;
+  int fds[2] = {-1, -1};
+  void start(const std::string& ns, const std::string& dst, const uint16_t sports[2]) {
+    InNetns in(ns);
+    for (int i = 0; i < 2; ++i) {
+      fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(sports[i]);
+      ASSERT_EQ(bind(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+      a.sin_port = htons(kDport + i);
+      inet_pton(AF_INET, dst.c_str(), &a.sin_addr);
+      ASSERT_EQ(connect(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    }
+    t = std::thread([this] {
+      char buf[1000] = {};
+      while (!stop) {
+        for (int i = 0; i < 2; ++i) send(fds[i], buf, sizeof(buf), MSG_DONTWAIT);
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  }
+  ~Source() {
+    stop = true;
+    if (t.joinable()) t.join();
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+};
+
+// Sends one control frame out of `ifname` in `ns` (the neighbour's side).
+void send_frame(const std::string& ns, const std::string& ifname, sw::CtrlType type, uint16_t queue, uint32_t seq) {
+  InNetns in(ns);
+  int fd = socket(AF_PACKET, SOCK_RAW, 0);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  sw::ControlFrame f;
+  f.type = type;
+  f.queues.push_back({queue, seq});
+  auto eth = sw::ethernet_frame({0x02, 0, 0, 0, 0, 0x42}, sw::encode(f));
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = int(if_nametoindex(ifname.c_str()));
+  to.sll_halen = 6;
+  std::copy(sw::kCtrlGroupMac.begin(), sw::kCtrlGroupMac.end(), to.sll_addr);
+  ASSERT_NE(to.sll_ifindex, 0);
+  EXPECT_EQ(sendto(fd, eth.data(), eth.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), ssize_t(eth.size()))
+      << strerror(errno);
+  close(fd);
+}
+
+class SwitchMode : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    lab_ = std::make_unique<Lab>("sm");
+    h1_ = lab_->add_ns("h1");
+    sw_ = lab_->add_ns("sw");
+    h2_ = lab_->add_ns("h2");
+    swa_ = lab_->name("swa");
+    swb_ = lab_->name("swb");
+    h1if_ = lab_->name("h1");
+    h2if_ = lab_->name("h2");
+    lab_->add_veth(h1_, "h1", "10.71.1.2/24", sw_, "swa", "10.71.1.1/24");
+    lab_->add_veth(sw_, "swb", "10.71.2.1/24", h2_, "h2", "10.71.2.2/24");
+    ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.71.1.1"), 0);
+    ASSERT_EQ(lab_->nsh(h2_, "ip route add default via 10.71.2.1"), 0);
+    ASSERT_EQ(lab_->nsh(sw_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
+    sock_ = lab_->tmpdir() + "/sluiced.sock";
+    cfg_ = lab_->tmpdir() + "/sluiced.toml";
+    std::ofstream f(cfg_);
+    f << "[agent]\npin_root = \"" << lab_->bpffs() << "/sluice\"\nstate_dir = \"" << lab_->tmpdir()
+      << "/state\"\ncontrol_socket = \"" << sock_ << "\"\nattach_mode = \"" << GetParam()
+      << "\"\n[metrics]\nenabled = false\n"
+      << "[switch]\nlogic = \"pfc\"\nqueues = 2\nrate_mbit = 100\nfail_open_ms = 100\n"
+      << "[[switch.ports]]\nname = \"" << swa_ << "\"\nrole = \"host-facing\"\n"
+      << "[[switch.ports]]\nname = \"" << swb_ << "\"\nrole = \"switch-facing\"\n";
+  }
+  void TearDown() override {
+    agent_.stop();
+    lab_.reset();
+  }
+
+  void start_agent() {
+    agent_ = lab_->spawn(sw_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced");
+    bool up = eventually([&] { return ctl_ok(); }, 10s);
+    ASSERT_TRUE(up) << "sluiced did not come up; log:\n" << agent_.log();
+  }
+  bool ctl_ok() {
+    int st = -1;
+    lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json >/dev/null 2>&1", &st);
+    return st == 0;
+  }
+  json sw_state() {
+    int st = -1;
+    std::string o = lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json", &st);
+    EXPECT_EQ(st, 0) << o;
+    try {
+      return json::parse(o);
+    } catch (...) {
+      ADD_FAILURE() << "no JSON: " << o;
+      return json::object();
+    }
+  }
+  static const json& port_of(const json& s, const std::string& name) {
+    for (const auto& p : s["ports"])
+      if (p["name"] == name) return p;
+    static const json kNone = json::object();
+    ADD_FAILURE() << "no port " << name << " in " << s.dump();
+    return kNone;
+  }
+  // Datagrams flow i got during `d`.
+  uint64_t got_during(int i, std::chrono::milliseconds d) {
+    uint64_t a = sink_.got[i];
+    std::this_thread::sleep_for(d);
+    return sink_.got[i] - a;
+  }
+
+  std::unique_ptr<Lab> lab_;
+  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_, sock_, cfg_;
+  Process agent_;
+  Sink sink_;
+  Source src_;
+  uint16_t sports_[2] = {0, 0};
+  uint16_t qa_ = 0, qb_ = 1;
+};
+
+TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
+  start_agent();
+  if (HasFatalFailure()) return;
+  // Two source ports whose flows land in different queues of swb (pfc:
+  // flow hash % 2, as the classifier computes it).
+  sports_[0] = 40000;
+  qa_ = uint16_t(flow_hash("10.71.1.2", "10.71.2.2", sports_[0], kDport) % 2);
+  for (uint16_t p = 40001; p < 40100; ++p)
+    if (flow_hash("10.71.1.2", "10.71.2.2", p, kDport + 1) % 2 != qa_) {
+      sports_[1] = p;
+      break;
+    }
+  ASSERT_NE(sports_[1], 0);
+  qb_ = uint16_t(1 - qa_);
+
+  sink_.start(h2_);
+  src_.start(h1_, "10.71.2.2", sports_);
+  ASSERT_TRUE(eventually([&] { return sink_.got[0] > 50 && sink_.got[1] > 50; }, 5s))
+      << "traffic does not cross the switch: " << sink_.got[0] << " / " << sink_.got[1];
+
+  // The neighbour behind swb pauses flow A's queue.
+  send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s))
+      << sw_state().dump(2) << "\n" << agent_.log();
+  std::this_thread::sleep_for(200ms);  // what was already on the wire arrives
+  uint64_t a_paused = got_during(0, 1000ms);
+  // A paused TBF leaks 1000 B/s: at most ~1 datagram of 1042 B per second.
+  EXPECT_LE(a_paused, 2u) << "flow A kept flowing through a paused queue";
+  EXPECT_GT(got_during(1, 500ms), 100u) << "flow B (the other queue) stopped too";
+  json s = sw_state();
+  const json& pb = port_of(s, swb_);
+  EXPECT_EQ(pb["control"]["in"], 1) << s.dump(2);
+  EXPECT_EQ(pb["queues"][qb_]["paused"], false);
+  EXPECT_GT(pb["queues"][qa_]["depth_pkts"].get<uint64_t>(), 0u) << "the paused queue holds A's packets";
+  EXPECT_EQ(s["logic_state"]["pauses_applied"], 1);
+
+  // RESUME: A flows again, the held packets first.
+  send_frame(h2_, h2if_, sw::CtrlType::kResume, qa_, 2);
+  EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s)) << "flow A did not resume";
+  s = sw_state();
+  EXPECT_EQ(port_of(s, swb_)["queues"][qa_]["paused"], false);
+  EXPECT_EQ(port_of(s, swb_)["control"]["in"], 2);
+  EXPECT_GT(port_of(s, swb_)["queues"][qa_]["pkts_out"].get<uint64_t>(), 100u);
+
+  // The same PAUSE arriving from the host on the host-facing port: rejected
+  // by the gate, counted, and nothing is paused anywhere.
+  send_frame(h1_, h1if_, sw::CtrlType::kPause, qb_, 3);
+  send_frame(h1_, h1if_, sw::CtrlType::kPause, qa_, 4);
+  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
+      << sw_state().dump(2);
+  s = sw_state();
+  const json& pa = port_of(s, swa_);
+  EXPECT_EQ(pa["control"]["rejected_by_reason"]["WRONG_PORT"], 2) << pa.dump(2);
+  EXPECT_EQ(pa["control"]["in"], 0);
+  for (const auto& p : s["ports"])
+    for (const auto& q : p["queues"]) EXPECT_EQ(q["paused"], false) << p["name"] << " queue " << q["queue"];
+  EXPECT_EQ(s["logic_state"]["pauses_applied"], 1);
+  EXPECT_GT(got_during(0, 300ms), 50u);
+  EXPECT_GT(got_during(1, 300ms), 50u);
+
+  // Stopped cleanly: programs and tree gone, traffic still forwarded.
+  EXPECT_EQ(agent_.stop(), 0) << agent_.log();
+  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'htb 51:'"), "0\n");
+  EXPECT_GT(got_during(0, 300ms), 50u) << "the port does not forward after sluiced stopped";
+}
+
+TEST_P(SwitchMode, KilledWithAQueuePausedThePortStillForwards) {
+  start_agent();
+  if (HasFatalFailure()) return;
+  sports_[0] = 41000;
+  sports_[1] = 41001;
+  qa_ = uint16_t(flow_hash("10.71.1.2", "10.71.2.2", sports_[0], kDport) % 2);
+  sink_.start(h2_);
+  src_.start(h1_, "10.71.2.2", sports_);
+  ASSERT_TRUE(eventually([&] { return sink_.got[0] > 50; }, 5s));
+  send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_LE(got_during(0, 500ms), 2u);
+  agent_.kill9();
+  // The tree stays (the paused TBF too); new packets of A take HTB's
+  // default class once the classifier is gone or stops steering.
+  EXPECT_NE(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'htb 51:'"), "0\n");
+  EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s))
+      << "flow A blackholed after sluiced died with its queue paused ("
+      << lab_->out("tc -n " + sw_ + " -s class show dev " + swb_) << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(AttachModes, SwitchMode, ::testing::Values("tcx", "clsact"));
+
+// The lab's three topologies with sluice switches (tc-scripts/lab/topo up
+// --switch sluice): every switch namespace runs sluiced, each switch port
+// has sluiced's tree instead of the lab's shaper, and hosts reach each
+// other across them (bridges on star and dumbbell, routers on leaf-spine).
+TEST(LabTopologies, RunSluiceSwitchesEndToEnd) {
+  ASSERT_EQ(geteuid(), 0u);
+  Lab lab("sm");  // temp dir, and reaping
+  struct Case {
+    std::string args, from, recv, to, sw;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"star --senders 2 --mode mtu --rate 100", "h1", "r1", "10.0.0.3", "sw"},
+           {"dumbbell --left 1 --right 1 --rate 100", "l1", "r1", "10.0.0.2", "swl"},
+           {"leaf-spine --tors 2 --spines 1 --hosts-per-tor 1 --rate 100", "t1h1", "t2h1", "10.2.1.2", "s1"},
+       }) {
+    SCOPED_TRACE(c.args);
+    std::string out = lab.tmpdir() + "/topo.out";
+    std::string script = lab.tmpdir() + "/topo.sh";
+    {
+      std::ofstream f(script);
+      f << "set -e\nP=$LAB_PREFIX\n"
+        // TCP across the switches (no ping on these machines).
+        << "ip netns exec ${P}" << c.recv << " python3 -c \"import socket,sys; s=socket.socket(); "
+        << "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('', 5555)); s.listen(); "
+        << "s.settimeout(10); c,_=s.accept(); n=0\nwhile True:\n  b=c.recv(65536)\n  if not b: break\n  n+=len(b)\n"
+        << "open('" << out << ".got','w').write(str(n))\" &\n"
+        << "sleep 0.5\n"
+        << "ip netns exec ${P}" << c.from << " python3 -c \"import socket; s=socket.create_connection(('" << c.to
+        << "', 5555), timeout=10); s.sendall(b'x' * 1000000); s.close()\"\n"
+        << "wait\n"
+        << "for d in $(ip -n ${P}" << c.sw << " -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do\n"
+        << "  tc -n ${P}" << c.sw << " class show dev $d\n"
+        << "done | grep -c 'class htb 51:1 ' > " << out << ".sw\n";
+    }
+    int st = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo up " + c.args +
+                          " --switch sluice --sluiced " + build_path("agent/sluiced") + " --run 'sh " + script +
+                          "' > " + out + " 2>&1")
+                             .c_str());
+    std::ifstream lf(out);
+    std::stringstream log;
+    log << lf.rdbuf();
+    EXPECT_EQ(st, 0) << log.str();
+    EXPECT_NE(log.str().find("sluice"), std::string::npos) << log.str();
+    std::ifstream sf(out + ".sw"), gf(out + ".got");
+    int classes = 0;
+    uint64_t got = 0;
+    sf >> classes;
+    gf >> got;
+    EXPECT_GE(classes, 1) << "no sluice queue class on the switch; " << log.str();
+    EXPECT_EQ(got, 1000000u) << "the transfer did not cross the sluice switches; " << log.str();
+  }
+}
+
+}  // namespace
