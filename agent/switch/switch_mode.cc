@@ -132,7 +132,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kTreeMajor,
                     info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u, 0};
       uint32_t key = uint32_t(p->ifindex);
-      check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sw_ports), &key, &sp, BPF_ANY), "port table");
+      check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_sw_ports_v1), &key, &sp, BPF_ANY), "port table");
       p->att.push_back(TcAttachment::attach(e.name, Hook::Ingress, bpf_program__fd(skel_->progs.sw_ingress),
                                             "sw_ingress", kPrioSwport, ctx.attach_mode, ctx.config.agent.state_dir));
       p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress),
@@ -146,7 +146,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       setsockopt(p->tx_fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
       ports_.push_back(std::move(p));
     }
-    rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.sw_ctrl_ring), &SwitchMode::on_ring, this, nullptr);
+    rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_sw_ctrl_v1), &SwitchMode::on_ring, this, nullptr);
     if (!rb_) throw SysError("control-frame ring buffer", errno);
     ring_watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] { ring_buffer__consume(rb_); });
 
@@ -283,7 +283,7 @@ void SwitchMode::arm_timer(uint64_t at_ns) {
 std::vector<sl_sw_counter> SwitchMode::bpf_counters(uint32_t port_id) const {
   std::vector<sl_sw_counter> out(SL_SW_CNT_SLOTS);
   std::vector<sl_sw_counter> cpu(num_possible_cpus());
-  int fd = bpf_map__fd(skel_->maps.sw_counters);
+  int fd = bpf_map__fd(skel_->maps.sl_sw_cnt_v1);
   for (uint32_t s = 0; s < SL_SW_CNT_SLOTS; ++s) {
     uint32_t idx = port_id * SL_SW_CNT_SLOTS + s;
     if (bpf_map_lookup_elem(fd, &idx, cpu.data())) continue;

@@ -229,11 +229,11 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   const uint32_t port_id = 4, major = 0x51;
   uint32_t lo = kLo;
   sl_sw_port p{port_id, SL_PORT_SWITCH_FACING, 4, major, 0, 0};
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sw_ports), &lo, &p, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_sw_ports_v1), &lo, &p, BPF_ANY), 0);
   PacketSpec a;
   sl_sw_flow_key k{port_id, spec_hash(a)};
   uint32_t q = 2;
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sw_flow_queue), &k, &q, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_sw_flowq_v1), &k, &q, BPF_ANY), 0);
   auto priority_of = [&](const Bytes& pkt, uint32_t prio_in = 7) {
     struct __sk_buff in {}, out {};
     in.priority = prio_in;
@@ -246,7 +246,7 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   auto fail_open_count = [&] {
     std::vector<sl_sw_counter> v(libbpf_num_possible_cpus());
     uint32_t idx = port_id * SL_SW_CNT_SLOTS + SL_SW_CNT_DATA_FAIL_OPEN;
-    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd(s->maps.sw_counters), &idx, v.data()), 0);
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd(s->maps.sl_sw_cnt_v1), &idx, v.data()), 0);
     uint64_t n = 0;
     for (auto& c : v) n += c.packets;
     return n;
