@@ -51,7 +51,7 @@ struct SwitchConfig {
   uint32_t burst_bytes = 0;
   // Agent heartbeat older than this: the classifier stops steering and
   // every new packet takes the never-paused fallback class (fail open).
-  uint32_t fail_open_ms = 200;
+  uint32_t fail_open_ms = 1000;
   std::vector<SwitchPortEntry> ports;
 
   uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }

@@ -83,8 +83,10 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
                 link, std::min<uint32_t>(spec_.queues[q].priority, 7));
       nl_check(add_tbf(q, false, true), spec_.ifname + " queue " + std::to_string(q) + " tbf leaf");
     }
+    // The fallback's own rate is a sliver: it borrows up to the link from
+    // 51:1000, so queues + fallback never exceed the link.
     add_class(TC_HANDLE(kTreeMajor, kRootClassMinor), TC_HANDLE(kTreeMajor, kFallbackMinor),
-              std::max<uint64_t>(link / n, 8), link, 0);
+              std::max<uint64_t>(link / 100, 8000), link, 0);
     rtnl_qdisc* fb = rtnl_qdisc_alloc();
     rtnl_tc_set_ifindex(TC_CAST(fb), spec_.ifindex);
     rtnl_tc_set_parent(TC_CAST(fb), TC_HANDLE(kTreeMajor, kFallbackMinor));
@@ -135,7 +137,10 @@ int PortTree::add_tbf(uint32_t q, bool paused, bool create) {
   rtnl_qdisc_tbf_set_limit(t, int(std::min<uint32_t>(spec_.buffer_bytes, INT32_MAX)));
   // The bucket stays >= two full frames while paused, or queued frames
   // would be dropped as too big for it instead of held.
-  uint64_t rate = paused ? kPausedRateBytes : spec_.rate_bps / 8;
+  // Unpaused, the leaf never throttles (4x the link, the class's HTB rate
+  // shapes): one token bucket in series with HTB's, not two, so the port
+  // behaves as the plain shaper it replaces.
+  uint64_t rate = paused ? kPausedRateBytes : spec_.rate_bps / 8 * kLeafRateFactor;
   rtnl_qdisc_tbf_set_rate(t, int(std::min<uint64_t>(rate, INT32_MAX)), int(burst_bytes()), 0);
   int rc = rtnl_qdisc_add(sk_, t, create ? NLM_F_CREATE | NLM_F_EXCL : 0);
   rtnl_qdisc_put(t);

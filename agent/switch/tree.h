@@ -4,11 +4,12 @@
 //   root htb 51: default fff0
 //    └ 51:1000 htb at the link rate
 //       ├ 51:(q+1) htb rate link/N ceil link, quantum 1514, prio from the
-//       │   queue's priority; leaf: tbf (5100+q+1): at the link rate, limit
-//       │   buffer_bytes. Pause = this TBF's rate to 1000 B/s; resume = the
-//       │   link rate again (an HTB class slowed to a stop keeps the debt of
+//       │   queue's priority; leaf: tbf (5100+q+1): at 4x the link rate (it
+//       │   never throttles; HTB shapes), limit buffer_bytes. Pause = this
+//       │   TBF's rate to 1000 B/s; resume = 4x the link again (an HTB class slowed to a stop keeps the debt of
 //       │   the packet it let out and stays silent after "resume").
-//       └ 51:fff0 the fallback class (bfifo, buffer_bytes), never paused:
+//       └ 51:fff0 the fallback class (rate link/100, ceil link; bfifo,
+//           buffer_bytes), never paused:
 //           HTB's default class, so a packet the classifier did not steer
 //           (sluiced gone, classifier detached, heartbeat stale, control
 //           frames sluiced sends) still leaves at the link rate.
@@ -36,6 +37,7 @@ constexpr uint32_t kRootClassMinor = 0x1000;
 constexpr uint32_t kFallbackMinor = SL_SW_FALLBACK_MINOR;
 constexpr uint32_t kLeafMajorBase = 0x5100;
 constexpr uint32_t kPausedRateBytes = 1000;  // bytes/s of a paused queue's TBF
+constexpr uint64_t kLeafRateFactor = 4;      // an unpaused TBF leaf: 4x the link
 
 struct TreeSpec {
   std::string ifname;
