@@ -12,7 +12,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "sluice/bfc.h"
-#include "lib/parse.h"
+#include "lib/count.h"
+#include "lib/flow.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -54,12 +55,7 @@ struct {
 
 static __always_inline void bfc_count(__u32 slot, struct __sk_buff *skb)
 {
-	struct sl_bfc_counter *c = bpf_map_lookup_elem(&sl_bfc_cnt_v1, &slot);
-	if (c) {
-		__u32 segs = skb->gso_segs;
-		c->packets += segs ? segs : 1;
-		c->bytes += skb->len;
-	}
+	sl_count_skb_in(&sl_bfc_cnt_v1, slot, skb);
 }
 
 static __always_inline int bfc_paused(__u32 q)
@@ -105,11 +101,8 @@ int bfc_src_egress(struct __sk_buff *skb)
 		bfc_count(SL_BFC_SRC_PASS_TAGGED, skb);
 		return SL_TC_NEXT;
 	}
-	struct sl_cursor c;
 	struct sl_pkt p = {};
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, &p);
-	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4) {
+	if (!sl_skb_parse_ip(skb, &p, NULL)) {
 		bfc_count(p.has_vlan ? SL_BFC_SRC_PASS_TAGGED : SL_BFC_SRC_PASS_NOT_IP, skb);
 		return SL_TC_NEXT;
 	}
@@ -118,18 +111,7 @@ int bfc_src_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	struct sl_bfc_flow_key key = {};
-	if (p.family == 4) {
-		key.src[10] = key.src[11] = 0xff;
-		key.dst[10] = key.dst[11] = 0xff;
-		__builtin_memcpy(&key.src[12], &p.saddr[0], 4);
-		__builtin_memcpy(&key.dst[12], &p.daddr[0], 4);
-	} else {
-		__builtin_memcpy(key.src, p.saddr, 16);
-		__builtin_memcpy(key.dst, p.daddr, 16);
-	}
-	key.sport = p.sport;
-	key.dport = p.dport;
-	key.proto = p.proto;
+	sl_flow_tuple_fill(&key, &p);
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 queue;

@@ -17,8 +17,9 @@
 #include <bpf/bpf_endian.h>
 #include "sluice/dstpause.h"
 #include "sluice/switch.h"
+#include "lib/count.h"
 #include "lib/ctrl.h"
-#include "lib/parse.h"
+#include "lib/flow.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -56,12 +57,7 @@ struct {
 
 static __always_inline void dp_count(__u32 slot, struct __sk_buff *skb)
 {
-	struct sl_sw_counter *c = bpf_map_lookup_elem(&sl_fg_cnt_v1, &slot);
-	if (c) {
-		__u32 segs = skb->gso_segs;
-		c->packets += segs ? segs : 1;
-		c->bytes += skb->len;
-	}
+	sl_count_skb_in(&sl_fg_cnt_v1, slot, skb);
 }
 
 SEC("tc")
@@ -78,34 +74,7 @@ int dp_ingress(struct __sk_buff *skb)
 		dp_count(port ? SL_CTRL_R_WRONG_PORT : SL_CTRL_R_UNKNOWN_PORT, skb);
 		return SL_TC_SHOT;
 	}
-	__u32 type = 0;
-	int r = sl_ctrl_validate_skb(skb, (__u32)off, &type);
-	if (r == SL_CTRL_R_OK && !sl_ctrl_port_allows(port->role, type))
-		r = SL_CTRL_R_WRONG_PORT;
-	if (r != SL_CTRL_R_OK) {
-		dp_count((__u32)r < SL_CTRL_R_COUNT ? (__u32)r : SL_CTRL_R_BAD_TYPE, skb);
-		return SL_TC_SHOT;
-	}
-	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sl_fg_ctrl_v1, sizeof(*ev), 0);
-	if (!ev) {
-		dp_count(SL_DP_CNT_CTRL_RING_FULL, skb);
-		return SL_TC_SHOT;
-	}
-	__u32 len = skb->len;
-	if (len > SLUICE_SW_CTRL_FRAME_MAX)
-		len = SLUICE_SW_CTRL_FRAME_MAX;
-	if (len < 14 + SLUICE_CTRL_HDR_LEN || bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
-		bpf_ringbuf_discard(ev, 0);
-		dp_count(SL_CTRL_R_TRUNCATED, skb);
-		return SL_TC_SHOT;
-	}
-	ev->ifindex = ifindex;
-	ev->port_id = 0;
-	ev->len = len;
-	ev->payload_off = (__u32)off;
-	ev->rx_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
-	dp_count(SL_CTRL_R_OK, skb);
+	dp_count(sl_ctrl_ingress(skb, &sl_fg_ctrl_v1, (__u32)off, port->role, 0, SL_DP_CNT_CTRL_RING_FULL), skb);
 	return SL_TC_SHOT;
 }
 
@@ -120,21 +89,13 @@ int dp_egress(struct __sk_buff *skb)
 		dp_count(SL_DP_CNT_REINJECTED, skb);
 		return SL_TC_NEXT;
 	}
-	struct sl_cursor c;
 	struct sl_pkt p = {};
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, &p);
-	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4) {
+	if (!sl_skb_parse_ip(skb, &p, NULL)) {
 		dp_count(SL_DP_CNT_NOT_IP, skb);
 		return SL_TC_NEXT;
 	}
 	struct sl_dp_dst key = {};
-	if (p.family == 4) {
-		key.addr[10] = key.addr[11] = 0xff;
-		__builtin_memcpy(&key.addr[12], &p.daddr[0], 4);
-	} else {
-		__builtin_memcpy(key.addr, p.daddr, 16);
-	}
+	sl_addr16(key.addr, &p, p.daddr);
 	__u32 *held = bpf_map_lookup_elem(&sl_fg_held_v1, &key);
 	if (!held || !*held) {
 		dp_count(SL_DP_CNT_PASSED, skb);

@@ -8,6 +8,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "sluice/reasons.h"
+#include "lib/count.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -28,12 +29,7 @@ static __always_inline void sl_count(__u32 reason, __u64 bytes)
 /* Same, for a tc program: a GSO skb counts as its wire segments. */
 static __always_inline void sl_count_skb(__u32 reason, struct __sk_buff *skb)
 {
-	struct sluice_counter *c = bpf_map_lookup_elem(&sl_counters, &reason);
-	if (c) {
-		__u32 segs = skb->gso_segs;
-		c->packets += segs ? segs : 1;
-		c->bytes += skb->len;
-	}
+	sl_count_skb_in(&sl_counters, reason, skb);
 }
 
 #endif

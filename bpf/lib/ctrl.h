@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "sluice/wire.h"
+#include "sluice/switch.h"
 
 #ifndef ETH_P_8021Q
 #define ETH_P_8021Q 0x8100
@@ -59,6 +60,47 @@ static __always_inline int sl_ctrl_validate_skb(struct __sk_buff *skb, __u32 off
 		if (r != SL_CTRL_R_OK)
 			return r;
 	}
+	return SL_CTRL_R_OK;
+}
+
+/* The ingress of a control frame at payload offset `off` on a port of
+ * `role` (SL_PORT_*): validates it, checks that the role accepts its type,
+ * and hands it to the agent as an sl_sw_ctrl_event in the ring buffer
+ * `ring`. Returns the counter slot the caller counts the frame in (which
+ * then drops it: control frames are never forwarded): SL_CTRL_R_OK when
+ * handed over, an sl_ctrl_reason (< SL_CTRL_R_COUNT) when refused, or
+ * `ring_full_slot`. */
+static __always_inline __u32 sl_ctrl_ingress(struct __sk_buff *skb, void *ring, __u32 off, __u32 role,
+					     __u32 port_id, __u32 ring_full_slot)
+{
+	__u32 type = 0;
+	int r = sl_ctrl_validate_skb(skb, off, &type);
+	if (r == SL_CTRL_R_OK && !sl_ctrl_port_allows(role, type))
+		r = SL_CTRL_R_WRONG_PORT;
+	if (r != SL_CTRL_R_OK)
+		return (__u32)r < SL_CTRL_R_COUNT ? (__u32)r : SL_CTRL_R_BAD_TYPE;
+	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(ring, sizeof(*ev), 0);
+	if (!ev)
+		return ring_full_slot;
+	__u32 len = skb->len;
+	if (len > SLUICE_SW_CTRL_FRAME_MAX)
+		len = SLUICE_SW_CTRL_FRAME_MAX;
+	/* A valid frame is at least Ethernet + header; bounded for the verifier,
+	 * on the register handed to the helper: the barrier keeps the compiler
+	 * from checking a copy it then spills (the 6.1 verifier loses a 32-bit
+	 * spill's bounds). */
+	asm volatile("" : "+r"(len));
+	if (len < 14 + SLUICE_CTRL_HDR_LEN || len > SLUICE_SW_CTRL_FRAME_MAX ||
+	    bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, 0);
+		return SL_CTRL_R_TRUNCATED;
+	}
+	ev->ifindex = skb->ifindex;
+	ev->port_id = port_id;
+	ev->len = len;
+	ev->payload_off = off;
+	ev->rx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
 	return SL_CTRL_R_OK;
 }
 

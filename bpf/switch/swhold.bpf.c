@@ -17,7 +17,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "sluice/switch.h"
-#include "lib/parse.h"
+#include "lib/flow.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -46,30 +46,6 @@ struct {
 	__uint(max_entries, 4096);
 } sl_swh_wake_v1 SEC(".maps");
 
-static __always_inline __u32 hold_flow_hash(struct __sk_buff *skb)
-{
-	struct sl_cursor c;
-	struct sl_pkt p = {};
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, &p);
-	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4)
-		return 0;
-	struct sl_sw_flow_tuple t = {};
-	if (p.family == 4) {
-		t.src[10] = t.src[11] = 0xff;
-		t.dst[10] = t.dst[11] = 0xff;
-		__builtin_memcpy(&t.src[12], &p.saddr[0], 4);
-		__builtin_memcpy(&t.dst[12], &p.daddr[0], 4);
-	} else {
-		__builtin_memcpy(t.src, p.saddr, 16);
-		__builtin_memcpy(t.dst, p.daddr, 16);
-	}
-	t.sport = p.sport;
-	t.dport = p.dport;
-	t.proto = p.proto;
-	return sl_sw_flow_hash(&t);
-}
-
 SEC("tc")
 int sw_hold_egress(struct __sk_buff *skb)
 {
@@ -80,7 +56,7 @@ int sw_hold_egress(struct __sk_buff *skb)
 		__sync_fetch_and_add(&hold.passed_big, 1);
 		return SL_TC_NEXT;
 	}
-	__u32 h = hold_flow_hash(skb);
+	__u32 h = sl_sw_skb_flow_hash(skb);
 	__u32 *q = bpf_map_lookup_elem(&sl_swh_flowq_v1, &h);
 	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sl_swh_ring_v1, sizeof(*ev), 0);
 	if (!ev) {

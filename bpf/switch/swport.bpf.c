@@ -22,8 +22,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "sluice/switch.h"
+#include "lib/count.h"
 #include "lib/ctrl.h"
-#include "lib/parse.h"
+#include "lib/flow.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -64,13 +65,7 @@ static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff
 {
 	if (port_id > SLUICE_SW_MAX_PORTS || slot >= SL_SW_CNT_SLOTS)
 		return;
-	__u32 idx = port_id * SL_SW_CNT_SLOTS + slot;
-	struct sl_sw_counter *c = bpf_map_lookup_elem(&sl_sw_cnt_v1, &idx);
-	if (c) {
-		__u32 segs = skb->gso_segs;
-		c->packets += segs ? segs : 1;
-		c->bytes += skb->len;
-	}
+	sl_count_skb_in(&sl_sw_cnt_v1, port_id * SL_SW_CNT_SLOTS + slot, skb);
 }
 
 SEC("tc")
@@ -86,60 +81,9 @@ int sw_ingress(struct __sk_buff *skb)
 		sw_count(port_id, SL_CTRL_R_UNKNOWN_PORT, skb);
 		return SL_TC_SHOT;
 	}
-	__u32 type = 0;
-	int r = sl_ctrl_validate_skb(skb, (__u32)off, &type);
-	if (r == SL_CTRL_R_OK && !sl_ctrl_port_allows(port->role, type))
-		r = SL_CTRL_R_WRONG_PORT;
-	if (r != SL_CTRL_R_OK) {
-		sw_count(port_id, (__u32)r, skb);
-		return SL_TC_SHOT;
-	}
-	struct sl_sw_ctrl_event *ev = bpf_ringbuf_reserve(&sl_sw_ctrl_v1, sizeof(*ev), 0);
-	if (!ev) {
-		sw_count(port_id, SL_SW_CNT_CTRL_RING_FULL, skb);
-		return SL_TC_SHOT;
-	}
-	__u32 len = skb->len;
-	if (len > SLUICE_SW_CTRL_FRAME_MAX)
-		len = SLUICE_SW_CTRL_FRAME_MAX;
-	/* A valid frame is at least Ethernet + header; bounded for the verifier. */
-	if (len < 14 + SLUICE_CTRL_HDR_LEN || bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
-		bpf_ringbuf_discard(ev, 0);
-		sw_count(port_id, SL_CTRL_R_TRUNCATED, skb);
-		return SL_TC_SHOT;
-	}
-	ev->ifindex = ifindex;
-	ev->port_id = port_id;
-	ev->len = len;
-	ev->payload_off = (__u32)off;
-	ev->rx_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
-	sw_count(port_id, SL_CTRL_R_OK, skb);
+	sw_count(port_id, sl_ctrl_ingress(skb, &sl_sw_ctrl_v1, (__u32)off, port->role, port_id, SL_SW_CNT_CTRL_RING_FULL),
+		 skb);
 	return SL_TC_SHOT;
-}
-
-static __always_inline __u32 sw_flow_hash(struct __sk_buff *skb)
-{
-	struct sl_cursor c;
-	struct sl_pkt p = {};
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, &p);
-	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4)
-		return 0;
-	struct sl_sw_flow_tuple t = {};
-	if (p.family == 4) {
-		t.src[10] = t.src[11] = 0xff;
-		t.dst[10] = t.dst[11] = 0xff;
-		__builtin_memcpy(&t.src[12], &p.saddr[0], 4);
-		__builtin_memcpy(&t.dst[12], &p.daddr[0], 4);
-	} else {
-		__builtin_memcpy(t.src, p.saddr, 16);
-		__builtin_memcpy(t.dst, p.daddr, 16);
-	}
-	t.sport = p.sport;
-	t.dport = p.dport;
-	t.proto = p.proto;
-	return sl_sw_flow_hash(&t);
 }
 
 SEC("tc")
@@ -161,7 +105,7 @@ int sw_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 	}
-	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sw_flow_hash(skb) };
+	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sl_sw_skb_flow_hash(skb) };
 	__u32 queue = 0;
 	__u32 *q = bpf_map_lookup_elem(&sl_sw_flowq_v1, &key);
 	if (q)

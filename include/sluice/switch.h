@@ -116,6 +116,7 @@ struct sl_sw_hold_state {
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_counter) == 16, "sl_sw_counter size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX,
 		     "sl_sw_ctrl_event size");
 
