@@ -76,8 +76,9 @@ struct {
 	__type(value, struct sluice_pac_flow_ctl);
 } sl_pac_ctl_v1 SEC(".maps");
 
-/* Flows whose response is in progress and still counted in pac.bound:
- * watched for its end, one slot per arriving data segment (bound_watch()). */
+/* Flows whose response is in progress and still counted in pac.bound or
+ * the estimate (expected bytes):
+ * watched for its end, one slot per arriving data segment (flow_watch()). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_PAC_WATCH_SLOTS);
@@ -165,6 +166,7 @@ int pac_ingress(struct __sk_buff *skb)
 	f->last_ns = now;
 	sync_epoch(f);
 	if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST)) {
+		response_done(f, p.tcp_flags, p.payload_len);
 		f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
 		if (f->contrib)
 			bound_set(f, 0);
@@ -236,7 +238,7 @@ int pac_ingress(struct __sk_buff *skb)
 		f->rcv_high = p.seq + len;
 	}
 	bound_update(f);
-	bound_watch(&k, f, now);
+	flow_watch(&k, f, now);
 	/* Data our stack already acknowledged (even if that ACK is still held)
 	 * is a duplicate. One that starts at the last ACK we released (the
 	 * sender's snd_una) is a retransmission timeout: §III-D's stale case.
@@ -371,8 +373,10 @@ int pac_egress(struct __sk_buff *skb)
 			trig = request ? request_trigger(f, c, &p, 1, o.has_sack) : trigger_of(f, c, &p, o.has_sack);
 			released(f, &p, trig, &o, now);
 		}
-		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST))
+		if (p.tcp_flags & (SL_TCP_FIN | SL_TCP_RST)) {
+			response_done(f, p.tcp_flags, 0);
 			f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
+		}
 		if (held)
 			emit_segment(&k, f, &p, 0, now);
 		sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);

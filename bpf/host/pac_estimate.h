@@ -85,6 +85,127 @@ static __always_inline __s64 admit_in_flight(void)
 	return a;
 }
 
+/* The response size a trigger is capped by (cap_to_response), 0 = none.
+ * A measured one (the flow's previous response) is the size. A flow's first
+ * response has no measured size: what its request counted (burst_bytes, one
+ * initial window when nothing was measured) is only what the sender may send
+ * before any ACK; the rest is ACK-clocked, and eq. (3) in slow start counts
+ * it (§III-C: a new flow starts in slow start from its initial window).
+ * Capping those triggers at the first window let every new connection's
+ * response beyond 10 segments arrive uncounted (docs/pac.md, "New
+ * connections"). A peer's measured response (pac.resp_guess) bounds it while
+ * the response is no larger; a larger one is uncapped. */
+static __always_inline __u64 resp_size(const struct sluice_pac_flow *f)
+{
+	if (!cap_to_response || !f->burst_bytes)
+		return 0;
+	if (!(f->bflags & SLUICE_PAC_BF_GUESS))
+		return f->burst_bytes;
+	__u64 g = pac.resp_guess;
+	/* No response measured yet on any flow (the agent's first): the first
+	 * window stays the cap, as before. Uncapped, eq. (3) counts the last
+	 * flights of every first response as doubling (up to ~80 KB of a 64 KB
+	 * response), and that first incast took 3-4x as long (docs/pac.md). */
+	if (!g)
+		return f->burst_bytes;
+	return f->cur_burst <= g ? g : 0;
+}
+
+/* What a new connection's sender may send before any ACK: one initial
+ * window (RFC 6928), or less when a peer's measured response is smaller. */
+static __always_inline __u64 first_window(const struct sluice_pac_flow *f)
+{
+	__u64 iw = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+	__u64 g = pac.resp_guess;
+	return g && g < iw ? g : iw;
+}
+
+/* The first FIN of a flow that made a request (either side's): its response
+ * is complete, and its size (plus `extra` payload riding on the FIN) is the
+ * next new connection's guess: the servers of an incast answer alike, and a
+ * connection that carries one response never makes a second request that
+ * would measure it (request_burst()). A reset says nothing of the size. */
+static __always_inline void response_done(struct sluice_pac_flow *f, __u8 flags, __u32 extra)
+{
+	if ((flags & SL_TCP_RST) || !(flags & SL_TCP_FIN) || f->fin_rst || !f->burst_bytes)
+		return;
+	__u64 b = f->cur_burst + extra;
+	if (b)
+		pac.resp_guess = b;
+}
+
+/* A flow's share can outlive its response: a first response (size unknown,
+ * the whole window counts) or one shorter than the last ends without the
+ * share reaching 0. Rather than wait for the agent's idle reset (which
+ * needs the whole pipe quiet, i.e. every other flow done too), each data
+ * segment that arrives checks one watched flow: a flow whose response began
+ * and that was quiet for max(2 x its RTT, trigger_age_min_ns) (nothing
+ * either way) is done; its share goes. A flow is listed by a segment of its
+ * response and unlisted by its next request (request_burst()), so one still
+ * waiting for the first byte of its response keeps its share: the response
+ * will come, however late the sender's application answers. A flow that
+ * sends again is counted again by its next segment.
+ *
+ * The same holds for a flow's expected bytes in the eq. (4)/(5) estimate
+ * (with the trigger age on): eq. (3) in slow start counts the last ACKs of a
+ * response of unknown size (a new connection's first) as doubling the
+ * window, and that data never comes. age_expect() writes such bytes off only
+ * when the flow's own next segment arrives, which a finished flow never
+ * sends: they stayed until the whole pipe went idle. Watched, they go once
+ * the flow was quiet for the same time. A listed flow whose slot is taken
+ * by another is listed again by its next segment. */
+static __always_inline void flow_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
+{
+	int bound_on = rwnd_cap_bytes && cap_to_response;
+	if (!bound_on && !trigger_age_min_ns)
+		return;
+	if (!(f->bflags & SLUICE_PAC_BF_LISTED) &&
+	    ((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect))) {
+		__u32 slot = __sync_fetch_and_add(&watch_next, 1) % SLUICE_PAC_WATCH_SLOTS;
+		struct sluice_pac_flow_key *ok = bpf_map_lookup_elem(&sl_pac_watch_v1, &slot);
+		if (ok && ok->family) {
+			struct sluice_pac_flow *o = bpf_map_lookup_elem(&sl_pac_flows_v1, ok);
+			if (o && o != f)
+				o->bflags &= ~SLUICE_PAC_BF_LISTED;
+		}
+		bpf_map_update_elem(&sl_pac_watch_v1, &slot, k, BPF_ANY);
+		f->bflags |= SLUICE_PAC_BF_LISTED;
+	}
+	__u32 idx = __sync_fetch_and_add(&watch_scan, 1) % SLUICE_PAC_WATCH_SLOTS;
+	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&sl_pac_watch_v1, &idx);
+	if (!gk || !gk->family)
+		return;
+	struct sluice_pac_flow *g = bpf_map_lookup_elem(&sl_pac_flows_v1, gk);
+	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
+		return;
+	__s64 gc = bound_on ? cur_contrib(g) : 0;
+	sync_epoch(g);
+	__u64 ge = trigger_age_min_ns ? g->expect : 0;
+	if (gc <= 0 && !ge) {
+		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+		return;
+	}
+	__u64 quiet = (__u64)g->srtt_us * 2000;
+	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
+	if (quiet < floor)
+		quiet = floor;
+	if (now > g->last_ns && now - g->last_ns > quiet) {
+		/* A response of unknown size ended: now it is measured. */
+		if (gc > 0 && (g->bflags & SLUICE_PAC_BF_GUESS))
+			pac.resp_guess = g->cur_burst;
+		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+		if (gc > 0)
+			bound_set(g, 0);
+		if (ge) {
+			g->expect = 0;
+			lower_in_flight((__s64)ge);
+			g->phantom_bytes += ge;
+			__sync_fetch_and_add(&pac.phantom_bytes, ge);
+			__sync_fetch_and_add(&pac.phantom_events, 1);
+		}
+	}
+}
+
 /* Eq. (3), bounded for request/response flows: a sender cannot send more
  * than it was asked for, and the last ACKs of a response trigger nothing
  * (§III-C names the end of a transfer as a source of over-estimation).
@@ -105,8 +226,9 @@ static __always_inline __u32 trigger_of(const struct sluice_pac_flow *f, const s
 	__u8 ca = f->ce_seen || f->ca_inferred || (c && c->ca);
 	__u32 t = sluice_pac_trigger(f->last_ack, f->ack_valid, p->ack_seq, f->mss, c ? c->window : 0, ca,
 				     (p->tcp_flags & SL_TCP_ECE) ? 1 : 0);
-	if (cap_to_response && f->burst_bytes) {
-		__s64 room = (__s64)f->burst_bytes - (__s64)f->cur_burst - (__s64)f->expect;
+	__u64 size = resp_size(f);
+	if (size) {
+		__s64 room = (__s64)size - (__s64)f->cur_burst - (__s64)f->expect;
 		if (room < 0)
 			room = 0;
 		if ((__s64)t > room) {
@@ -136,7 +258,7 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 		 * measured to help it. */
 		b = rwnd_cap_bytes && cap_to_response ? pac.resp_guess : 0;
 		if (!b) {
-			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+			b = first_window(f);
 			f->bflags |= SLUICE_PAC_BF_GUESS;
 		}
 	} else if (!b) {
@@ -146,7 +268,7 @@ static __always_inline __u32 request_burst(struct sluice_pac_flow *f)
 		pac.resp_guess = b;
 	}
 	/* Unwatched until its response's first segment lists it again
-	 * (bound_watch()): a flow waiting for its response is never cleared. */
+	 * (flow_watch()): a flow waiting for its response is never cleared. */
 	f->bflags &= ~SLUICE_PAC_BF_LISTED;
 	f->burst_bytes = b;
 	return b > (1u << 30) ? (1u << 30) : (__u32)b;
@@ -176,7 +298,7 @@ static __always_inline __u32 request_trigger(struct sluice_pac_flow *f, const st
 		if (!b && rwnd_cap_bytes && cap_to_response)
 			b = pac.resp_guess;
 		if (!b)
-			b = (__u64)SLUICE_PAC_IW_SEGS * (f->mss ? f->mss : SLUICE_PAC_DEFAULT_MSS);
+			b = first_window(f);
 	}
 	__u32 t = trigger_of(f, c, p, sack);
 	if (!account_requests)

@@ -124,52 +124,10 @@ static __always_inline void bound_update(struct sluice_pac_flow *f)
 	/* The first response's size is a guess (one initial window): bound
 	 * by the window alone, or a response larger than the guess would drop
 	 * out of the sum while it still comes. Once it ends the flow's open
-	 * window counts until the next request or bound_watch() clears it. */
+	 * window counts until the next request or flow_watch() clears it. */
 	if (!(f->bflags & SLUICE_PAC_BF_GUESS) && c > rem)
 		c = rem;
 	bound_set(f, c < 0 ? 0 : c);
-}
-
-/* A flow's share can outlive its response: a first response (size unknown,
- * the whole window counts) or one shorter than the last ends without the
- * share reaching 0. Rather than wait for the agent's idle reset (which
- * needs the whole pipe quiet, i.e. every other flow done too), each data
- * segment that arrives checks one watched flow: a flow whose response began
- * and that was quiet for max(2 x its RTT, trigger_age_min_ns) (nothing
- * either way) is done; its share goes. A flow is listed by a segment of its
- * response and unlisted by its next request (request_burst()), so one still
- * waiting for the first byte of its response keeps its share: the response
- * will come, however late the sender's application answers. A flow that
- * sends again is counted again by its next segment. */
-static __always_inline void bound_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
-{
-	if (!rwnd_cap_bytes || !cap_to_response)
-		return;
-	if (!(f->bflags & SLUICE_PAC_BF_LISTED) && cur_contrib(f) > 0) {
-		__u32 slot = __sync_fetch_and_add(&watch_next, 1) % SLUICE_PAC_WATCH_SLOTS;
-		bpf_map_update_elem(&sl_pac_watch_v1, &slot, k, BPF_ANY);
-		f->bflags |= SLUICE_PAC_BF_LISTED;
-	}
-	__u32 idx = __sync_fetch_and_add(&watch_scan, 1) % SLUICE_PAC_WATCH_SLOTS;
-	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&sl_pac_watch_v1, &idx);
-	if (!gk || !gk->family)
-		return;
-	struct sluice_pac_flow *g = bpf_map_lookup_elem(&sl_pac_flows_v1, gk);
-	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
-		return;
-	if (cur_contrib(g) <= 0)
-		return;
-	__u64 quiet = (__u64)g->srtt_us * 2000;
-	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
-	if (quiet < floor)
-		quiet = floor;
-	if (now > g->last_ns && now - g->last_ns > quiet) {
-		/* A response of unknown size ended: now it is measured. */
-		if (g->bflags & SLUICE_PAC_BF_GUESS)
-			pac.resp_guess = g->cur_burst;
-		g->bflags &= ~SLUICE_PAC_BF_LISTED;
-		bound_set(g, 0);
-	}
 }
 
 /* With rwnd_cap_bytes: bytes the window of the segment `p` lets the sender

@@ -147,7 +147,7 @@ struct sluice_pac_state {
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
 #define SLUICE_PAC_BF_GUESS 0x02  /* burst_bytes is the initial-window guess, not a measured response */
 #define SLUICE_PAC_BF_LISTED 0x04 /* in sl_pac_watch_v1: watched for the end of its response */
-#define SLUICE_PAC_WATCH_SLOTS 16
+#define SLUICE_PAC_WATCH_SLOTS 32
 
 enum sluice_pac_event_type {
 	SLUICE_PAC_EV_HELD = 1,    /* an ACK to hold; frame attached */

@@ -317,6 +317,40 @@ TEST_F(PacBpfAgeTest, ExpectedBytesThatNeverCameAreWrittenOff) {
   EXPECT_EQ(flow().ca_inferred, 0);
 }
 
+// The last ACKs of a response of unknown size trigger data that never comes
+// (eq. 3 in slow start counts a doubling). The finished flow sends nothing
+// more, so its own next segment never writes the bytes off; another flow's
+// data does once the first flow was quiet for the age window.
+class PacBpfWatchTest : public PacBpfTest {
+  void configure(Skeleton<pac_tc>& s) override { s->rodata->trigger_age_min_ns = 20'000'000ull; }
+};
+
+TEST_F(PacBpfWatchTest, AQuietFlowsExpectedBytesAreWrittenOffByOtherFlowsData) {
+  st_->threshold = 1 << 20;
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);  // trigger 2 MSS
+  ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss))).retval, kNext);  // listed: 1 MSS still expected
+  EXPECT_EQ(flow().expect, kMss);
+  EXPECT_EQ(st_->in_flight, int64_t(kMss));
+  PacketSpec other = data(7000);
+  other.dport = 40001;
+  // Within the window the bytes stay: the flow may still send them.
+  for (uint32_t i = 0; i < SLUICE_PAC_WATCH_SLOTS; ++i) {
+    other.seq = 7000 + i * kMss;
+    ASSERT_EQ(run_tc(ingress(), build(other)).retval, kNext);
+  }
+  EXPECT_EQ(flow().expect, kMss);
+  usleep(50'000);
+  alive();
+  for (uint32_t i = 0; i < SLUICE_PAC_WATCH_SLOTS; ++i) {
+    other.seq = 7000 + (SLUICE_PAC_WATCH_SLOTS + i) * kMss;
+    ASSERT_EQ(run_tc(ingress(), build(other)).retval, kNext);
+  }
+  EXPECT_EQ(flow().expect, 0u) << "quiet for the age window: written off";
+  EXPECT_EQ(flow().phantom_bytes, kMss);
+  EXPECT_EQ(st_->in_flight, 0);
+}
+
 TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {
   ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
   PacketSpec req = ack(1000 + kMss, 0x18);
@@ -524,6 +558,62 @@ TEST_F(PacBpfRequestsTest, ANewConnectionsFirstRequestCountsOneInitialWindow) {
   EXPECT_EQ(st_->in_flight, 0);
   EXPECT_EQ(st_->uncounted, 2u * kMss);
 }
+
+// Fresh connections, one response each (docs/pac.md "New connections").
+TEST_F(PacBpfRequestsTest, ANewConnectionsResponseIsCountedPastItsFirstWindow) {
+  st_->threshold = 1 << 20;
+  auto req_on = [](uint16_t lport, uint32_t ack_no) {
+    PacketSpec r = ack(ack_no, 0x18);
+    r.sport = lport;
+    r.payload = 24;
+    return r;
+  };
+  auto seg_on = [](uint16_t lport, uint32_t seq) {
+    PacketSpec d = data(seq);
+    d.dport = lport;
+    return d;
+  };
+  auto ack_on = [](uint16_t lport, uint32_t a) {
+    PacketSpec x = ack(a);
+    x.sport = lport;
+    return x;
+  };
+  // A: the first response the agent ever sees (no size measured on any
+  // flow): one initial window, and that stays its cap.
+  ASSERT_EQ(run_tc(egress(), build(req_on(40000, 1000))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(SLUICE_PAC_IW_SEGS * kMss));
+  for (uint32_t i = 0; i < 20; ++i) ASSERT_EQ(run_tc(ingress(), build(seg_on(40000, 1000 + i * kMss))).retval, kNext);
+  // Our FIN ends A's response: 20 segments, measured for the next flow.
+  PacketSpec fin = ack_on(40000, 1000 + 20 * kMss);
+  fin.flags = 0x11;
+  ASSERT_EQ(run_tc(egress(), build(fin)).retval, kNext);
+  EXPECT_EQ(st_->resp_guess, 20u * kMss);
+  uint64_t cut0 = st_->resp_cut;
+
+  // B, a new connection: its request lets one initial window out.
+  st_->in_flight = 0;
+  ASSERT_EQ(run_tc(egress(), build(req_on(40001, 5000))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(SLUICE_PAC_IW_SEGS * kMss));
+  EXPECT_TRUE(flow(flow_key(5201, 40001)).bflags & SLUICE_PAC_BF_GUESS);
+  for (uint32_t i = 0; i < SLUICE_PAC_IW_SEGS; ++i)
+    ASSERT_EQ(run_tc(ingress(), build(seg_on(40001, 5000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, 0);
+  // The ACK of that window is slow start's (eq. 3: 10 + 10 segments), not
+  // capped at the first window as if the response were over: the response
+  // is A's size (20 segments), 10 of which are still to come.
+  ASSERT_EQ(run_tc(egress(), build(ack_on(40001, 5000 + SLUICE_PAC_IW_SEGS * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(10 * kMss)) << "what is left of the measured response";
+  EXPECT_EQ(st_->resp_cut - cut0, 10u * kMss);
+  for (uint32_t i = 10; i < 20; ++i)
+    ASSERT_EQ(run_tc(ingress(), build(seg_on(40001, 5000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, 0);
+  EXPECT_EQ(st_->uncounted, 10u * kMss) << "only A's, the first response ever, arrived uncounted";
+  // A response larger than the measured one is uncapped from then on.
+  ASSERT_EQ(run_tc(ingress(), build(seg_on(40001, 5000 + 20 * kMss))).retval, kNext);
+  ASSERT_EQ(run_tc(egress(), build(ack_on(40001, 5000 + 21 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->in_flight, int64_t(22 * kMss)) << "eq. (3) in slow start: 11 + 11 segments";
+}
+
 
 }  // namespace
 

@@ -48,7 +48,7 @@ Params params_of(const PacConfig& c) {
   p.max_held = c.max_held;
   p.max_hold_ns = uint64_t(c.max_hold_ms) * 1'000'000ull;
   p.max_hold_request_ns = uint64_t(c.max_hold_request_ms) * 1'000'000ull;
-  p.requests_yield = c.rwnd_cap_bytes && c.hold_requests;
+  p.requests_yield = c.hold_requests;
   p.ecn = c.ecn;
   return p;
 }
@@ -302,7 +302,17 @@ struct PacModule::Impl : Datapath {
     uint64_t held_ev = engine->stats().held_events;
     bool holding = (engine->held() > 0 || held_ev != prev_held_events);
     prev_held_events = held_ev;
-    if (auto c = corrector->on_interval(bw, inflight, alpha, holding)) {
+    // A request that left recently may still wait for its sender's
+    // application (a new connection's server thread, a busy host): its
+    // response will come. Lowering the estimate then (eq. 6 sees the
+    // throughput drop, the idle rule sees nothing arrive) released the
+    // other held requests into it, and every new connection's first window
+    // met at the bottleneck (docs/pac.md, "New connections").
+    uint64_t req_quiet = std::max<uint64_t>(uint64_t(4 * avg_srtt_us * 1000), kRequestQuietNs);
+    uint64_t last_req = load(&st->last_request_ns);
+    bool req_waiting = cfg.hold_requests && last_req && now <= last_req + req_quiet;
+    auto c = corrector->on_interval(bw, inflight, alpha, holding);
+    if (c && !req_waiting) {
       lower_to(&st->in_flight, *c);
       // Per-flow expected bytes are part of what was just removed.
       __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
@@ -314,7 +324,7 @@ struct PacModule::Impl : Datapath {
     // estimate holds never comes; with ACKs held on it, nothing ever would
     // (docs/pac.md, the per-flow correction).
     inflight = admit_in_flight();
-    if (cfg.trigger_age_min_us && inflight > 0) {
+    if (cfg.trigger_age_min_us && inflight > 0 && !req_waiting) {
       uint64_t idle = std::max<uint64_t>(uint64_t(2 * avg_srtt_us * 1000), uint64_t(cfg.trigger_age_min_us) * 1000);
       uint64_t last = std::max<uint64_t>(load(&st->last_data_ns), load(&st->last_trigger_ns));
       if (last && now > last + idle) {
@@ -322,16 +332,20 @@ struct PacModule::Impl : Datapath {
         __atomic_fetch_add(&st->epoch, 1u, __ATOMIC_ACQ_REL);
         // Nothing moves: every response of unknown size has ended, so the
         // next new flow need not count its whole window (request_burst()).
-        if (guess_seen) store(&st->resp_guess, guess_seen);
+        // Only where the bound covers these flows (capped windows): there a
+        // wrong guess is bounded by the window. Without the cap the guess
+        // caps eq. (3) triggers (resp_size() in bpf/host/pac_estimate.h),
+        // and an idle moment in the middle of a response (its ACKs held,
+        // its sender slow to answer) would publish a partial size that
+        // lets the rest of every new flow's response arrive uncounted.
+        if (guess_seen && cfg.rwnd_cap_bytes && cfg.cap_to_response) store(&st->resp_guess, guess_seen);
         // The bound too, but not while a request that left recently may
         // still be waiting for its sender's application: its response
         // will come, and the bound (which cannot drift) counts it. Cleared
         // then, the bound lets further requests out, and their responses
         // meet it at the bottleneck. Shares that outlive their response are
-        // cleared per flow by the datapath (bound_watch); this clears what
+        // cleared per flow by the datapath (flow_watch); this clears what
         // is left when nothing moves at all.
-        uint64_t req_quiet = std::max<uint64_t>(uint64_t(4 * avg_srtt_us * 1000), kRequestQuietNs);
-        uint64_t last_req = load(&st->last_request_ns);
         if (load(&st->bound) != 0 && (!last_req || now > last_req + req_quiet)) {
           store(&st->bound, __s64(0));
           __atomic_fetch_add(&st->bound_epoch, 1u, __ATOMIC_ACQ_REL);
