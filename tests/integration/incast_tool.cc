@@ -3,7 +3,9 @@
 // test does not use).
 //   incast_tool server PORT [CC]          answers each 8-byte request (u64 n) with n bytes
 //   incast_tool client N BYTES ROUNDS CC ADDR:PORT...
-//     opens N connections spread over the addresses, runs ROUNDS rounds
+//   incast_tool client-fresh N BYTES ROUNDS CC ADDR:PORT...
+//     opens N connections spread over the addresses (client-fresh: new ones
+//     before every round, outside the timing, the old ones closed), runs ROUNDS rounds
 //     (request to all, read BYTES from each), prints one JSON line per round
 //     {"round":i,"us":t,"bytes":b} and a summary line {"goodput_mbps":...}.
 #include <arpa/inet.h>
@@ -72,7 +74,7 @@ int serve(int port, const char* cc) {
   }
 }
 
-int client(int n, uint64_t bytes, int rounds, const char* cc, const std::vector<std::string>& targets) {
+std::vector<int> connect_all(int n, const char* cc, const std::vector<std::string>& targets) {
   std::vector<int> fds;
   for (int i = 0; i < n; ++i) {
     const std::string& t = targets[size_t(i) % targets.size()];
@@ -99,11 +101,22 @@ int client(int n, uint64_t bytes, int rounds, const char* cc, const std::vector<
     if (!ok) die("connect");
     fds.push_back(fd);
   }
+  return fds;
+}
+
+int client(int n, uint64_t bytes, int rounds, const char* cc, const std::vector<std::string>& targets, bool fresh) {
+  std::vector<int> fds = connect_all(n, cc, targets);
   std::vector<char> buf(1 << 16);
   double total_us = 0;
   uint64_t total_bytes = 0;
   int slow_rounds = 0;
   for (int r = 0; r < rounds; ++r) {
+    if (fresh && r) {
+      for (int fd : fds) close(fd);
+      fds = connect_all(n, cc, targets);
+      // The servers' threads pick the new connections up.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     auto t0 = std::chrono::steady_clock::now();
     for (int fd : fds)
       if (write(fd, &bytes, sizeof(bytes)) != sizeof(bytes)) die("request");
@@ -141,10 +154,11 @@ int client(int n, uint64_t bytes, int rounds, const char* cc, const std::vector<
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "server") return serve(std::atoi(argv[2]), argc > 3 ? argv[3] : "");
-  if (argc >= 7 && std::string(argv[1]) == "client") {
+  if (argc >= 7 && (std::string(argv[1]) == "client" || std::string(argv[1]) == "client-fresh")) {
     std::vector<std::string> t(argv + 6, argv + argc);
-    return client(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), std::atoi(argv[4]), argv[5], t);
+    return client(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), std::atoi(argv[4]), argv[5], t,
+                  std::string(argv[1]) == "client-fresh");
   }
-  std::fprintf(stderr, "usage: incast_tool server PORT [CC] | client N BYTES ROUNDS CC ADDR:PORT...\n");
+  std::fprintf(stderr, "usage: incast_tool server PORT [CC] | client|client-fresh N BYTES ROUNDS CC ADDR:PORT...\n");
   return 2;
 }
