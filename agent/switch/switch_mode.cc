@@ -129,7 +129,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
       p->tree = std::make_unique<PortTree>(spec);
 
-      sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kTreeMajor,
+      sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kHtbMajor,
                     info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u, 0};
       uint32_t key = uint32_t(p->ifindex);
       check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_sw_ports_v1), &key, &sp, BPF_ANY), "port table");
@@ -142,7 +142,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       // into the never-paused fallback class (HTB honours skb->priority).
       p->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
       if (p->tx_fd < 0) throw SysError("AF_PACKET socket for " + e.name, errno);
-      int prio = int(TC_HANDLE(kTreeMajor, kFallbackMinor));
+      int prio = int(TC_HANDLE(kHtbMajor, kFallbackMinor));
       setsockopt(p->tx_fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
       ports_.push_back(std::move(p));
     }

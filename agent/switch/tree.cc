@@ -27,6 +27,14 @@ void nl_check(int rc, const std::string& what) {
 }
 }  // namespace
 
+uint32_t PortTree::leaf_limit() const {
+  // The root TBF holds the one skb it peeked from HTB outside every
+  // leaf's limit: one frame less in the leaf keeps the port's queue at
+  // buffer_bytes with MTU frames (with GSO the peeked skb can be a 64 KB
+  // super-packet, and the port holds up to that much more).
+  return std::max<uint32_t>(spec_.buffer_bytes > 2 * 1514 ? spec_.buffer_bytes - 1514 : spec_.buffer_bytes, 1514);
+}
+
 uint32_t PortTree::burst_bytes() const {
   if (spec_.burst_bytes) return std::max<uint32_t>(spec_.burst_bytes, 1600);
   // 100 us at the link rate, at least two MTU frames (the lab's shaper).
@@ -49,7 +57,7 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
     if (rtnl_qdisc* old = rtnl_qdisc_get_by_parent(cache, spec_.ifindex, TC_H_ROOT)) {
       const char* kind = rtnl_tc_get_kind(TC_CAST(old));
       uint32_t h = rtnl_tc_get_handle(TC_CAST(old));
-      bool ours = h == TC_HANDLE(kTreeMajor, 0) && kind && std::string(kind) == "htb";
+      bool ours = h == TC_HANDLE(kTreeMajor, 0) && kind && (std::string(kind) == "tbf" || std::string(kind) == "htb");
       if (ours) {
         SLOG_WARN("SWITCH_TREE_STALE", "{}: removing the queue tree a previous sluiced left ({})", spec_.ifname,
                   hex_handle(h));
@@ -61,35 +69,47 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
     }
     nl_cache_free(cache);
 
+    // The port's shaper: a TBF at the link rate, as the plain port has.
     rtnl_qdisc* root = rtnl_qdisc_alloc();
     rtnl_tc_set_ifindex(TC_CAST(root), spec_.ifindex);
     rtnl_tc_set_parent(TC_CAST(root), TC_H_ROOT);
     rtnl_tc_set_handle(TC_CAST(root), TC_HANDLE(kTreeMajor, 0));
-    rtnl_tc_set_kind(TC_CAST(root), "htb");
-    rtnl_htb_set_defcls(root, TC_HANDLE(kTreeMajor, kFallbackMinor));
-    rtnl_htb_set_rate2quantum(root, 1);
+    rtnl_tc_set_kind(TC_CAST(root), "tbf");
+    rtnl_qdisc_tbf_set_limit(root, int(std::min<uint32_t>(spec_.buffer_bytes, INT32_MAX)));
+    rtnl_qdisc_tbf_set_rate(root, int(std::min<uint64_t>(spec_.rate_bps / 8, INT32_MAX)), int(burst_bytes()), 0);
     int rc = rtnl_qdisc_add(sk_, root, NLM_F_CREATE | NLM_F_REPLACE);
     rtnl_qdisc_put(root);
-    nl_check(rc, "root htb on " + spec_.ifname);
+    nl_check(rc, "root tbf on " + spec_.ifname);
     built_ = true;
     if (!replaced_.empty())
       SLOG_INFO("SWITCH_TREE_REPLACED", "{}: replaced root qdisc {} (not restored on exit)", spec_.ifname, replaced_);
 
-    const uint64_t link = spec_.rate_bps;
+    // The queues: an HTB under the TBF whose classes never run out of
+    // tokens (4x the link), so HTB only schedules (strict priority between
+    // levels, DRR by quantum within one) and the TBF above shapes.
+    rtnl_qdisc* htb = rtnl_qdisc_alloc();
+    rtnl_tc_set_ifindex(TC_CAST(htb), spec_.ifindex);
+    rtnl_tc_set_parent(TC_CAST(htb), TC_HANDLE(kTreeMajor, 1));
+    rtnl_tc_set_handle(TC_CAST(htb), TC_HANDLE(kHtbMajor, 0));
+    rtnl_tc_set_kind(TC_CAST(htb), "htb");
+    rtnl_htb_set_defcls(htb, TC_HANDLE(kHtbMajor, kFallbackMinor));
+    rtnl_htb_set_rate2quantum(htb, 1);
+    rc = rtnl_qdisc_add(sk_, htb, NLM_F_CREATE | NLM_F_EXCL);
+    rtnl_qdisc_put(htb);
+    nl_check(rc, "htb under the root tbf on " + spec_.ifname);
+
+    const uint64_t fast = spec_.rate_bps * kLeafRateFactor;
     const uint64_t n = spec_.queues.size();
-    add_class(TC_HANDLE(kTreeMajor, 0), TC_HANDLE(kTreeMajor, kRootClassMinor), link, link, 0);
+    add_class(TC_HANDLE(kHtbMajor, 0), TC_HANDLE(kHtbMajor, kRootClassMinor), fast, fast, 0);
     for (uint32_t q = 0; q < n; ++q) {
-      add_class(TC_HANDLE(kTreeMajor, kRootClassMinor), TC_HANDLE(kTreeMajor, q + 1), std::max<uint64_t>(link / n, 8),
-                link, std::min<uint32_t>(spec_.queues[q].priority, 7));
+      add_class(TC_HANDLE(kHtbMajor, kRootClassMinor), TC_HANDLE(kHtbMajor, q + 1), fast, fast,
+                std::min<uint32_t>(spec_.queues[q].priority, 7));
       nl_check(add_tbf(q, false, true), spec_.ifname + " queue " + std::to_string(q) + " tbf leaf");
     }
-    // The fallback's own rate is a sliver: it borrows up to the link from
-    // 51:1000, so queues + fallback never exceed the link.
-    add_class(TC_HANDLE(kTreeMajor, kRootClassMinor), TC_HANDLE(kTreeMajor, kFallbackMinor),
-              std::max<uint64_t>(link / 100, 8000), link, 0);
+    add_class(TC_HANDLE(kHtbMajor, kRootClassMinor), TC_HANDLE(kHtbMajor, kFallbackMinor), fast, fast, 0);
     rtnl_qdisc* fb = rtnl_qdisc_alloc();
     rtnl_tc_set_ifindex(TC_CAST(fb), spec_.ifindex);
-    rtnl_tc_set_parent(TC_CAST(fb), TC_HANDLE(kTreeMajor, kFallbackMinor));
+    rtnl_tc_set_parent(TC_CAST(fb), TC_HANDLE(kHtbMajor, kFallbackMinor));
     rtnl_tc_set_handle(TC_CAST(fb), TC_HANDLE(kLeafMajorBase + kFallbackMinor % 0x100, 0));
     rtnl_tc_set_kind(TC_CAST(fb), "bfifo");
     rtnl_qdisc_fifo_set_limit(fb, int(std::min<uint32_t>(spec_.buffer_bytes, INT32_MAX)));
@@ -102,8 +122,9 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
     sk_ = nullptr;
     throw;
   }
-  SLOG_INFO("SWITCH_TREE_BUILT", "{}: htb {} with {} queue(s) at {} bit/s, {} B per queue", spec_.ifname,
-            hex_handle(TC_HANDLE(kTreeMajor, 0)), spec_.queues.size(), spec_.rate_bps, spec_.buffer_bytes);
+  SLOG_INFO("SWITCH_TREE_BUILT", "{}: tbf {} at {} bit/s over htb {} with {} queue(s), {} B per queue",
+            spec_.ifname, hex_handle(TC_HANDLE(kTreeMajor, 0)), spec_.rate_bps, hex_handle(TC_HANDLE(kHtbMajor, 0)),
+            spec_.queues.size(), spec_.buffer_bytes);
 }
 
 PortTree::~PortTree() {
@@ -131,10 +152,10 @@ void PortTree::add_class(uint32_t parent, uint32_t handle, uint64_t rate, uint64
 int PortTree::add_tbf(uint32_t q, bool paused, bool create) {
   rtnl_qdisc* t = rtnl_qdisc_alloc();
   rtnl_tc_set_ifindex(TC_CAST(t), spec_.ifindex);
-  rtnl_tc_set_parent(TC_CAST(t), TC_HANDLE(kTreeMajor, q + 1));
+  rtnl_tc_set_parent(TC_CAST(t), TC_HANDLE(kHtbMajor, q + 1));
   rtnl_tc_set_handle(TC_CAST(t), TC_HANDLE(kLeafMajorBase + q + 1, 0));
   rtnl_tc_set_kind(TC_CAST(t), "tbf");
-  rtnl_qdisc_tbf_set_limit(t, int(std::min<uint32_t>(spec_.buffer_bytes, INT32_MAX)));
+  rtnl_qdisc_tbf_set_limit(t, int(std::min<uint32_t>(leaf_limit(), INT32_MAX)));
   // The bucket stays >= two full frames while paused, or queued frames
   // would be dropped as too big for it instead of held.
   // Unpaused, the leaf never throttles (4x the link, the class's HTB rate
@@ -159,7 +180,7 @@ std::vector<ClassCounters> PortTree::read() const {
   for (nl_object* o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
     auto* tc = TC_CAST(o);
     uint32_t h = rtnl_tc_get_handle(tc);
-    if (TC_H_MAJ(h) != TC_HANDLE(kTreeMajor, 0)) continue;
+    if (TC_H_MAJ(h) != TC_HANDLE(kHtbMajor, 0)) continue;
     uint32_t m = TC_H_MIN(h);
     size_t i;
     if (m == kFallbackMinor) i = spec_.queues.size();
@@ -181,13 +202,13 @@ void PortTree::remove() noexcept {
   if (rtnl_qdisc_alloc_cache(sk_, &cache) < 0) return;
   if (rtnl_qdisc* root = rtnl_qdisc_get_by_parent(cache, spec_.ifindex, TC_H_ROOT)) {
     const char* kind = rtnl_tc_get_kind(TC_CAST(root));
-    if (rtnl_tc_get_handle(TC_CAST(root)) == TC_HANDLE(kTreeMajor, 0) && kind && std::string(kind) == "htb") {
+    if (rtnl_tc_get_handle(TC_CAST(root)) == TC_HANDLE(kTreeMajor, 0) && kind && std::string(kind) == "tbf") {
       int rc = rtnl_qdisc_delete(sk_, root);
       if (rc < 0)
-        SLOG_WARN("SWITCH_TREE_REMOVE_FAILED", "{}: deleting htb 51: failed: {}", spec_.ifname, nl_geterror(rc));
+        SLOG_WARN("SWITCH_TREE_REMOVE_FAILED", "{}: deleting tbf 51: failed: {}", spec_.ifname, nl_geterror(rc));
       else
         SLOG_INFO("SWITCH_TREE_REMOVED", "{}: removed the queue tree (51: and its {} classes and leaves)",
-                  spec_.ifname, 2 * spec_.queues.size() + 2);
+                  spec_.ifname, 2 * spec_.queues.size() + 4);
     } else {
       SLOG_WARN("SWITCH_TREE_GONE", "{}: the root qdisc is no longer sluice's; left alone", spec_.ifname);
     }
@@ -197,12 +218,13 @@ void PortTree::remove() noexcept {
 }
 
 std::vector<std::string> PortTree::handles() const {
-  std::vector<std::string> h = {hex_handle(TC_HANDLE(kTreeMajor, 0)), hex_handle(TC_HANDLE(kTreeMajor, kRootClassMinor))};
+  std::vector<std::string> h = {hex_handle(TC_HANDLE(kTreeMajor, 0)), hex_handle(TC_HANDLE(kHtbMajor, 0)),
+                                hex_handle(TC_HANDLE(kHtbMajor, kRootClassMinor))};
   for (uint32_t q = 0; q < spec_.queues.size(); ++q) {
-    h.push_back(hex_handle(TC_HANDLE(kTreeMajor, q + 1)));
+    h.push_back(hex_handle(TC_HANDLE(kHtbMajor, q + 1)));
     h.push_back(hex_handle(TC_HANDLE(kLeafMajorBase + q + 1, 0)));
   }
-  h.push_back(hex_handle(TC_HANDLE(kTreeMajor, kFallbackMinor)));
+  h.push_back(hex_handle(TC_HANDLE(kHtbMajor, kFallbackMinor)));
   h.push_back(hex_handle(TC_HANDLE(kLeafMajorBase + kFallbackMinor % 0x100, 0)));
   return h;
 }

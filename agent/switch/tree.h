@@ -1,22 +1,26 @@
 // The queue tree sluiced builds and owns on one switch port's egress
 // (design A, docs/switch.md), over netlink:
 //
-//   root htb 51: default fff0
-//    └ 51:1000 htb at the link rate
-//       ├ 51:(q+1) htb rate link/N ceil link, quantum 1514, prio from the
-//       │   queue's priority; leaf: tbf (5100+q+1): at 4x the link rate (it
-//       │   never throttles; HTB shapes), limit buffer_bytes. Pause = this
-//       │   TBF's rate to 1000 B/s; resume = 4x the link again (an HTB class slowed to a stop keeps the debt of
-//       │   the packet it let out and stays silent after "resume").
-//       └ 51:fff0 the fallback class (rate link/100, ceil link; bfifo,
-//           buffer_bytes), never paused:
-//           HTB's default class, so a packet the classifier did not steer
-//           (sluiced gone, classifier detached, heartbeat stale, control
-//           frames sluiced sends) still leaves at the link rate.
+//   root tbf 51: at the link rate, burst_bytes: the port's shaper, the same
+//    │   qdisc and parameters as the plain lab port it replaces
+//    └ htb 52: default fff0, under 51:1; its classes never run out of tokens
+//       │   (4x the link), so HTB only schedules: strict priority between
+//       │   levels, DRR by quantum (1514) within one
+//       └ 52:1000
+//          ├ 52:(q+1) one class per queue, prio = the queue's priority; leaf:
+//          │   tbf (5200+q+1): at 4x the link (never throttles), limit
+//          │   buffer_bytes - 1514 (the root holds one peeked frame). Pause = this TBF's rate to 1000 B/s; resume = 4x
+//          │   the link again (a TBF change refills its bucket; an HTB class
+//          │   slowed to a stop keeps the debt of the packet it let out and
+//          │   stays silent after "resume").
+//          └ 52:fff0 the fallback class (bfifo 52f0:, buffer_bytes), never
+//              paused: HTB's default class, so a packet the classifier did
+//              not steer (sluiced gone, classifier detached, heartbeat
+//              stale, control frames sluiced sends) still leaves.
 //
 // Only the handles recorded here are ever changed or deleted. remove()
-// deletes the root 51: (its classes and leaves go with it) only if the
-// root is still ours; the port then has the kernel's default qdisc. A root
+// deletes the root 51: (everything under it goes with it) only if the root
+// is still ours; the port then has the kernel's default qdisc. A root
 // qdisc that was there before (the lab's TBF, say) is replaced, not
 // restored.
 #pragma once
@@ -32,12 +36,13 @@ struct nl_sock;
 
 namespace sluice::sw {
 
-constexpr uint32_t kTreeMajor = 0x51;
+constexpr uint32_t kTreeMajor = 0x51;  // root tbf
+constexpr uint32_t kHtbMajor = 0x52;   // the queues' htb (sl_sw_port.htb_major)
 constexpr uint32_t kRootClassMinor = 0x1000;
 constexpr uint32_t kFallbackMinor = SL_SW_FALLBACK_MINOR;
-constexpr uint32_t kLeafMajorBase = 0x5100;
+constexpr uint32_t kLeafMajorBase = 0x5200;
 constexpr uint32_t kPausedRateBytes = 1000;  // bytes/s of a paused queue's TBF
-constexpr uint64_t kLeafRateFactor = 4;      // an unpaused TBF leaf: 4x the link
+constexpr uint64_t kLeafRateFactor = 4;      // HTB classes and unpaused TBF leaves: 4x the link
 
 struct TreeSpec {
   std::string ifname;
@@ -78,6 +83,9 @@ class PortTree {
   // The handles this tree created, "51:", "51:1000", "5101:", ...
   std::vector<std::string> handles() const;
   uint32_t burst_bytes() const;
+  // Each queue's tail-drop limit: buffer_bytes less the frame the root TBF
+  // holds after peeking it from HTB.
+  uint32_t leaf_limit() const;
 
  private:
   void add_class(uint32_t parent, uint32_t handle, uint64_t rate, uint64_t ceil, uint32_t prio);

@@ -275,7 +275,7 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
 
   // Stopped cleanly: programs and tree gone, traffic still forwarded.
   EXPECT_EQ(agent_.stop(), 0) << agent_.log();
-  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'htb 51:'"), "0\n");
+  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   EXPECT_GT(got_during(0, 300ms), 50u) << "the port does not forward after sluiced stopped";
 }
 
@@ -295,7 +295,7 @@ TEST_P(SwitchMode, KilledWithAQueuePausedThePortStillForwards) {
   agent_.kill9();
   // The tree stays (the paused TBF too); new packets of A take HTB's
   // default class once the classifier is gone or stops steering.
-  EXPECT_NE(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'htb 51:'"), "0\n");
+  EXPECT_NE(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   // Under clsact that takes fail_open_ms (1 s here: a heartbeat late by
   // less on a loaded machine must not fail open).
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 5s))
@@ -337,7 +337,7 @@ TEST(LabTopologies, RunSluiceSwitchesEndToEnd) {
         << "wait\n"
         << "for d in $(ip -n ${P}" << c.sw << " -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do\n"
         << "  tc -n ${P}" << c.sw << " class show dev $d\n"
-        << "done | grep -c 'class htb 51:1 ' > " << out << ".sw\n";
+        << "done | grep -c 'class htb 52:1 ' > " << out << ".sw\n";
     }
     int st = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo up " + c.args +
                           " --switch sluice --sluiced " + build_path("agent/sluiced") + " --run 'sh " + script +
