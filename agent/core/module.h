@@ -18,6 +18,12 @@ namespace sluice {
 
 class EventLoop;
 
+// One tc hook priority a mechanism's programs use (core/tc.h).
+struct TcSlot {
+  std::string programs;  // which programs attach at it, for messages
+  uint32_t prio = 0;
+};
+
 struct ModuleContext {
   const Config& config;
   const InterfaceConfig& iface;
@@ -119,6 +125,9 @@ struct MechanismInfo {
   bool available = true;
   // Runs on an interface whose [[interface]] lists no mechanisms.
   bool on_by_default = false;
+  // The tc filter priorities its programs attach at (core/tc.h), each
+  // declared as a constant in its own folder: unique across the table.
+  std::vector<TcSlot> tc;
 };
 
 using MechanismTable = std::vector<MechanismInfo>;

@@ -22,21 +22,14 @@ const char* to_string(Hook h);
 constexpr uint32_t kTcHandle = 0x51;
 // Filter priorities: lower runs first. Each program kind gets a fixed slot so
 // a restart replaces its own earlier filter instead of stacking a new one.
-enum TcPrio : uint32_t {
-  kPrioFlowstat = 0xA510,
-  // Before flowstat: a diverted ACK is counted once, when it is re-injected.
-  kPrioPac = 0xA420,
-  // Lab fault injection runs last: mechanisms under test see the packet first.
-  kPrioLabFault = 0xA5F0,
-  kPrioEin = 0xA550,  // host: EIN echo (after flowstat)
-  kPrioAqm = 0xA560,  // switch port: ECN/EIN marking (after flowstat)
-  // Switch mode ports: control-frame gate (ingress, before flowstat counts
-  // what it consumes) and queue classifier (egress).
-  kPrioSwport = 0xA500,
-  // Far end of a switch port's link: EIN written as packets leave the
-  // port's queue, before anything of the host there sees them.
-  kPrioAqmDeparture = 0xA300,
-};
+// A mechanism declares its slots in its own folder and lists them in its row
+// of the mechanisms table (MechanismInfo::tc, core/module.h); no two
+// mechanisms share one (tests/unit/mechanisms/tc_prio_test.cc). Slots are
+// 16-bit (the tc priority field).
+//
+// The last slot, for lab instruments that must see a packet after every
+// mechanism (sluice-fault); no mechanism takes it.
+constexpr uint32_t kTcPrioLabLast = 0xA5F0;
 
 // tcx has no priorities, only an order: a program with a priority below
 // this goes to the front of the chain (BPF_F_BEFORE), the rest are appended,

@@ -23,6 +23,7 @@
 #include "mechanisms/aqm/aqm_module.h"
 #include "mechanisms/cc/cc.h"
 #include "mechanisms/ein/ein_module.h"
+#include "mechanisms/floodgate/host_runner.h"
 #include "mechanisms/flowstat/flowstat_module.h"
 #include "mechanisms/pac/pac_module.h"
 #include "switch/switch_config.h"
@@ -41,20 +42,23 @@ const MechanismTable& mechanisms() {
        .host_module = &make_flowstat_module,
        .switch_module = &make_flowstat_module,
        .section = &flowstat_section(),
-       .on_by_default = true},
+       .on_by_default = true,
+       .tc = {{"flowstat_in, flowstat_out", kFlowstatTcPrio}}},
       {.name = "pac",
        .on_host = true,
        .needs = {Feature::Btf, Feature::RingBuf},
        .summary = "proactive ACK control at the receiver: holds ACKs so ACK-triggered in-flight data stays under "
                   "the buffer",
        .host_module = &pac::make_pac_module,
-       .section = &pac_section()},
+       .section = &pac_section(),
+       .tc = {{"pac_ingress, pac_egress", pac::kPacTcPrio}}},
       {.name = "ein",
        .on_host = true,
        .needs = {Feature::Btf},
        .summary = "Pulser host half: echo EIN in ACKs, hand echoes to sluice_pulser ([cc] register = [\"pulser\"])",
        .host_module = &make_ein_module,
-       .section = &ein_section()},
+       .section = &ein_section(),
+       .tc = {{"ein_ingress, ein_egress", kEinTcPrio}}},
       {.name = "aqm",
        .on_switch_port = true,
        .needs = {Feature::Btf},
@@ -63,7 +67,8 @@ const MechanismTable& mechanisms() {
        .needs_one_of = {Feature::CastToKernCtx, Feature::TpBtfQdisc},
        .switch_module = &make_aqm_module,
        .section = &aqm_section(),
-       .reads = {"ein"}},  // the EIN bit it writes
+       .reads = {"ein"},  // the EIN bit it writes
+       .tc = {{"aqm_egress", kAqmTcPrio}, {"aqm_departure", kAqmDepartureTcPrio}}},
       // Host-wide, on no interface: [cc] register.
       {.name = "cc",
        .needs = {Feature::StructOpsCc},
@@ -78,14 +83,16 @@ const MechanismTable& mechanisms() {
        .summary = "switch mode: per-port queue trees, control frames, a switch logic ([switch] logic = " +
                   sw::logic_names() + "; docs/switch.md)",
        .service = {&make_switch_service, &switch_used_by},
-       .section = &switch_section()},
+       .section = &switch_section(),
+       .tc = {{"sw_ingress, sw_egress", kSwportTcPrio}}},
       // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
       // interface that names one is refused.
       {.name = "floodgate",
        .on_host = true,
        .on_switch_port = true,
        .summary = "per-hop per-destination windows and credits (floodgate-conext21); first-hop pause at hosts",
-       .available = false},
+       .available = false,
+       .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}}},
       {.name = "bfc",
        .on_switch_port = true,
        .summary = "per-hop per-flow backpressure (bfc-nsdi22)",

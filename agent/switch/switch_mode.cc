@@ -134,9 +134,9 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       uint32_t key = uint32_t(p->ifindex);
       check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_sw_ports_v1), &key, &sp, BPF_ANY), "port table");
       p->att.push_back(TcAttachment::attach(e.name, Hook::Ingress, bpf_program__fd(skel_->progs.sw_ingress),
-                                            "sw_ingress", kPrioSwport, ctx.attach_mode, ctx.config.agent.state_dir));
+                                            "sw_ingress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
       p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress),
-                                            "sw_egress", kPrioSwport, ctx.attach_mode, ctx.config.agent.state_dir));
+                                            "sw_egress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
 
       // Control frames this switch sends: raw, not receiving (protocol 0),
       // into the never-paused fallback class (HTB honours skb->priority).

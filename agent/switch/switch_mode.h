@@ -35,6 +35,10 @@
 
 namespace sluice {
 
+// tc priority of swport's sw_ingress / sw_egress (core/tc.h): the gate
+// before flowstat, which then counts none of the control frames it consumes.
+inline constexpr uint32_t kSwportTcPrio = 0xA500;
+
 std::unique_ptr<HostService> make_switch_service(const ServiceContext& ctx);
 // "[switch] ports" when the configuration lists switch ports, else "".
 std::string switch_used_by(const Config& cfg);

@@ -138,7 +138,7 @@ class AqmModule : public Module {
       links_.emplace_back(skel_->progs.aqm_qdisc_dequeue, "tp_btf/qdisc_dequeue");
     }
     attachment_.emplace_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.aqm_egress),
-                                                  "aqm_egress", kPrioAqm, ctx.attach_mode,
+                                                  "aqm_egress", kAqmTcPrio, ctx.attach_mode,
                                                   ctx.config.agent.state_dir));
     if (ro->ein_at_departure) attach_far_end(ctx);
     SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}, queue length from {} ({})", ifname_, ac.k(),
@@ -165,7 +165,7 @@ class AqmModule : public Module {
     far_end_ = ctx.iface.link_far_end;
     int fd = bpf_program__fd(skel_->progs.aqm_departure);
     auto attach = [&](AttachMode mode) {
-      attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kPrioAqmDeparture, mode,
+      attachment_.emplace_back(TcAttachment::attach(dev, Hook::Ingress, fd, "aqm_departure", kAqmDepartureTcPrio, mode,
                                                     ctx.config.agent.state_dir));
     };
     const std::string what = "aqm on " + ifname_ + ": link_far_end \"" + far_end_ + "\"";

@@ -28,10 +28,10 @@ class EinModule : public Module {
     skel_.load();
     bit_ = ec.bit;
     attachments_.push_back(TcAttachment::attach(ifname_, Hook::Ingress, bpf_program__fd(skel_->progs.ein_ingress),
-                                                "ein_ingress", kPrioEin, ctx.attach_mode,
+                                                "ein_ingress", kEinTcPrio, ctx.attach_mode,
                                                 ctx.config.agent.state_dir));
     attachments_.push_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.ein_egress),
-                                                "ein_egress", kPrioEin, ctx.attach_mode,
+                                                "ein_egress", kEinTcPrio, ctx.attach_mode,
                                                 ctx.config.agent.state_dir));
     if (std::find(ctx.config.get<CcConfig>().register_cc.begin(), ctx.config.get<CcConfig>().register_cc.end(), "pulser") ==
         ctx.config.get<CcConfig>().register_cc.end())

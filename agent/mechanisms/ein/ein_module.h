@@ -10,6 +10,9 @@
 
 namespace sluice {
 
+// tc priority of ein_ingress / ein_egress (core/tc.h): after flowstat.
+inline constexpr uint32_t kEinTcPrio = 0xA550;
+
 std::unique_ptr<Module> make_ein_module(const ModuleContext& ctx);
 
 }  // namespace sluice

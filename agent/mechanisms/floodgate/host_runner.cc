@@ -17,12 +17,6 @@ SLUICE_SKELETON(dstpause);
 
 namespace sluice::floodgate {
 
-namespace {
-// Before flowstat (0xA510), like PAC: a held frame is counted once, when it
-// is re-sent.
-constexpr uint32_t kPrioDstPause = 0xA430;
-}  // namespace
-
 struct HostRunner::Impl {
   HostRunnerConfig cfg;
   Skeleton<dstpause> skel;
@@ -98,9 +92,9 @@ HostRunner::HostRunner(HostRunnerConfig cfg) : impl_(std::make_unique<Impl>(std:
   if (!m.ctrl_ring || !m.held_ring) throw SysError("floodgate host: ring buffers", errno);
   m.reinjector = std::make_unique<pac::Reinjector>(m.cfg.uplink, m.cfg.reinject_mark);
   m.attached.push_back(TcAttachment::attach(m.cfg.uplink, Hook::Ingress, bpf_program__fd(m.skel->progs.dp_ingress),
-                                            "dp_ingress", kPrioDstPause, m.cfg.attach_mode, m.cfg.state_dir));
+                                            "dp_ingress", kDstPauseTcPrio, m.cfg.attach_mode, m.cfg.state_dir));
   m.attached.push_back(TcAttachment::attach(m.cfg.uplink, Hook::Egress, bpf_program__fd(m.skel->progs.dp_egress),
-                                            "dp_egress", kPrioDstPause, m.cfg.attach_mode, m.cfg.state_dir));
+                                            "dp_egress", kDstPauseTcPrio, m.cfg.attach_mode, m.cfg.state_dir));
 }
 
 HostRunner::~HostRunner() {

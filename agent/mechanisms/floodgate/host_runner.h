@@ -14,6 +14,10 @@
 
 namespace sluice::floodgate {
 
+// tc priority of dp_ingress / dp_egress (core/tc.h): before flowstat, like
+// PAC, so a held frame is counted once, when it is re-sent.
+inline constexpr uint32_t kDstPauseTcPrio = 0xA430;
+
 struct HostRunnerConfig {
   std::string uplink;            // interface to the first-hop ToR
   uint32_t reinject_mark = 0x5107;

@@ -70,11 +70,11 @@ FlowstatModule::FlowstatModule(const ModuleContext& ctx) : impl_(std::make_uniqu
   // the vector is detached when the exception unwinds this constructor.
   impl_->attachments.push_back(TcAttachment::attach(ctx.iface.name, Hook::Ingress,
                                                     bpf_program__fd(s->progs.flowstat_in),
-                                                    "flowstat_in", kPrioFlowstat, ctx.attach_mode,
+                                                    "flowstat_in", kFlowstatTcPrio, ctx.attach_mode,
                                                     ctx.config.agent.state_dir));
   impl_->attachments.push_back(TcAttachment::attach(ctx.iface.name, Hook::Egress,
                                                     bpf_program__fd(s->progs.flowstat_out),
-                                                    "flowstat_out", kPrioFlowstat, ctx.attach_mode,
+                                                    "flowstat_out", kFlowstatTcPrio, ctx.attach_mode,
                                                     ctx.config.agent.state_dir));
   impl_->per_flow_metrics = ctx.config.metrics.per_flow;
   impl_->idle_ns = uint64_t(ctx.config.get<FlowstatConfig>().idle_timeout_s) * 1'000'000'000ull;

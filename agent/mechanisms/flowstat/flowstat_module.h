@@ -11,6 +11,9 @@
 
 namespace sluice {
 
+// tc priority of flowstat_in / flowstat_out (core/tc.h: lower runs first).
+inline constexpr uint32_t kFlowstatTcPrio = 0xA510;
+
 struct FlowRow {
   sluice_flow_key key;
   sluice_flow_stats stats;

@@ -440,9 +440,9 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   if (mode != ctx.attach_mode)
     SLOG_INFO("PAC_CLSACT", "{}: pac.hold_requests needs TC_ACT_STOLEN: attaching through clsact", m.ifname);
   m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Ingress, bpf_program__fd(s->progs.pac_ingress),
-                                               "pac_ingress", kPrioPac, mode, ctx.config.agent.state_dir));
+                                               "pac_ingress", kPacTcPrio, mode, ctx.config.agent.state_dir));
   m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Egress, bpf_program__fd(s->progs.pac_egress),
-                                               "pac_egress", kPrioPac, mode, ctx.config.agent.state_dir));
+                                               "pac_egress", kPacTcPrio, mode, ctx.config.agent.state_dir));
   m.rb_watch = ctx.loop.watch_readable(ring_buffer__epoll_fd(m.rb), [&m] { m.on_readable(); });
   uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });

@@ -9,6 +9,10 @@
 
 namespace sluice::pac {
 
+// tc priority of pac_ingress / pac_egress (core/tc.h): before flowstat, so
+// a diverted ACK is counted once, when it is re-injected.
+inline constexpr uint32_t kPacTcPrio = 0xA420;
+
 class PacModule : public Module {
  public:
   explicit PacModule(const ModuleContext& ctx);

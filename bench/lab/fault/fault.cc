@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<TcAttachment> att;
     auto try_attach = [&](AttachMode m) {
       att = std::make_unique<TcAttachment>(
-          TcAttachment::attach(dev, h, fd, "fault_inject", kPrioLabFault, m, state_dir));
+          TcAttachment::attach(dev, h, fd, "fault_inject", kTcPrioLabLast, m, state_dir));
     };
     if (mode == "tcx") {
       try_attach(AttachMode::Tcx);
