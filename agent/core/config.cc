@@ -18,11 +18,7 @@ const char* to_string(Role r) { return r == Role::Host ? "host" : "switch-port";
 static const std::vector<std::pair<std::string, AttachMode>> kAttachModes = {
     {"auto", AttachMode::Auto}, {"tcx", AttachMode::Tcx}, {"clsact", AttachMode::Clsact}};
 
-const char* to_string(AttachMode m) {
-  for (const auto& [name, v] : kAttachModes)
-    if (v == m) return name.c_str();
-  return "?";
-}
+const char* to_string(AttachMode m) { return name_of(kAttachModes, m); }
 
 std::string ConfigProblem::to_string() const {
   std::string s = where.empty() ? key : where + ": " + key;
@@ -86,6 +82,32 @@ void ConfigReader::problem(const std::string& k, const toml::node* n, const std:
 const toml::node* ConfigReader::node(const char* k) {
   seen_.push_back(k);
   return t_.get(k);
+}
+
+bool ConfigReader::get_unique_strings(const char* k, const std::string& expected,
+                                      const std::function<std::string(const std::string&, const toml::node&)>& check,
+                                      std::vector<std::string>& out) {
+  auto n = node(k);
+  if (!n) return false;
+  auto arr = n->as_array();
+  if (!arr) {
+    problem(k, n, expected);
+    return true;
+  }
+  out.clear();
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const toml::node& e = *arr->get(i);
+    std::string ki = std::string(k) + "[" + std::to_string(i) + "]";
+    auto str = e.as_string();
+    std::string why = !str ? "expected a string" : check(str->get(), e);
+    if (why.empty() && std::find(out.begin(), out.end(), str->get()) != out.end()) why = "listed twice";
+    if (!why.empty()) {
+      problem(ki, &e, why);
+      continue;
+    }
+    out.push_back(str->get());
+  }
+  return true;
 }
 
 void ConfigReader::get(const char* k, bool& v) {
@@ -180,47 +202,27 @@ void parse_name(ConfigReader& r, IC& ic) {
 void parse_mechanisms(ConfigReader& r, IC& ic) {
   const MechanismTable empty;
   const MechanismTable& table = r.mechanisms() ? *r.mechanisms() : empty;
-  auto n = r.node("mechanisms");
-  if (!n) {
-    ic.mechanisms.clear();
-    for (const auto& mi : table)
-      if (mi.on_by_default) ic.mechanisms.push_back(mi.name);
-    return;
-  }
-  auto arr = n->as_array();
-  if (!arr) return r.problem("mechanisms", n, "expected an array of strings");
-  ic.mechanisms.clear();
-  for (size_t i = 0; i < arr->size(); ++i) {
-    const toml::node& e = *arr->get(i);
-    std::string k = "mechanisms[" + std::to_string(i) + "]";
-    auto str = e.as_string();
-    if (!str) {
-      r.problem(k, &e, "expected a string");
-      continue;
-    }
-    const MechanismInfo* m = find_mechanism(table, str->get());
+  auto check = [&](const std::string& name, const toml::node&) -> std::string {
+    const MechanismInfo* m = find_mechanism(table, name);
     if (!m) {
       std::string known;
       bool coming = false;
       for (auto& mi : table) {
         if (mi.available && (mi.on_host || mi.on_switch_port)) known += (known.empty() ? "" : ", ") + mi.name;
-        coming = coming || (!mi.available && mi.name == str->get());
+        coming = coming || (!mi.available && mi.name == name);
       }
-      r.problem(k, &e,
-                coming ? "not runnable in sluiced yet: this mechanism is coming (sluiced --help lists what works today: " + known + ")"
-                       : "unknown mechanism (known: " + known + ")");
-      continue;
+      return coming ? "not runnable in sluiced yet: this mechanism is coming (sluiced --help lists what works today: " +
+                          known + ")"
+                    : "unknown mechanism (known: " + known + ")";
     }
-    if ((ic.role == Role::Host && !m->on_host) || (ic.role == Role::SwitchPort && !m->on_switch_port)) {
-      r.problem(k, &e, std::string("cannot run on a ") + to_string(ic.role) + " interface");
-      continue;
-    }
-    if (std::find(ic.mechanisms.begin(), ic.mechanisms.end(), str->get()) != ic.mechanisms.end()) {
-      r.problem(k, &e, "listed twice");
-      continue;
-    }
-    ic.mechanisms.push_back(str->get());
-  }
+    if ((ic.role == Role::Host && !m->on_host) || (ic.role == Role::SwitchPort && !m->on_switch_port))
+      return std::string("cannot run on a ") + to_string(ic.role) + " interface";
+    return "";
+  };
+  if (r.get_unique_strings("mechanisms", "expected an array of strings", check, ic.mechanisms)) return;
+  ic.mechanisms.clear();
+  for (const auto& mi : table)
+    if (mi.on_by_default) ic.mechanisms.push_back(mi.name);
 }
 
 void parse_far_end(ConfigReader& r, IC& ic) {

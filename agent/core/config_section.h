@@ -76,6 +76,15 @@ class ConfigReader {
     if (out_.size() == before) v = x;
   }
 
+  // `k` as an array of distinct strings: an element that is not a string,
+  // that `check` refuses (it returns why, or "" to accept) or that repeats
+  // an earlier one is reported as k[i] and skipped; the rest go to `out`
+  // in order. `expected` is the problem when `k` is not an array. Returns
+  // false when `k` is absent (out untouched).
+  bool get_unique_strings(const char* k, const std::string& expected,
+                          const std::function<std::string(const std::string&, const toml::node&)>& check,
+                          std::vector<std::string>& out);
+
   template <typename E>
   void get_enum(const char* k, E& v, const std::vector<std::pair<std::string, E>>& choices) {
     auto n = node(k);
@@ -102,6 +111,15 @@ class ConfigReader {
   const MechanismTable* mechanisms_;
   std::vector<std::string> seen_;
 };
+
+// The name of `v` in a names table (the one list an enum's TOML strings
+// are parsed from and printed to), or "?".
+template <class E>
+const char* name_of(const std::vector<std::pair<std::string, E>>& names, E v) {
+  for (const auto& [name, x] : names)
+    if (x == v) return name.c_str();
+  return "?";
+}
 
 // How a value is shown in a problem ("\"hots\"", 70000, [array]).
 std::string render_toml(const toml::node& n);

@@ -10,11 +10,7 @@ namespace sluice {
 static const std::vector<std::pair<std::string, AqmQueueSource>> kQueueSources = {
     {"auto", AqmQueueSource::Auto}, {"kern-ctx", AqmQueueSource::KernCtx}, {"tracepoint", AqmQueueSource::Tracepoint}};
 
-const char* to_string(AqmQueueSource s) {
-  for (const auto& [name, v] : kQueueSources)
-    if (v == s) return name.c_str();
-  return "?";
-}
+const char* to_string(AqmQueueSource s) { return name_of(kQueueSources, s); }
 
 namespace {
 

@@ -19,8 +19,6 @@ const char* to_string(CcKind k) { return k == CcKind::Dctcp ? "dctcp" : "pulser"
 
 namespace {
 
-constexpr size_t kCaNameMax = 16;  // TCP_CA_NAME_MAX, NUL included
-
 const char* default_name(CcKind k) { return k == CcKind::Dctcp ? "sluice_dctcp" : "sluice_pulser"; }
 
 // Replaces the congestion control name inside the object's .struct_ops
@@ -49,18 +47,18 @@ void patch_struct_ops_name(std::vector<uint8_t>& elf, const std::string& from, c
     if (std::strncmp(nm, ".struct_ops", 12) != 0) continue;
     if (sh.sh_offset + sh.sh_size > elf.size()) fail(".struct_ops out of bounds");
     // The name field is char[16]: the old name, NUL-padded.
-    std::vector<uint8_t> field(kCaNameMax, 0);
+    std::vector<uint8_t> field(kCcNameMax, 0);
     std::memcpy(field.data(), from.data(), from.size());
     uint8_t* base = elf.data() + sh.sh_offset;
     uint8_t* hit = nullptr;
-    for (size_t off = 0; off + kCaNameMax <= sh.sh_size; ++off) {
-      if (std::memcmp(base + off, field.data(), kCaNameMax) == 0) {
+    for (size_t off = 0; off + kCcNameMax <= sh.sh_size; ++off) {
+      if (std::memcmp(base + off, field.data(), kCcNameMax) == 0) {
         if (hit) fail("name \"" + from + "\" found twice in .struct_ops");
         hit = base + off;
       }
     }
     if (!hit) fail("name \"" + from + "\" not found in .struct_ops");
-    std::memset(hit, 0, kCaNameMax);
+    std::memset(hit, 0, kCcNameMax);
     std::memcpy(hit, to.data(), to.size());
     return;
   }
@@ -145,9 +143,9 @@ std::vector<StructOpsCc> list_struct_ops_cc() {
       c.map_name = info.name;
       std::vector<uint8_t> val(info.value_size);
       uint32_t key = 0;
-      if (name_off && name_off + kCaNameMax <= val.size() && bpf_map_lookup_elem(fd, &key, val.data()) == 0) {
+      if (name_off && name_off + kCcNameMax <= val.size() && bpf_map_lookup_elem(fd, &key, val.data()) == 0) {
         const char* n = reinterpret_cast<const char*>(val.data() + name_off);
-        c.ca_name.assign(n, strnlen(n, kCaNameMax));
+        c.ca_name.assign(n, strnlen(n, kCcNameMax));
       }
       // Only registered tcp_congestion_ops have a name in their value.
       if (!c.ca_name.empty()) out.push_back(c);

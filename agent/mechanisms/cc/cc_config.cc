@@ -5,9 +5,8 @@
 namespace sluice {
 
 std::string check_cc_name(const std::string& name) {
-  constexpr size_t kCaNameMax = 16;  // TCP_CA_NAME_MAX, NUL included
   if (name.empty()) return "must not be empty";
-  if (name.size() >= kCaNameMax) return "longer than 15 characters (TCP_CA_NAME_MAX)";
+  if (name.size() >= kCcNameMax) return "longer than 15 characters (TCP_CA_NAME_MAX)";
   for (char c : name)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
       return "only a-z, 0-9 and _ are allowed";
@@ -17,24 +16,12 @@ std::string check_cc_name(const std::string& name) {
 namespace {
 
 void parse_register(ConfigReader& r, CcConfig& c) {
-  auto n = r.node("register");
-  if (!n) return;
-  auto arr = n->as_array();
-  if (!arr) return r.problem("register", n, "expected an array of strings (\"dctcp\", \"pulser\")");
-  for (size_t i = 0; i < arr->size(); ++i) {
-    const toml::node& e = *arr->get(i);
-    auto str = e.as_string();
-    std::string k = "register[" + std::to_string(i) + "]";
-    if (!str || (str->get() != "dctcp" && str->get() != "pulser")) {
-      r.problem(k, &e, "must be \"dctcp\" or \"pulser\"");
-      continue;
-    }
-    if (std::find(c.register_cc.begin(), c.register_cc.end(), str->get()) != c.register_cc.end()) {
-      r.problem(k, &e, "listed twice");
-      continue;
-    }
-    c.register_cc.push_back(str->get());
-  }
+  r.get_unique_strings(
+      "register", "expected an array of strings (\"dctcp\", \"pulser\")",
+      [](const std::string& s, const toml::node&) -> std::string {
+        return s == "dctcp" || s == "pulser" ? "" : "must be \"dctcp\" or \"pulser\"";
+      },
+      c.register_cc);
 }
 
 void check_names(ConfigReader& r, CcConfig& c) {

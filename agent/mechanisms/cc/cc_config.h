@@ -21,6 +21,9 @@ struct CcConfig {
 
 const ConfigSection& cc_section();
 
+// TCP_CA_NAME_MAX: a congestion control's name field, NUL included.
+inline constexpr size_t kCcNameMax = 16;
+
 // Checks a congestion control name; returns an empty string or why not.
 std::string check_cc_name(const std::string& name);
 
