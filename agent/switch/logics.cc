@@ -2,6 +2,7 @@
 // One row per logic; see registry.h for how to add one.
 #include "switch/registry.h"
 
+#include "mechanisms/bfc/bfc_switch.h"
 #include "switch/pfc.h"
 
 namespace sluice::sw {
@@ -22,6 +23,22 @@ const std::vector<LogicInfo>& switch_logics() {
        .make = &make_pfc,
        .hash_flows = true,
        .view = &pfc_view},
+      {.name = "bfc",
+       .summary = "BFC (bfc-nsdi22) backpressure: an egress queue above Th = HRTT*rate/N_active pauses that queue "
+                  "of the switch-facing neighbours, resumes below; PAUSE/RESUME/bitmap received pause this switch's "
+                  "queues. In sluiced: pause from sampled depth, flows hashed (docs/bfc.md)",
+       .make = &bfc::make_bfc,
+       .hash_flows = true,
+       .view = &bfc::switch_view},
+      {.name = "bfc-stochastic",
+       .summary = "BFC with stochastic (hash) queue assignment, the ablation of bfc-nsdi22 Fig. 8",
+       .make = &bfc::make_bfc_stochastic,
+       .hash_flows = true,
+       .view = &bfc::switch_view},
+      {.name = "bfc-single",
+       .summary = "BFC with every flow in queue 0 (PFC-like), the ablation of bfc-nsdi22 Fig. 8",
+       .make = &bfc::make_bfc_single,
+       .view = &bfc::switch_view},
   };
   return kLogics;
 }

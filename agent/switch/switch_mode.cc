@@ -351,14 +351,17 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
 }
 
 void SwitchMode::status(nlohmann::json& out) const {
-  std::lock_guard lk(mu_);
   nlohmann::json ports = nlohmann::json::array();
-  for (const auto& p : ports_) ports.push_back(port_json(*p));
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& p : ports_) ports.push_back(port_json(*p));
+  }
   uint64_t hb = __atomic_load_n(&skel_->bss->sw_heartbeat_ns, __ATOMIC_RELAXED), now = monotonic_ns();
   nlohmann::json j = {{"logic", info_->name},
                       {"fail_open_ms", cfg_.fail_open_ms},
                       {"heartbeat_age_ms", now > hb ? double(now - hb) / 1e6 : 0.0},
                       {"ports", ports}};
+  // Outside mu_: a view may read depth()/paused(), which take it.
   if (info_->view) j["logic_state"] = info_->view(*logic_, *this);
   out["switch"] = j;
 }

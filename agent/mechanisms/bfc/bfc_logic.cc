@@ -48,6 +48,7 @@ std::string Config::check() const {
   if (!hrtt_ns && !th_fixed_bytes) return "hrtt_ns must be > 0 (or th_fixed_bytes set)";
   if (hrtt_ns > 1'000'000'000) return "hrtt_ns must be <= 1 s";
   if (!bitmap_interval_ns) return "bitmap_interval_ns must be > 0";
+  if (sample_ns > 1'000'000'000) return "sample_ns must be <= 1 s";
   if (pause_expiry_ns && pause_expiry_ns <= bitmap_interval_ns)
     return "pause_expiry_ns must be 0 (never) or longer than bitmap_interval_ns";
   return "";
@@ -70,7 +71,8 @@ void BfcLogic::on_start(sw::Substrate& sw) {
     P.table.assign(size_t(cfg_.flow_table_factor) * P.nq, Entry{});
     P.pause_counter.assign(SLUICE_SW_MAX_QUEUES, 0);
   }
-  sw.arm_timer(sw.now_ns() + cfg_.bitmap_interval_ns);
+  next_bitmap_ns_ = sw.now_ns() + cfg_.bitmap_interval_ns;
+  sw.arm_timer(sw.now_ns() + (cfg_.sample_ns ? cfg_.sample_ns : cfg_.bitmap_interval_ns));
 }
 
 BfcLogic::Entry& BfcLogic::entry(PortId out, uint32_t flow_hash) {
@@ -172,6 +174,13 @@ sw::Verdict BfcLogic::on_enqueue(const sw::PacketMeta& pkt, PortId in_port) {
   if (out >= ports_.size()) return sw::Verdict::enqueue(0);  // the substrate rejects it
   Port& P = ports_[out];
   const uint64_t now = sw_->now_ns();
+  if (cfg_.sample_ns) {
+    // Sampled mode: the data path's classifier puts a flow nobody placed in
+    // flow_hash % queues (SL_SW_PORT_HASH_DEFAULT), or queue 0 for
+    // bfc-single; say the same so a model run agrees with sluiced.
+    return sw::Verdict::enqueue(
+        cfg_.assign == Assign::kSingle ? 0 : static_cast<QueueId>(pkt.flow_hash % P.nq));
+  }
 
   // §3.3.1 On Enqueue: a flow with no packets in the switch may take a new
   // queue — with sticky assignment only once its entry has also been idle
@@ -350,11 +359,9 @@ void BfcLogic::on_control(const sw::ControlFrame& f, PortId port) {
   }
 }
 
-void BfcLogic::on_timer(uint64_t now) {
+void BfcLogic::bitmaps_and_expiry(uint64_t now) {
   for (PortId p = 0; p < ports_.size(); ++p) {
     Port& P = ports_[p];
-    // Keep sending for a few intervals after the last counter went to zero,
-    // so a lost RESUME is repaired too.
     if (P.ever_paused &&
         (P.nonzero > 0 || now - P.last_nonzero_ns <= 3 * cfg_.bitmap_interval_ns))
       send_bitmap(p);
@@ -370,7 +377,83 @@ void BfcLogic::on_timer(uint64_t now) {
       set_active(P, Q, was);
     }
   }
-  sw_->arm_timer(now + cfg_.bitmap_interval_ns);
+}
+
+// Sampled mode (design A: no per-packet calls). Every sample_ns:
+//  * each queue's packet count and N_active come from depth() (the kernel's
+//    backlog), so Th = HRTT·μ/N_active (§3.3.2) is computed as in the
+//    per-packet mode;
+//  * the pause counter of (switch-facing ingress port s, upstreamQ q) is 1
+//    while some other port's egress queue q holds more than its Th, else 0;
+//    PAUSE goes out on 0→1, RESUME on 1→0, bitmaps as in the per-packet mode.
+// How this differs from §3.3.2, said plainly: (1) upstreamQ is not read from
+// the packet: a flow's upstream queue is taken to be its queue here, which
+// holds when the upstream is a sluice switch with the same number of queues
+// hashing flows the same way (flow_hash % queues) — so the assignment is
+// stochastic, not dynamic, in this mode; (2) the pause goes to every
+// switch-facing port other than the congested one, not only to the ingress
+// the above-Th packets came from; (3) PAUSE fires up to one sample late, and
+// RESUME when the queue is sampled at or below Th, which is earlier than the
+// paper's "when the last packet that arrived above Th leaves" (the queue
+// then still holds up to Th bytes, so the link keeps busy through the
+// upstream's resume delay); (4) host-facing ports are never paused (hosts
+// hold a queue through their own agent; not in this mode).
+void BfcLogic::sample(uint64_t now) {
+  ++ctr_.samples;
+  std::vector<std::vector<uint64_t>> bytes(ports_.size());
+  for (PortId p = 0; p < ports_.size(); ++p) {
+    Port& P = ports_[p];
+    bytes[p].assign(P.nq, 0);
+    for (QueueId q = 0; q < P.nq; ++q) {
+      sw::QueueDepth d = sw_->depth(p, q);
+      bytes[p][q] = d.bytes;
+      QueueState& Q = P.q[q];
+      bool was = active(Q.pkts, Q.paused);
+      Q.pkts = d.pkts;
+      set_active(P, Q, was);
+    }
+  }
+  std::vector<uint64_t> th(ports_.size());
+  for (PortId p = 0; p < ports_.size(); ++p) th[p] = threshold_bytes(p);
+  for (PortId s = 0; s < ports_.size(); ++s) {
+    if (sw_->port(s).role != sw::PortRole::kSwitchFacing) continue;
+    Port& I = ports_[s];
+    for (uint16_t q = 0; q < SLUICE_SW_MAX_QUEUES; ++q) {
+      bool want = false;
+      for (PortId e = 0; e < ports_.size() && !want; ++e)
+        want = e != s && q < ports_[e].nq && bytes[e][q] > th[e];
+      uint32_t& c = I.pause_counter[q];
+      if (want) {
+        ++ctr_.above_th;
+        I.last_nonzero_ns = now;
+        if (c == 0) {
+          c = 1;
+          ++I.nonzero;
+          I.ever_paused = true;
+          send_queue_frame(s, sw::CtrlType::kPause, q);
+        }
+      } else if (c) {
+        c = 0;
+        --I.nonzero;
+        I.last_nonzero_ns = now;
+        send_queue_frame(s, sw::CtrlType::kResume, q);
+      }
+    }
+  }
+}
+
+void BfcLogic::on_timer(uint64_t now) {
+  if (!cfg_.sample_ns) {
+    bitmaps_and_expiry(now);
+    sw_->arm_timer(now + cfg_.bitmap_interval_ns);
+    return;
+  }
+  sample(now);
+  if (now >= next_bitmap_ns_) {
+    bitmaps_and_expiry(now);
+    next_bitmap_ns_ = now + cfg_.bitmap_interval_ns;
+  }
+  sw_->arm_timer(now + cfg_.sample_ns);
 }
 
 }  // namespace sluice::bfc

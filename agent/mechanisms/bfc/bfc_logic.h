@@ -79,6 +79,12 @@ struct Config {
   // Fail open: resume an egress queue whose pause was not refreshed for this
   // long; 0 = never. Default 5 bitmap intervals.
   uint64_t pause_expiry_ns = 5'000'000;
+  // Design A (sluiced's real data path, docs/switch.md): packets do not
+  // pass through the agent, so on_enqueue/on_dequeue are never called. With
+  // sample_ns > 0 the logic instead samples every queue's depth each
+  // sample_ns and derives the pause state from it (see "Sampled mode" in
+  // bfc_logic.cc); 0 = the per-packet semantics of §3.3.2.
+  uint64_t sample_ns = 0;
 
   // The named variant with the defaults above; throws std::invalid_argument
   // on an unknown name.
@@ -104,6 +110,7 @@ struct Counters {
   uint64_t bitmap_repairs = 0;  // a bitmap changed a queue's pause state
   uint64_t expired = 0;         // pauses dropped by pause_expiry_ns (fail open)
   uint64_t drops_undone = 0;    // on_drop calls
+  uint64_t samples = 0;         // sampled mode: depth samples taken (all ports)
 };
 
 class BfcLogic final : public sw::Logic {
@@ -187,11 +194,14 @@ class BfcLogic final : public sw::Logic {
   void send_bitmap(PortId port);
   void apply_pause(PortId port, QueueId q, bool paused, uint32_t seq, bool from_bitmap);
   static bool seq_after(uint32_t a, uint32_t b) { return int32_t(a - b) > 0; }
+  void sample(uint64_t now);
+  void bitmaps_and_expiry(uint64_t now);
 
   Config cfg_;
   std::vector<Port> ports_;
   std::unordered_map<uint64_t, Mark> marks_;
   Counters ctr_;
+  uint64_t next_bitmap_ns_ = 0;  // sampled mode: bitmaps and expiry keep their own period
 };
 
 }  // namespace sluice::bfc
