@@ -6,6 +6,7 @@
 
 #include "core/control.h"
 #include "switch/view.h"
+#include "mechanisms/top/top_view.h"
 
 using nlohmann::json;
 
@@ -120,11 +121,12 @@ int main(int argc, char** argv) {
   auto* config = app.add_subcommand("config", "the configuration in effect");
   auto* reload = app.add_subcommand("reload", "reload the configuration file (like SIGHUP)");
   auto* sw = app.add_subcommand("switch", "switch mode: per port and queue depth, pause, packets, control frames");
+  auto* top_cmd = app.add_subcommand("top", "TOP: clock state, expiry threshold, tokens per priority, flows");
   std::string iface;
   size_t top = 20;
   flows->add_option("-i,--iface", iface, "only this interface");
   flows->add_option("-n,--top", top, "show at most N flows per interface (0 = all)");
-  for (auto* sc : {status, stats, flows, config, reload, sw}) sc->add_flag("--json", as_json, "print the raw JSON reply");
+  for (auto* sc : {status, stats, flows, config, reload, sw, top_cmd}) sc->add_flag("--json", as_json, "print the raw JSON reply");
   CLI11_PARSE(app, argc, argv);
 
   json req;
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   if (*config) req = {{"cmd", "config"}};
   if (*reload) req = {{"cmd", "reload"}};
   if (*sw) req = {{"cmd", "status"}};
+  if (*top_cmd) req = {{"cmd", "stats"}};
   json reply;
   try {
     reply = sluice::control_request(socket, req);
@@ -154,6 +157,16 @@ int main(int argc, char** argv) {
     if (as_json) std::cout << reply["switch"].dump(2) << "\n";
     else std::cout << sluice::sw::render_switch_text(reply["switch"]);
     return 0;
+  }
+  if (*top_cmd) {
+    json v = sluice::top::view_from_stats(reply);
+    try {
+      std::cout << (as_json ? v.dump(2) + "\n" : sluice::top::render_text(v));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluicectl: unexpected reply: %s\n", e.what());
+      return 1;
+    }
+    return v["interfaces"].empty() ? 3 : 0;
   }
   if (as_json) {
     reply.erase("ok");

@@ -29,6 +29,7 @@
 #include "switch/switch_config.h"
 #include "switch/registry.h"
 #include "switch/switch_mode.h"
+#include "mechanisms/top/top_module.h"
 
 namespace sluice {
 
@@ -85,6 +86,14 @@ const MechanismTable& mechanisms() {
        .service = {&make_switch_service, &switch_used_by},
        .section = &switch_section(),
        .tc = {{"sw_ingress, sw_egress", kSwportTcPrio}}},
+      {.name = "top",
+       .on_host = true,
+       .needs = {Feature::Btf, Feature::Xdp},
+       .summary = "TOP host side (top-tpds20 §4.3): XDP token expiry on synced clocks, clock manager ([top]); "
+                  "transport: sluice-top",
+       .host_module = &make_top_module,
+       .section = &top_section(),
+       .tc = {{"top_egress", kTopTcPrio}}},
       // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
       // interface that names one is refused.
       {.name = "floodgate",
@@ -96,11 +105,6 @@ const MechanismTable& mechanisms() {
       {.name = "bfc",
        .on_switch_port = true,
        .summary = "per-hop per-flow backpressure (bfc-nsdi22)",
-       .available = false},
-      {.name = "top",
-       .on_host = true,
-       .on_switch_port = true,
-       .summary = "token-oriented prioritization (top-tpds20)",
        .available = false},
   };
   return table;

@@ -5,14 +5,19 @@
  * T = base one-way delay + 2 x max per-hop token queueing (§5.1) is dropped
  * before the transport sees it, so no data answers a token that waited in a
  * low-priority queue for an unbounded time. Counted per priority in
- * sl_top_stats_v1. Everything that is not a TOP token passes untouched, and so does
- * a malformed TOP header (the transport rejects it with a reason). */
+ * sl_top_stats_v1. Everything that is not a TOP token passes untouched, and so
+ * does a malformed TOP header (the transport rejects it with a reason).
+ *
+ * top_egress (tc egress, same interface) only counts: tokens this host paces
+ * out (the receiver side) per priority, and per flow tokens and data sent,
+ * for `sluicectl top`. It never changes a packet. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
 #include "lib/counters.h"
 #include "lib/parse.h"
+#include "lib/verdict.h"
 #include "sluice/top.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -39,6 +44,51 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sluice_counter);
 } sl_top_stats_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct sluice_top_flow_key);
+	__type(value, struct sluice_top_flow_stats);
+} sl_top_flows_v1 SEC(".maps");
+
+enum top_flow_event { TF_TOKEN_SENT, TF_TOKEN_VALID, TF_TOKEN_EXPIRED, TF_DATA_SENT, TF_DATA_RECEIVED };
+
+static __always_inline void top_flow(const __u32 *peer, __u8 family, __u64 flow_id, __u32 prio, int ev)
+{
+	struct sluice_top_flow_key k = {};
+	k.family = family;
+	__builtin_memcpy(k.addr, peer, sizeof(k.addr));
+	k.flow_id = flow_id;
+	struct sluice_top_flow_stats *st = bpf_map_lookup_elem(&sl_top_flows_v1, &k);
+	if (!st) {
+		struct sluice_top_flow_stats zero = {};
+		bpf_map_update_elem(&sl_top_flows_v1, &k, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&sl_top_flows_v1, &k);
+		if (!st)
+			return;
+	}
+	switch (ev) {
+	case TF_TOKEN_SENT:
+		__sync_fetch_and_add(&st->tokens_sent, 1);
+		break;
+	case TF_TOKEN_VALID:
+		__sync_fetch_and_add(&st->tokens_valid, 1);
+		break;
+	case TF_TOKEN_EXPIRED:
+		__sync_fetch_and_add(&st->tokens_expired, 1);
+		break;
+	case TF_DATA_SENT:
+		__sync_fetch_and_add(&st->data_sent, 1);
+		break;
+	default:
+		__sync_fetch_and_add(&st->data_received, 1);
+		break;
+	}
+	if (ev <= TF_TOKEN_EXPIRED)
+		st->last_priority = prio;
+	st->last_ns = bpf_ktime_get_ns();
+}
 
 static __always_inline void top_count(__u32 prio, __u32 verdict, __u64 bytes)
 {
@@ -76,6 +126,8 @@ int top_expiry(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	if (h->type != SLUICE_TOP_TOKEN) {
+		if (h->type == SLUICE_TOP_DATA)
+			top_flow(p.saddr, p.family, h->flow_id, 0, TF_DATA_RECEIVED);
 		sl_count(SLUICE_R_TOP_NOT_TOKEN, bytes);
 		return XDP_PASS;
 	}
@@ -101,6 +153,7 @@ int top_expiry(struct xdp_md *ctx)
 	__s64 sojourn = sluice_top_sojourn_ns(now, bpf_be64_to_cpu(h->tstamp_ns), corr);
 	if (sluice_top_token_expired(sojourn, cfg->threshold_ns, cfg->widen_ns)) {
 		top_count(prio, SLUICE_TOP_X_EXPIRED, bytes);
+		top_flow(p.saddr, p.family, h->flow_id, prio, TF_TOKEN_EXPIRED);
 		if (cfg->enabled) {
 			sl_count(SLUICE_R_TOP_TOKEN_EXPIRED, bytes);
 			return XDP_DROP;
@@ -109,6 +162,47 @@ int top_expiry(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	top_count(prio, sojourn < 0 ? SLUICE_TOP_X_FUTURE : SLUICE_TOP_X_VALID, bytes);
+	top_flow(p.saddr, p.family, h->flow_id, prio, TF_TOKEN_VALID);
 	sl_count(SLUICE_R_TOP_TOKEN_VALID, bytes);
 	return XDP_PASS;
+}
+
+SEC("tc")
+int top_egress(struct __sk_buff *skb)
+{
+	__u64 bytes = skb->len;
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+
+	/* Datagrams this host's UDP stack builds (no UDP GSO) are linear up to
+	 * the MTU, so the TOP header is in the head; anything else is counted
+	 * malformed and left alone. */
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r) {
+		sl_count_skb(sl_parse_reason(r), skb);
+		return SL_TC_NEXT;
+	}
+	if (p.proto != IPPROTO_UDP_NUM || p.dport != bpf_htons(top_port)) {
+		sl_count_skb(SLUICE_R_TOP_NOT_TOP, skb);
+		return SL_TC_NEXT;
+	}
+	struct sluice_top_hdr *h = cursor_pull(&c, sizeof(*h));
+	if (!h || p.payload_len < sizeof(*h) || h->magic != bpf_htons(SLUICE_TOP_MAGIC) ||
+	    h->version != SLUICE_TOP_VERSION || h->priority >= SLUICE_TOP_PRIORITIES) {
+		sl_count_skb(SLUICE_R_TOP_MALFORMED, skb);
+		return SL_TC_NEXT;
+	}
+	if (h->type == SLUICE_TOP_TOKEN) {
+		__u32 prio = h->priority;
+		top_count(prio, SLUICE_TOP_X_SENT, bytes);
+		top_flow(p.daddr, p.family, h->flow_id, prio, TF_TOKEN_SENT);
+	} else if (h->type == SLUICE_TOP_DATA) {
+		top_flow(p.daddr, p.family, h->flow_id, 0, TF_DATA_SENT);
+	} else {
+		sl_count_skb(SLUICE_R_TOP_NOT_TOKEN, skb);
+		return SL_TC_NEXT;
+	}
+	sl_count_skb(SLUICE_R_TOP_EGRESS_COUNTED, skb);
+	return SL_TC_NEXT;
 }

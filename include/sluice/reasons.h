@@ -59,7 +59,8 @@
 	X(TOP_TOKEN_VALID,      "pass", "TOP: token within the expiry threshold (§4.3)") \
 	X(TOP_TOKEN_EXPIRED,    "drop", "TOP: token sojourn above the threshold (§4.3 R2): dropped") \
 	X(TOP_EXPIRED_KEPT,     "pass", "TOP: expired token passed, expiry disabled") \
-	X(TOP_NO_CONFIG,        "pass", "TOP: no expiry config: token passed")
+	X(TOP_NO_CONFIG,        "pass", "TOP: no expiry config: token passed") \
+	X(TOP_EGRESS_COUNTED,   "pass", "TOP: token or data leaving, counted for its flow")
 
 enum sluice_reason {
 #define SLUICE_REASON_ENUM(name, verdict, text) SLUICE_R_##name,

@@ -99,9 +99,34 @@ enum sluice_top_expiry_verdict {
 	SLUICE_TOP_X_VALID = 0,
 	SLUICE_TOP_X_EXPIRED = 1,
 	SLUICE_TOP_X_FUTURE = 2, /* timestamp ahead of now: passed, counted */
-	SLUICE_TOP_EXPIRY_VERDICTS = 3,
+	SLUICE_TOP_X_SENT = 3,   /* tokens this host paced out (tc egress, receiver side) */
+	SLUICE_TOP_EXPIRY_VERDICTS = 4,
 };
 #define SLUICE_TOP_STATS_SLOTS (SLUICE_TOP_PRIORITIES * SLUICE_TOP_EXPIRY_VERDICTS)
+
+/* sl_top_flows_v1: what this host's interface saw of each TOP flow, keyed
+ * by the peer (the other end) and the flow id; LRU, for `sluicectl top`.
+ * Tokens sent (egress) on the receiver host; tokens valid/expired (XDP)
+ * and data sent on the sender host; data received on the receiver host. */
+struct sluice_top_flow_key {
+	__u32 family;         /* 4 or 6 */
+	__u32 addr[4];        /* the peer, network order; IPv4 in addr[0] */
+	__u32 pad;
+	__u64 flow_id;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_flow_key) == 32, "sluice_top_flow_key layout");
+
+struct sluice_top_flow_stats {
+	__u64 tokens_sent;
+	__u64 tokens_valid;   /* passed by the expiry test (incl. "future") */
+	__u64 tokens_expired; /* failed it (dropped unless expiry is off) */
+	__u64 data_sent;
+	__u64 data_received;
+	__u64 last_ns;        /* bpf_ktime_get_ns() of the last packet */
+	__u32 last_priority;  /* token class of the last token */
+	__u32 pad;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_flow_stats) == 56, "sluice_top_flow_stats layout");
 
 /* The §4.3 test: a token has expired when its sojourn time, measured on the
  * synced clock and corrected by the offsets, exceeds the threshold. Signed

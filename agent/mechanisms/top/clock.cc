@@ -12,14 +12,22 @@
 
 namespace sluice::top {
 
+ClockSample shared_clock_sample() {
+  ClockSample s;
+  s.shared = true;
+  s.port_state = "SHARED";
+  return s;
+}
+
 bool synced(const ClockSample& s) {
-  return s.have_ptp && (s.port_state == "SLAVE" || s.port_state == "MASTER");
+  return s.shared || (s.have_ptp && (s.port_state == "SLAVE" || s.port_state == "MASTER"));
 }
 
 ExpirySettings expiry_for(const ClockSample& s, uint64_t threshold_ns, uint64_t bound_ns) {
   ExpirySettings e;
   e.threshold_ns = threshold_ns;
   uint64_t off = static_cast<uint64_t>(std::llabs(s.offset_ns));
+  if (s.shared) return e;
   if (!s.have_ptp) {
     e.widen_ns = bound_ns;
     e.why = "no PTP state (ptp4l not answering): threshold widened by the bound";
@@ -31,6 +39,11 @@ ExpirySettings expiry_for(const ClockSample& s, uint64_t threshold_ns, uint64_t 
     e.why = "PTP offset " + std::to_string(s.offset_ns) + " ns above the bound: threshold widened";
   }
   return e;
+}
+
+int64_t local_offset_ns(const ClockSample& s, uint64_t bound_ns) {
+  if (s.shared || !synced(s) || static_cast<uint64_t>(std::llabs(s.offset_ns)) > bound_ns) return s.injected_ns;
+  return s.injected_ns - s.offset_ns;
 }
 
 uint64_t derive_threshold_ns(uint64_t base_one_way_ns, double link_bps, double token_share,

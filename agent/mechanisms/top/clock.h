@@ -19,9 +19,14 @@ struct ClockSample {
   int64_t path_delay_ns = 0;    // meanPathDelay
   int steps_removed = 0;
   int64_t injected_ns = 0;      // lab: the configured per-host offset
+  bool shared = false;          // one clock shared by every host (the lab's namespaces): synced
 };
 
-// Synced: ptp4l answered and the port is SLAVE (or this host is the MASTER).
+// The sample of a clock every host shares (no PTP to ask).
+ClockSample shared_clock_sample();
+
+// Synced: ptp4l answered and the port is SLAVE (or this host is the MASTER),
+// or the clock is shared.
 bool synced(const ClockSample& s);
 
 struct ExpirySettings {
@@ -33,6 +38,12 @@ struct ExpirySettings {
 // T from the config; widened by `bound_ns` when unsynced, and by
 // |offset| + bound when the offset is above the bound.
 ExpirySettings expiry_for(const ClockSample& s, uint64_t threshold_ns, uint64_t bound_ns);
+
+// What the XDP program adds to this host's clock reading: the lab's injected
+// skew, minus the offset from the master that ptp4l measured when that
+// measurement is trustworthy (synced and within the bound); otherwise only
+// the skew (expiry_for widens T instead).
+int64_t local_offset_ns(const ClockSample& s, uint64_t bound_ns);
 
 // §5.1: T = base one-way delay + 2 x the longest a token queues at one hop
 // (a full token queue drained at the token rate).
