@@ -12,7 +12,7 @@
 #                 group), pfifo of 8 tokens (ExpressPass's queue length)
 #   1:30  data (DSCP 8 and everything else): the rest, may borrow to the link
 #
-#   top-switch.sh add DEV RATE_MBIT [TOKEN_QUEUE=8]
+#   top-switch.sh add DEV RATE_MBIT [TOKEN_QUEUE=8] [DATA_BUFFER_BYTES=1000000]
 #   top-switch.sh del DEV
 #   top-switch.sh show DEV
 #
@@ -34,8 +34,10 @@ case $cmd in
 esac
 rate=${3:-}
 qlen=${4:-8}
+dbuf=${5:-1000000}
 [[ $rate =~ ^[0-9]+$ && $rate -ge 1 ]] || { echo "top-switch: RATE_MBIT '$rate': want a positive integer" >&2; exit 2; }
 [[ $qlen =~ ^[0-9]+$ && $qlen -ge 1 ]] || { echo "top-switch: TOKEN_QUEUE '$qlen': want a positive integer" >&2; exit 2; }
+[[ $dbuf =~ ^[0-9]+$ && $dbuf -ge 1600 ]] || { echo "top-switch: DATA_BUFFER_BYTES '$dbuf': want an integer >= 1600" >&2; exit 2; }
 ip link show dev "$dev" >/dev/null 2>&1 || { echo "top-switch: no device $dev" >&2; exit 2; }
 
 link_kbit=$((rate * 1000))
@@ -57,5 +59,5 @@ for p in 0 1 2 3 4 5; do
 done
 tc class add dev "$dev" parent 1:1 classid 1:30 htb rate ${data_kbit}kbit ceil ${link_kbit}kbit prio 2 $ovh quantum $q
 tc qdisc add dev "$dev" parent 1:10 handle 10: pfifo limit 1000
-tc qdisc add dev "$dev" parent 1:30 handle 30: bfifo limit 1000000
+tc qdisc add dev "$dev" parent 1:30 handle 30: bfifo limit "$dbuf"
 tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip dsfield $((46 << 2)) 0xfc flowid 1:10

@@ -1,0 +1,308 @@
+"""top: the TOP testbed experiment (top-tpds20 §5.1, Fig. 10) at lab rates.
+
+Topology: dumbbell, --pairs senders on switch L, --pairs receivers on switch
+R, every link --rate Mbit/s, so the L->R link is the data bottleneck
+(--pairs:1) and the R->L link carries every token. Flows: Poisson arrivals
+at --loads of the bottleneck, sizes from a workload CDF (web search or data
+mining, x --size-scale), each on a random sender -> receiver pair (sender
+i talks to receiver i); the same schedule for every token variant of a
+repeat.
+
+Token variants (tokens, top, top-noexpiry; variants/top.py) run sluice-top:
+a receiver per right host paces tokens, a sender per left host answers them;
+FCT is the sender's, from opening the flow to the receiver's DONE. dctcp
+runs sluice-tg request/response flows with sluice_dctcp and step marking at
+the bottleneck (variants/pulser.py) on the same pairs, load and CDF (its own
+draws). Slowdown = FCT / (base RTT + size at the link rate) for all.
+
+Row per load: fct_mean_us, fct_p99_us, short_fct_p99_us (flows below
+--short-bytes), slowdown_mean, deadline_miss_ratio (null: no deadline runs
+here), data_lost_packets (data dropped in the switches), tokens_expired,
+max_data_queue_bytes (the bottleneck port, sluice-qmon).
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+
+import sluicelab
+
+from .. import core, util
+from ..core import TOP, BenchError, Experiment, experiment
+
+
+def read_cdf(path: str) -> list:
+    pts = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                s, p = line.split()[:2]
+                pts.append((float(s), float(p)))
+    return pts
+
+
+def sample_size(pts: list, u: float) -> float:
+    """Inverse CDF, linear between points (the first point's size below it)."""
+    ps = [p for _, p in pts]
+    i = bisect.bisect_left(ps, u)
+    if i == 0:
+        return pts[0][0]
+    if i >= len(pts):
+        return pts[-1][0]
+    (s0, p0), (s1, p1) = pts[i - 1], pts[i]
+    return s0 + (s1 - s0) * (u - p0) / (p1 - p0) if p1 > p0 else s1
+
+
+def mean_size(pts: list) -> float:
+    m, prev_s, prev_p = pts[0][0] * pts[0][1], pts[0][0], pts[0][1]
+    for s, p in pts[1:]:
+        m += (p - prev_p) * (s + prev_s) / 2
+        prev_s, prev_p = s, p
+    return m
+
+
+@experiment
+class TopExp(Experiment):
+    name = "top"
+    help = "TOP testbed (top-tpds20 §5.1 Fig. 10): dumbbell, web search / data mining, tokens vs top vs dctcp"
+    default_variants = "tokens,top,top-noexpiry,dctcp"
+    point_keys = ("load",)
+    key_figures = ("fct_mean_us", "slowdown_mean", "short_fct_p99_us", "fct_p99_us")
+    ratio_to = "tokens"
+    default_repeat = 3
+
+    @classmethod
+    def add_args(cls, p):
+        p.add_argument("--workload", default="websearch", help="CDF in bench/cdf/ (websearch, datamining) or a path")
+        p.add_argument("--loads", default="0.6", help="offered loads, fraction of the bottleneck")
+        p.add_argument("--flows", type=int, default=200, help="flows per variant, load and repeat")
+        p.add_argument("--size-scale", type=float, default=1.0, help="multiply every flow size")
+        p.add_argument("--max-size", type=util.size, default=0, help="cap a drawn size (0: none)")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--pairs", type=int, default=3, help="sender/receiver pairs across the dumbbell")
+        p.add_argument("--rate", type=util.rate, default=100, help="every link, Mbit/s")
+        p.add_argument("--buffer", type=util.size, default=262144, help="switch port (data) buffer, bytes")
+        p.add_argument("--short-bytes", type=util.size, default=100000, help="short flows: below this")
+        p.add_argument("--rtt-us", type=int, default=500, help="sluice-top --rtt-us (rate control period)")
+        p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
+
+    def cdf_path(self) -> str:
+        w = self.args.workload
+        return w if os.path.sep in w else os.path.join(TOP, "bench", "cdf", f"{w}.cdf")
+
+    def params(self) -> dict:
+        a = self.args
+        return {"workload": a.workload, "cdf": os.path.relpath(self.cdf_path(), TOP), "loads": self.loads,
+                "flows": a.flows, "size_scale": a.size_scale, "max_size": a.max_size, "seed": a.seed,
+                "pairs": a.pairs, "rate_mbit": a.rate, "buffer": a.buffer, "short_bytes": a.short_bytes,
+                "token_queue": getattr(a, "top_token_queue", 8),
+                "base_one_way_us": getattr(a, "top_base_one_way_us", 100),
+                "switch_side": "tc-scripts/top-switch.sh HTB tree on every switch port (R1 approximated)"}
+
+    def run(self, ctx, variants):
+        a = self.args
+        self.loads = [float(x) for x in a.loads.split(",") if x.strip()]
+        self.pts = read_cdf(self.cdf_path())
+        ctx.log(f"building dumbbell: {a.pairs} + {a.pairs} hosts, {a.rate:g} Mbit/s, buffer {a.buffer} B")
+        topo = sluicelab.dumbbell(ctx.lab, left=a.pairs, right=a.pairs, rate=a.rate, buffer=a.buffer, mode="mtu",
+                                  switch="bridge", shaper="htb")
+        self.base_rtt_us = self.ping(ctx, topo)
+        ctx.log(f"base RTT {self.base_rtt_us:.0f} us")
+        by_name = {v.name: v for v in variants}
+
+        def measure(load, name, rep):
+            row = self.point(ctx, topo, by_name[name], load, rep)
+            ctx.log(f"load {load} rep {rep} {name:12s} {row['flows_done']}/{row['flows']} flows  "
+                    f"FCT mean {row['fct_mean_us']:.0f} us p99 {row['fct_p99_us']:.0f} us  "
+                    f"slowdown {row['slowdown_mean']:.2f}  lost {row['data_lost_packets']}  "
+                    f"expired {row['tokens_expired']}")
+            return row
+
+        rows = core.sweep(ctx, self.loads, list(by_name), measure)
+        return {"experiment": self.name, "params": self.params(), "topology": topo.describe(), "variants": rows}
+
+    def ping(self, ctx, topo) -> float:
+        s, r = topo.senders[0], topo.receivers[0]
+        out = ctx.lab.nsexec(s.ns, f"ping -c 5 -i 0.2 -q {r.ip}", check=False).stdout
+        m = re.search(r"= [\d.]+/([\d.]+)/", out or "")
+        return float(m.group(1)) * 1000 if m else 200.0
+
+    def schedule(self, load: float, rep: int) -> list:
+        """(start_us, size, pair) for --flows Poisson arrivals at `load`."""
+        a = self.args
+        rng = random.Random(a.seed * 1000003 + rep * 1009 + int(load * 100))
+        mean = mean_size(self.pts) * a.size_scale
+        lam = load * a.rate * 1e6 / 8 / mean  # flows per second
+        t, out = 0.0, []
+        for _ in range(a.flows):
+            t += rng.expovariate(lam)
+            size = max(1, int(sample_size(self.pts, rng.random()) * a.size_scale))
+            if a.max_size:
+                size = min(size, a.max_size)
+            out.append((int(t * 1e6), size, rng.randrange(a.pairs)))
+        return out
+
+    def slowdown(self, size: int, fct_us: float) -> float:
+        ideal = self.base_rtt_us + size * 8 / self.args.rate  # us at rate Mbit/s
+        return fct_us / ideal
+
+    def point(self, ctx, topo, v, load, rep) -> dict:
+        a = self.args
+        senders, receivers = topo.senders, topo.receivers
+        ctx.point = {"load": load, "repeat": rep, "sender_hosts": senders, "receiver": receivers[0]}
+        tag = f"top-{v.name}-{load}-r{rep}"
+        topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
+        recs, extra = [], {}
+        with core.Measurement(ctx, topo, v, tag) as m:
+            if v.name == "dctcp":
+                m.start(senders, [topo.bottleneck])
+                recs = self.run_tg(ctx, topo, v, load, rep, tag)
+            else:
+                m.start([], [topo.bottleneck])
+                recs, extra = self.run_top(ctx, topo, v, load, rep, tag)
+            drops = m.bottleneck_delta("drops")
+            m.finish()
+        row = {"load": load, "flows": a.flows, "flows_done": len(recs)}
+        fcts = [f for _, f in recs]
+        short = [f for s, f in recs if s < a.short_bytes]
+        row["fct_mean_us"] = round(statistics.fmean(fcts), 1) if fcts else None
+        core.add_percentiles(row, fcts, "fct", unit="us")
+        core.add_percentiles(row, short, "short_fct", qs=(99,), unit="us")
+        sl = [self.slowdown(s, f) for s, f in recs]
+        row["slowdown_mean"] = round(statistics.fmean(sl), 3) if sl else None
+        row["deadline_miss_ratio"] = None
+        if v.name == "dctcp":
+            row["data_lost_packets"] = drops
+            row["tokens_expired"] = None
+        else:
+            row["data_lost_packets"] = m.extra.get("data_drops_switch")
+            row["tokens_expired"] = m.extra.get("tokens_expired")
+        row["max_data_queue_bytes"] = m.qmon["ports"][0]["max_backlog_bytes"] if m.qmon and m.qmon["ports"] else None
+        row["base_rtt_us"] = round(self.base_rtt_us, 1)
+        row.update(extra)
+        row.update({k: val for k, val in m.extra.items() if k not in row})
+        return row
+
+    def run_top(self, ctx, topo, v, load, rep, tag):
+        a = self.args
+        sched = self.schedule(load, rep)
+        pmax = max(2.0, (self.pts[-1][0] * a.size_scale if not a.max_size else
+                         min(a.max_size, self.pts[-1][0] * a.size_scale)) / 1440)
+        recvs, sends = [], []
+        for i in range(a.pairs):
+            mine = [(t, s) for t, s, p in sched if p == i]
+            if not mine:
+                continue
+            r, s = topo.receivers[i], topo.senders[i]
+            recvs.append(ctx.spawn(r.ns, [ctx.tool("sluice-top"), "recv", "--bind", r.ip, "--link-mbit",
+                                          f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
+                                          "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine))],
+                                   f"{tag}-recv{i}"))
+            path = os.path.join(ctx.tmp, f"{tag}-sched{i}.txt")
+            with open(path, "w") as f:
+                t0 = mine[0][0]
+                for t, sz in mine:
+                    f.write(f"{t - t0 + 50000} {sz}\n")  # 50 ms for every sender to start
+            sends.append((i, path))
+        procs = []
+        for i, path in sends:
+            s, r = topo.senders[i], topo.receivers[i]
+            procs.append((i, ctx.spawn(s.ns, [ctx.tool("sluice-top"), "send", "--bind", s.ip, "--to", r.ip,
+                                              "--schedule", path, "--rtt-us", str(a.rtt_us),
+                                              "--timeout-s", str(int(a.timeout))], f"{tag}-send{i}")))
+        recs, resent, sent, unfinished = [], 0, 0, 0
+        for i, p in procs:
+            try:
+                p.wait(timeout=a.timeout + 30)
+            except subprocess.TimeoutExpired:
+                ctx.stop(p)
+            log = ctx.lab.log_of(p)
+            for line in log.splitlines():
+                if not line.startswith("{"):
+                    continue
+                j = json.loads(line)
+                if "fct_us" in j:
+                    recs.append((j["size"], j["fct_us"]))
+                elif j.get("role") == "send":
+                    resent += j["data_resent"]
+                    sent += j["data_sent"]
+                    unfinished += j["flows"] - j["flows_done"]
+        for p in recvs:
+            ctx.stop(p)
+        ctx.save_artifacts(*[f"{tag}-send{i}.log" for i, _ in sends])
+        return recs, {"data_sent": sent, "data_resent": resent, "flows_unfinished": unfinished}
+
+    def run_tg(self, ctx, topo, v, load, rep, tag):
+        """dctcp: one sluice-tg flows client per receiver, asking its paired
+        sender, load / pairs each of the bottleneck."""
+        a = self.args
+        n = max(1, a.flows // a.pairs)
+        procs = []
+        for i in range(a.pairs):
+            r, s = topo.receivers[i], topo.senders[i]
+            rec = os.path.join(ctx.tmp, f"{tag}-{i}.csv")
+            argv = ctx.tg() + ["flows", "--to", s.ip, "--cdf", self.cdf_path(), "--load", str(load / a.pairs),
+                               "--count", str(n), "--seed", str(a.seed * 1000003 + rep * 1009 + i),
+                               "--link-mbps", f"{a.rate:g}", "--pool", "2", "--scale", str(a.size_scale),
+                               "--records", rec, "--json", os.path.join(ctx.tmp, f"{tag}-{i}.json"),
+                               "--timeout", str(a.timeout)]
+            if v.cc:
+                argv += ["--cc", v.cc]
+            procs.append((rec, ctx.spawn(r.ns, argv, f"{tag}-tg{i}")))
+        recs = []
+        for rec, p in procs:
+            try:
+                p.wait(timeout=a.timeout + 60)
+            except subprocess.TimeoutExpired:
+                ctx.stop(p)
+                raise BenchError(f"sluice-tg did not finish: {ctx.lab.log_of(p)[-1500:]}")
+            if p.returncode != 0:
+                raise BenchError(f"sluice-tg failed: {ctx.lab.log_of(p)[-1500:]}")
+            with open(rec) as f:
+                for r in csv.DictReader(f):
+                    sz = int(r["size"])
+                    if a.max_size and sz > a.max_size:
+                        continue
+                    recs.append((sz, float(r["fct_us"])))
+        return recs
+
+    # -- presentation ----------------------------------------------------------
+    def table(self, result) -> str:
+        p = result["params"]
+        lines = [f"top: {p['workload']} x{p['size_scale']:g}, {p['flows']} flows per run, {p['pairs']} pairs, "
+                 f"{p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B",
+                 f"{'load':>5} {'variant':13} {'done':>9} {'fct_mean':>10} {'fct_p99':>10} {'n':>5} "
+                 f"{'short_p99':>10} {'n':>5} {'slowdown':>9} {'lost':>5} {'expired':>8} {'maxq_B':>8}"]
+        for _, v, r in self.points(result):
+            def f(k, fmt="{:.0f}"):
+                x = r.get(k)
+                return "-" if x is None else fmt.format(x)
+            lines.append(f"{r['load']:>5} {v:13} {str(r.get('flows_done')) + '/' + str(r.get('flows')):>9} "
+                         f"{f('fct_mean_us'):>10} {f('fct_p99_us'):>10} {f('fct_n'):>5} "
+                         f"{f('short_fct_p99_us'):>10} {f('short_fct_n'):>5} {f('slowdown_mean', '{:.2f}'):>9} "
+                         f"{f('data_lost_packets'):>5} {f('tokens_expired'):>8} {f('max_data_queue_bytes'):>8}")
+        return "\n".join(lines)
+
+    def plot(self, result, path):
+        names = list(result["variants"])
+        fig, axes = self.subplots(1, 2, figsize=(11, 4))
+        for ax, key, lab in ((axes[0], "fct_mean_us", "mean FCT (ms)"), (axes[1], "slowdown_mean", "mean slowdown")):
+            for v in names:
+                rows = result["variants"][v]
+                xs = [r["load"] for r in rows]
+                scale = 1e3 if key.endswith("_us") else 1
+                self.errorbar(ax, xs, rows, key, scale, label=v, marker="o")
+            ax.set_xlabel("load")
+            ax.set_ylabel(lab)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0].set_title(f"top: {result['params']['workload']}")
+        self.save(fig, path)

@@ -1,0 +1,162 @@
+"""tokens, top, top-noexpiry: TOP (top-tpds20) on the lab's switches.
+
+All three replace every switch port's queue with the TOP tree of
+tc-scripts/top-switch.sh (signals first, the token group capped at
+84/(84+1538) of the port with six HTB-prio token classes of --top-token-queue
+tokens, data with the rest; an HTB approximation of R1, docs/top.md "Switch
+port") and run the sluice-top transport (the `top` experiment starts it):
+  tokens        one token class, round robin, no expiry (ExpressPass-like)
+  top           FCT classes (§3.2) and sluiced with mechanisms = ["top"] on
+                every host: senders drop tokens older than T (§4.3)
+  top-noexpiry  the same classes; sluiced counts tokens older than T but
+                passes them (expire = false): what R2 changes
+Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
+(receivers' agents), token_drops_switch and data_drops_switch (the tree's
+queues on every switch port).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from ..agents import Agents
+from ..core import TOP, BenchError, Variant, variant
+
+
+def _qdisc_drops(ns: str, dev: str) -> dict:
+    """drops per qdisc handle ("30:", "21:", ...) on one port."""
+    r = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", dev],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = {}
+    if r.returncode == 0 and r.stdout.strip():
+        for q in json.loads(r.stdout):
+            out[q.get("handle", "?")] = int(q.get("drops", 0))
+    return out
+
+
+class _Top(Variant):
+    build_targets = ["sluice-top", "sluiced", "sluicectl"]
+    cc = ""
+    objective = "fct"
+    expire = None        # None: no sluiced; True/False: [top] expire
+
+    @classmethod
+    def add_args(cls, parser):
+        if getattr(parser, "_sluice_top_args", False):
+            return
+        parser._sluice_top_args = True
+        g = parser.add_argument_group("tokens/top/top-noexpiry variants (TOP switch tree, sluice-top, sluiced)")
+        g.add_argument("--top-token-queue", type=int, default=8,
+                       help="tokens per switch token queue (ExpressPass's 8; the paper's testbed 6)")
+        g.add_argument("--top-base-one-way-us", type=int, default=100,
+                       help="[top] base_one_way_us: T = this + 2 x token_queue x 84 B / (5.18%% of the port)")
+        g.add_argument("--top-threshold-us", type=int, default=0, help="[top] threshold_us (0: derived)")
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.agents = Agents("top")
+        self.ports = []
+        self.point_no = 0
+
+    def _port_tree(self, ctx, topo):
+        script = os.path.join(TOP, "tc-scripts", "top-switch.sh")
+        for p in topo.switch_ports():
+            if p.shape is None:
+                raise BenchError(f"{p.ifname}: not shaped, no rate for the TOP tree")
+            buf = p.shape.buffer if p.shape.buffer is not None else 1000000
+            r = subprocess.run(["ip", "netns", "exec", p.ns, script, "add", p.ifname, str(int(p.shape.rate_mbit)),
+                                str(self.args.top_token_queue), str(buf)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode != 0:
+                raise BenchError(f"top-switch.sh add {p.ifname}: {r.stdout[-800:]}")
+            self.ports.append(p)
+
+    def setup(self, ctx, topo):
+        self.point_no += 1
+        self._port_tree(ctx, topo)
+        self.d0 = {p.ifname: _qdisc_drops(p.ns, p.ifname) for p in self.ports}
+        if self.expire is None:
+            return
+        a = self.args
+        t = f"threshold_us = {a.top_threshold_us}\n" if a.top_threshold_us else ""
+        body = f"""[top]
+{t}base_one_way_us = {a.top_base_one_way_us}
+link_mbit = {int(topo.params['rate_mbit'])}
+token_queue = {a.top_token_queue}
+expire = {'true' if self.expire else 'false'}
+clock_source = "shared"
+"""
+        for h in topo.senders + topo.receivers:
+            pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}-{h.name}"
+            self.agents.start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", pin_root, body + f"""
+[[interface]]
+name = "{h.ports[0].ifname}"
+role = "host"
+mechanisms = ["top"]
+""", role="sender" if h in topo.senders else "receiver")
+        for ag in self.agents.list:
+            ctx.wait_for_log(ag.proc, "TOP_STARTED", timeout=30)
+
+    def metrics(self, ctx, topo):
+        out = {"token_drops_switch": 0, "data_drops_switch": 0, "tokens_expired": None, "tokens_valid": None,
+               "tokens_sent": None}
+        for p in self.ports:
+            d1, d0 = _qdisc_drops(p.ns, p.ifname), self.d0.get(p.ifname, {})
+            for h, n in d1.items():
+                delta = n - d0.get(h, 0)
+                if h == "30:":
+                    out["data_drops_switch"] += delta
+                elif h in ("21:", "22:", "23:", "24:", "25:", "26:"):
+                    out["token_drops_switch"] += delta
+        if self.agents.list:
+            out.update({"tokens_expired": 0, "tokens_valid": 0, "tokens_sent": 0})
+        for ag in self.agents.list:
+            if ag.proc.poll() is not None:
+                out["agent_exited"] = ag.proc.returncode
+                continue
+            st = self.agents.ctl(ctx, ag, "stats")
+            for ifc in st["interfaces"]:
+                for m in ifc["modules"]:
+                    if m["name"] != "top":
+                        continue
+                    tk = m["stats"]["tokens"]
+                    out["tokens_expired"] += sum(tk["expired"])
+                    out["tokens_valid"] += sum(tk["valid"]) + sum(tk["future"])
+                    out["tokens_sent"] += sum(tk["sent"])
+        return out
+
+    def teardown(self, ctx, topo):
+        self.agents.stop(ctx)
+        for p in self.ports:
+            # Back to the topology's own queue for the next variant.
+            subprocess.run(["ip", "netns", "exec", p.ns, "tc", "qdisc", "del", "dev", p.ifname, "root"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if p.shape is not None:
+                ctx.lab.tc_batch(p.ns, p.shape.tc_lines(p.ifname))
+        self.ports = []
+
+
+@variant
+class Tokens(_Top):
+    name = "tokens"
+    help = "token transport, one token class, round robin, no expiry (ExpressPass-like), TOP switch tree"
+    objective = "fair"
+    expire = None
+
+
+@variant
+class TopVariant(_Top):
+    name = "top"
+    help = "TOP: FCT token classes (§3.2), sluiced drops tokens older than T on senders (§4.3)"
+    objective = "fct"
+    expire = True
+
+
+@variant
+class TopNoExpiry(_Top):
+    name = "top-noexpiry"
+    help = "TOP's token classes without host expiry (sluiced counts tokens older than T, passes them)"
+    objective = "fct"
+    expire = False
