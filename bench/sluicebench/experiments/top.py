@@ -28,7 +28,6 @@ import csv
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 
@@ -94,6 +93,13 @@ class TopExp(Experiment):
         p.add_argument("--rtt-us", type=int, default=500, help="sluice-top --rtt-us (rate control period)")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
 
+    @staticmethod
+    def sluice_top() -> str:
+        p = os.path.join(core.build_dir(), "agent", "mechanisms", "top", "sluice-top")
+        if not os.access(p, os.X_OK):
+            raise BenchError(f"sluice-top not found at {p} (cmake --build ... --target sluice-top)")
+        return p
+
     def cdf_path(self) -> str:
         w = self.args.workload
         return w if os.path.sep in w else os.path.join(TOP, "bench", "cdf", f"{w}.cdf")
@@ -130,10 +136,27 @@ class TopExp(Experiment):
         return {"experiment": self.name, "params": self.params(), "topology": topo.describe(), "variants": rows}
 
     def ping(self, ctx, topo) -> float:
+        """Base RTT across the dumbbell: the median of 20 UDP echoes of a
+        small datagram (there is no ping here), in us."""
         s, r = topo.senders[0], topo.receivers[0]
-        out = ctx.lab.nsexec(s.ns, f"ping -c 5 -i 0.2 -q {r.ip}", check=False).stdout
-        m = re.search(r"= [\d.]+/([\d.]+)/", out or "")
-        return float(m.group(1)) * 1000 if m else 200.0
+        echo = ctx.spawn(r.ns, ["python3", "-c", (
+            "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+            f"s.bind(('{r.ip}',7299))\nprint('ready',flush=True)\n"
+            "while True:\n d,a=s.recvfrom(64)\n s.sendto(d,a)\n")], "udp-echo")
+        try:
+            ctx.wait_for_log(echo, "ready", timeout=10)
+            out = subprocess.run(["ip", "netns", "exec", s.ns, "python3", "-c", (
+                "import socket,time,statistics\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                "s.settimeout(1)\nv=[]\nfor i in range(20):\n t=time.perf_counter()\n"
+                f" s.sendto(b'x',('{r.ip}',7299))\n"
+                " s.recvfrom(64)\n v.append((time.perf_counter()-t)*1e6)\n time.sleep(0.02)\n"
+                "print(statistics.median(v))\n")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, timeout=30).stdout
+            return float(out.strip().splitlines()[-1])
+        except (ValueError, IndexError, subprocess.TimeoutExpired) as e:
+            raise BenchError(f"base RTT measurement failed: {e}")
+        finally:
+            ctx.stop(echo)
 
     def schedule(self, load: float, rep: int) -> list:
         """(start_us, size, pair) for --flows Poisson arrivals at `load`."""
@@ -202,7 +225,7 @@ class TopExp(Experiment):
             if not mine:
                 continue
             r, s = topo.receivers[i], topo.senders[i]
-            recvs.append(ctx.spawn(r.ns, [ctx.tool("sluice-top"), "recv", "--bind", r.ip, "--link-mbit",
+            recvs.append(ctx.spawn(r.ns, [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
                                           f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
                                           "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine))],
                                    f"{tag}-recv{i}"))
@@ -215,7 +238,7 @@ class TopExp(Experiment):
         procs = []
         for i, path in sends:
             s, r = topo.senders[i], topo.receivers[i]
-            procs.append((i, ctx.spawn(s.ns, [ctx.tool("sluice-top"), "send", "--bind", s.ip, "--to", r.ip,
+            procs.append((i, ctx.spawn(s.ns, [self.sluice_top(), "send", "--bind", s.ip, "--to", r.ip,
                                               "--schedule", path, "--rtt-us", str(a.rtt_us),
                                               "--timeout-s", str(int(a.timeout))], f"{tag}-send{i}")))
         recs, resent, sent, unfinished = [], 0, 0, 0
