@@ -60,6 +60,17 @@ def sample_size(pts: list, u: float) -> float:
     return s0 + (s1 - s0) * (u - p0) / (p1 - p0) if p1 > p0 else s1
 
 
+def cap_cdf(pts: list, cap: int) -> list:
+    """The CDF of min(size, cap): the points below cap, the probability at
+    cap, then everything above it at cap + 1."""
+    out = [(s, p) for s, p in pts if s < cap]
+    if len(out) < len(pts):
+        pc = next(p0 + (p1 - p0) * (cap - s0) / (s1 - s0)
+                  for (s0, p0), (s1, p1) in zip([(0.0, 0.0)] + pts, pts) if s0 < cap <= s1)
+        out += [(float(cap), pc), (float(cap + 1), 1.0)]
+    return out
+
+
 def mean_size(pts: list) -> float:
     m, prev_s, prev_p = pts[0][0] * pts[0][1], pts[0][0], pts[0][1]
     for s, p in pts[1:]:
@@ -84,7 +95,8 @@ class TopExp(Experiment):
         p.add_argument("--loads", default="0.6", help="offered loads, fraction of the bottleneck")
         p.add_argument("--flows", type=int, default=200, help="flows per variant, load and repeat")
         p.add_argument("--size-scale", type=float, default=1.0, help="multiply every flow size")
-        p.add_argument("--max-size", type=util.size, default=0, help="cap a drawn size (0: none)")
+        p.add_argument("--max-size", type=util.size, default=0,
+                       help="every variant draws min(size, this) (0: no cap), e.g. data mining at lab rates")
         p.add_argument("--seed", type=int, default=1)
         p.add_argument("--pairs", type=int, default=3, help="sender/receiver pairs across the dumbbell")
         p.add_argument("--rate", type=util.rate, default=100, help="every link, Mbit/s")
@@ -117,6 +129,15 @@ class TopExp(Experiment):
         a = self.args
         self.loads = [float(x) for x in a.loads.split(",") if x.strip()]
         self.pts = read_cdf(self.cdf_path())
+        self.cdf_file = self.cdf_path()
+        if a.max_size:
+            # min(size, --max-size) for every variant: a CDF file sluice-tg reads too.
+            self.pts = cap_cdf(self.pts, a.max_size)
+            self.cdf_file = os.path.join(ctx.tmp, "capped.cdf")
+            with open(self.cdf_file, "w") as f:
+                f.write(f"# {self.cdf_path()} capped at {a.max_size} bytes\n")
+                for sz, pr in self.pts:
+                    f.write(f"{sz:.0f} {pr:.6f}\n")
         ctx.log(f"building dumbbell: {a.pairs} + {a.pairs} hosts, {a.rate:g} Mbit/s, buffer {a.buffer} B")
         topo = sluicelab.dumbbell(ctx.lab, left=a.pairs, right=a.pairs, rate=a.rate, buffer=a.buffer, mode="mtu",
                                   switch="bridge", shaper="htb")
@@ -168,8 +189,6 @@ class TopExp(Experiment):
         for _ in range(a.flows):
             t += rng.expovariate(lam)
             size = max(1, int(sample_size(self.pts, rng.random()) * a.size_scale))
-            if a.max_size:
-                size = min(size, a.max_size)
             out.append((int(t * 1e6), size, rng.randrange(a.pairs)))
         return out
 
@@ -217,8 +236,7 @@ class TopExp(Experiment):
     def run_top(self, ctx, topo, v, load, rep, tag):
         a = self.args
         sched = self.schedule(load, rep)
-        pmax = max(2.0, (self.pts[-1][0] * a.size_scale if not a.max_size else
-                         min(a.max_size, self.pts[-1][0] * a.size_scale)) / 1440)
+        pmax = max(2.0, self.pts[-1][0] * a.size_scale / 1440)
         recvs, sends = [], []
         for i in range(a.pairs):
             mine = [(t, s) for t, s, p in sched if p == i]
@@ -272,7 +290,7 @@ class TopExp(Experiment):
         for i in range(a.pairs):
             r, s = topo.receivers[i], topo.senders[i]
             rec = os.path.join(ctx.tmp, f"{tag}-{i}.csv")
-            argv = ctx.tg() + ["flows", "--to", s.ip, "--cdf", self.cdf_path(), "--load", str(load / a.pairs),
+            argv = ctx.tg() + ["flows", "--to", s.ip, "--cdf", self.cdf_file, "--load", str(load / a.pairs),
                                "--count", str(n), "--seed", str(a.seed * 1000003 + rep * 1009 + i),
                                "--link-mbps", f"{a.rate:g}", "--pool", "2", "--scale", str(a.size_scale),
                                "--records", rec, "--json", os.path.join(ctx.tmp, f"{tag}-{i}.json"),
@@ -291,10 +309,7 @@ class TopExp(Experiment):
                 raise BenchError(f"sluice-tg failed: {ctx.lab.log_of(p)[-1500:]}")
             with open(rec) as f:
                 for r in csv.DictReader(f):
-                    sz = int(r["size"])
-                    if a.max_size and sz > a.max_size:
-                        continue
-                    recs.append((sz, float(r["fct_us"])))
+                    recs.append((int(r["size"]), float(r["fct_us"])))
         return recs
 
     # -- presentation ----------------------------------------------------------
