@@ -104,9 +104,9 @@ TEST(Config, ErrorMessageListsEveryProblem) {
   }
 }
 
-// Floodgate, BFC and TOP are in the table as coming, and refused as such.
+// Floodgate and BFC are in the table as coming, and refused as such.
 TEST(Config, ComingMechanismsAreRefusedAsNotRunnableYet) {
-  for (const char* m : {"floodgate", "bfc", "top"})
+  for (const char* m : {"floodgate", "bfc"})
     EXPECT_TRUE(rejects(std::string("[[interface]]\nname = \"a\"\nmechanisms = [\"") + m + "\"]\n",
                         "interface[0].mechanisms[0]", "not runnable in sluiced yet"))
         << m;
@@ -122,11 +122,11 @@ TEST(Mechanisms, HelpSaysWhatWorksTodayAndWhatIsComing) {
     ASSERT_NE(at, std::string::npos) << m.name << " missing from\n" << h;
     EXPECT_EQ(at < coming, m.available) << m.name << "\n" << h;
   }
-  for (const char* works : {"flowstat", "pac", "ein", "aqm", "cc"}) {
+  for (const char* works : {"flowstat", "pac", "ein", "aqm", "cc", "top"}) {
     size_t at = h.find(std::string("\n  ") + works + " ");
     EXPECT_LT(at, coming) << works;
   }
-  for (const char* later : {"floodgate", "bfc", "top"}) {
+  for (const char* later : {"floodgate", "bfc"}) {
     size_t at = h.find(std::string("\n  ") + later + " ");
     EXPECT_TRUE(at != std::string::npos && at > coming) << later;
   }
