@@ -210,8 +210,8 @@ class TopExp(Experiment):
             else:
                 m.start([], [topo.bottleneck])
                 recs, extra = self.run_top(ctx, topo, v, load, rep, tag)
-            drops = m.bottleneck_delta("drops")
             m.finish()
+        drops = m.bottleneck_delta("drops")  # after finish(): it reads the counters again
         row = {"load": load, "flows": a.flows, "flows_done": len(recs)}
         fcts = [f for _, f in recs]
         short = [f for s, f in recs if s < a.short_bytes]
