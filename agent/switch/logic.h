@@ -156,6 +156,14 @@ class Substrate {
   virtual void send_control(PortId p, const ControlFrame& frame) = 0;
   // Asks for on_timer() at or after at_ns (replaces an earlier request).
   virtual void arm_timer(uint64_t at_ns) = 0;
+  // Lets about `bytes` out of paused queue q of port p, which stays paused
+  // afterwards (a credit-based release). At least one full frame is let out
+  // (a held frame larger than the allowance would otherwise be dropped).
+  // Returns false where the substrate cannot do it (then nothing changed).
+  virtual bool release(PortId /*p*/, QueueId /*q*/, uint64_t /*bytes*/) { return false; }
+  // Packets port p's queue q has dropped (tail drop at its limit) since the
+  // port was set up, where the substrate counts them (0 where it does not).
+  virtual uint64_t dropped(PortId /*p*/, QueueId /*q*/) const { return 0; }
 };
 
 class Logic {

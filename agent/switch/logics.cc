@@ -3,6 +3,7 @@
 #include "switch/registry.h"
 
 #include "mechanisms/bfc/bfc_switch.h"
+#include "mechanisms/floodgate/switch_glue.h"
 #include "switch/pfc.h"
 
 namespace sluice::sw {
@@ -39,6 +40,11 @@ const std::vector<LogicInfo>& switch_logics() {
        .summary = "BFC with every flow in queue 0 (PFC-like), the ablation of bfc-nsdi22 Fig. 8",
        .make = &bfc::make_bfc_single,
        .view = &bfc::switch_view},
+      {.name = "floodgate",
+       .summary = "per-destination windows toward the next hop, VOQs for destinations out of window, credits "
+                  "per ingress port every T (floodgate-conext21; docs/floodgate.md)",
+       .make = &floodgate::make_switch_logic,
+       .view = &floodgate::switch_view},
   };
   return kLogics;
 }

@@ -22,6 +22,7 @@
 
 namespace sluice {
 struct Config;
+struct ServiceContext;
 }
 
 namespace sluice::sw {
@@ -32,6 +33,10 @@ struct LogicContext {
   const sluice::Config* config = nullptr;
   // The ports as the substrate will run them (index = PortId).
   const std::vector<PortConfig>* ports = nullptr;
+  // sluiced's service context (attach mode, loop) for a logic whose data-path
+  // half is its own BPF on the ports (design A: packets never reach the
+  // agent); nullptr outside sluiced.
+  const sluice::ServiceContext* service = nullptr;
 };
 
 struct LogicInfo {

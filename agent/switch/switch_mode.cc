@@ -73,6 +73,8 @@ class SwitchMode final : public HostService, public Substrate {
   void set_paused(PortId p, QueueId q, bool paused) override;
   void send_control(PortId p, const ControlFrame& frame) override;
   void arm_timer(uint64_t at_ns) override;
+  bool release(PortId p, QueueId q, uint64_t bytes) override;
+  uint64_t dropped(PortId p, QueueId q) const override;
 
  private:
   static int on_ring(void* self, void* data, size_t len);
@@ -152,7 +154,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
 
     std::vector<PortConfig> pcs;
     for (const auto& p : ports_) pcs.push_back(p->cfg);
-    LogicContext lc{&ctx.config, &pcs};
+    LogicContext lc{&ctx.config, &pcs, &ctx};
     logic_ = info_->make(lc);
     logic_->on_start(*this);
   } catch (...) {
@@ -226,6 +228,13 @@ QueueDepth SwitchMode::depth(PortId p, QueueId q) const {
   return {c[q].backlog, c[q].qlen, c[q].qlen};
 }
 
+uint64_t SwitchMode::dropped(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  const auto& c = counters(*ports_.at(p), 1'000'000);
+  if (q >= ports_.at(p)->cfg.queues.size() || q >= c.size()) return 0;
+  return c[q].drops;
+}
+
 bool SwitchMode::paused(PortId p, QueueId q) const {
   std::lock_guard lk(mu_);
   const SwPort& sp = *ports_.at(p);
@@ -245,6 +254,19 @@ void SwitchMode::set_paused(PortId p, QueueId q, bool paused) {
   }
   if (bool(sp.paused[q]) != paused) ++sp.pause_changes;
   sp.paused[q] = paused;
+}
+
+bool SwitchMode::release(PortId p, QueueId q, uint64_t bytes) {
+  SwPort& sp = *ports_.at(p);
+  if (q >= sp.paused.size()) return false;
+  int rc = sp.tree->release(q, bytes);
+  std::lock_guard lk(mu_);
+  if (rc < 0) {
+    ++sp.pause_failures;
+    return false;
+  }
+  sp.paused[q] = 1;
+  return true;
 }
 
 void SwitchMode::send_control(PortId p, const ControlFrame& frame) {

@@ -149,7 +149,7 @@ void PortTree::add_class(uint32_t parent, uint32_t handle, uint64_t rate, uint64
   nl_check(rc, spec_.ifname + " class " + hex_handle(handle));
 }
 
-int PortTree::add_tbf(uint32_t q, bool paused, bool create) {
+int PortTree::add_tbf(uint32_t q, bool paused, bool create, uint32_t bucket) {
   rtnl_qdisc* t = rtnl_qdisc_alloc();
   rtnl_tc_set_ifindex(TC_CAST(t), spec_.ifindex);
   rtnl_tc_set_parent(TC_CAST(t), TC_HANDLE(kHtbMajor, q + 1));
@@ -162,7 +162,7 @@ int PortTree::add_tbf(uint32_t q, bool paused, bool create) {
   // shapes): one token bucket in series with HTB's, not two, so the port
   // behaves as the plain shaper it replaces.
   uint64_t rate = paused ? kPausedRateBytes : spec_.rate_bps / 8 * kLeafRateFactor;
-  rtnl_qdisc_tbf_set_rate(t, int(std::min<uint64_t>(rate, INT32_MAX)), int(burst_bytes()), 0);
+  rtnl_qdisc_tbf_set_rate(t, int(std::min<uint64_t>(rate, INT32_MAX)), int(bucket ? bucket : burst_bytes()), 0);
   int rc = rtnl_qdisc_add(sk_, t, create ? NLM_F_CREATE | NLM_F_EXCL : 0);
   rtnl_qdisc_put(t);
   return rc;
@@ -171,6 +171,13 @@ int PortTree::add_tbf(uint32_t q, bool paused, bool create) {
 int PortTree::set_paused(uint32_t q, bool paused) {
   if (!built_ || q >= spec_.queues.size()) return -NLE_RANGE;
   return add_tbf(q, paused, false);
+}
+
+int PortTree::release(uint32_t q, uint64_t bytes) {
+  if (!built_ || q >= spec_.queues.size()) return -NLE_RANGE;
+  // The bucket must hold the largest frame the leaf may get, or TBF drops it.
+  uint64_t b = std::clamp<uint64_t>(bytes, kMinReleaseBytes, spec_.buffer_bytes);
+  return add_tbf(q, true, false, uint32_t(b));
 }
 
 std::vector<ClassCounters> PortTree::read() const {

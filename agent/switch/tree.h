@@ -43,6 +43,7 @@ constexpr uint32_t kFallbackMinor = SL_SW_FALLBACK_MINOR;
 constexpr uint32_t kLeafMajorBase = 0x5200;
 constexpr uint32_t kPausedRateBytes = 1000;  // bytes/s of a paused queue's TBF
 constexpr uint64_t kLeafRateFactor = 4;      // HTB classes and unpaused TBF leaves: 4x the link
+constexpr uint32_t kMinReleaseBytes = 1518;  // a release's bucket: one full frame (with VLAN tag)
 
 struct TreeSpec {
   std::string ifname;
@@ -73,6 +74,10 @@ class PortTree {
   // Pauses or resumes queue q (its TBF leaf's rate). Returns 0 or a
   // negative libnl error.
   int set_paused(uint32_t q, bool paused);
+  // Paused queue q with a bucket of `bytes` (>= one full frame): about that
+  // many bytes leave, then it is paused again (a TBF change refills its
+  // bucket). Returns 0 or a negative libnl error.
+  int release(uint32_t q, uint64_t bytes);
   // Per queue, then the fallback class last. Empty on a netlink failure.
   std::vector<ClassCounters> read() const;
   void remove() noexcept;
@@ -89,7 +94,7 @@ class PortTree {
 
  private:
   void add_class(uint32_t parent, uint32_t handle, uint64_t rate, uint64_t ceil, uint32_t prio);
-  int add_tbf(uint32_t q, bool paused, bool create);
+  int add_tbf(uint32_t q, bool paused, bool create, uint32_t bucket = 0);
   TreeSpec spec_;
   nl_sock* sk_ = nullptr;
   std::string replaced_;

@@ -1,0 +1,439 @@
+// Floodgate in sluiced switch mode: the agent half (switch_glue.h).
+#include "mechanisms/floodgate/switch_glue.h"
+
+#include <bpf/bpf.h>
+#include <net/if.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/bpf_util.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/module.h"
+#include "core/tc.h"
+#include "floodgate_sw.skel.h"
+#include "mechanisms/floodgate/logic.h"
+#include "sluice/floodgate_sw.h"
+#include "switch/tree.h"
+
+SLUICE_SKELETON(floodgate_sw);
+
+namespace sluice::floodgate {
+
+namespace {
+
+using namespace sw;
+using Key = std::pair<uint32_t, Addr>;  // (port_id, dst)
+// fg_egress runs after the substrate's classifier (kSwportTcPrio), which it may override.
+constexpr uint32_t kTcPrio = 0xA502;
+
+// A 32-bit PSN from the wire, placed next to a 64-bit cumulative count
+// (serial arithmetic: the nearest value with those low 32 bits).
+uint64_t unwrap(uint32_t psn, uint64_t near) {
+  int64_t d = int32_t(psn - uint32_t(near));
+  if (d < 0 && uint64_t(-d) > near) return 0;
+  return uint64_t(int64_t(near) + d);
+}
+
+sl_fg_key bpf_key(const Key& k) {
+  sl_fg_key b{};
+  b.port_id = k.first;
+  std::memcpy(b.dst, k.second.data(), 16);
+  return b;
+}
+
+struct TxState {  // per (egress port, dst): the window toward the next hop
+  uint64_t credit_psn = 0;  // cumulative bytes the downstream credited
+  uint64_t voq_out = 0;     // bytes that left the VOQ
+  uint64_t direct = 0, voq_in = 0, voq_in_pkts = 0;
+  uint64_t voq_dropped = 0;  // bytes the VOQ tail-dropped (estimated from packets)
+  uint64_t pending() const { return voq_in - voq_out - voq_dropped; }
+  uint32_t voq = 0;         // queue holding the dst, 0 = none
+  uint64_t last_credit_ns = 0, last_syn_ns = 0;
+  int64_t window = 0;
+};
+struct RxState {  // per (ingress port, dst): credits returned upstream
+  uint64_t credited = 0;  // the PSN: cumulative bytes credited
+  uint64_t adj = 0;       // bytes a switchSYN showed were lost upstream of here
+  uint64_t counted = 0, pkts = 0, pkts_credited = 0;
+  uint32_t out_port = 0;
+};
+struct Group {  // a VOQ (port, queue)
+  uint64_t bucket = 0;      // the last release's allowance
+  uint64_t out_at = 0;      // bytes out of the VOQ at that release
+  uint64_t out_total = 0;
+  uint64_t drops_seen = 0;  // the queue's dropped packets at the last read
+};
+
+struct Stats {
+  uint64_t credit_frames_out = 0, credit_recs_out = 0, credit_bytes_out = 0;
+  uint64_t credit_frames_in = 0, credit_recs_in = 0, credit_bytes_in = 0, stale_credits = 0;
+  uint64_t delayed_credits = 0, syns_sent = 0, syns_answered = 0, syn_lost_bytes = 0;
+  uint64_t voq_engaged = 0, voq_drained = 0, releases = 0, release_failed = 0, ticks = 0;
+};
+
+class SwitchFloodgate final : public Logic {
+ public:
+  SwitchFloodgate(const LogicContext& ctx, Config cfg) : cfg_(std::move(cfg)), ports_(*ctx.ports) {
+    cfg_.validate();
+    skel_.load();
+    int pfd = bpf_map__fd(skel_->maps.sl_fg_port_v1);
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      const PortConfig& pc = ports_[i];
+      bool sf = pc.role == PortRole::kSwitchFacing;
+      uint32_t nq = uint32_t(pc.queues.size());
+      sl_fg_port fp{};
+      fp.port_id = uint32_t(i);
+      fp.windowed = sf && nq >= 2;
+      fp.credits = sf;
+      fp.nvoq = fp.windowed ? std::min<uint32_t>(cfg_.max_voqs, nq - 1) : 0;
+      fp.htb_major = kHtbMajor;
+      fp.init_window = init_window(PortId(i));
+      uint32_t ifindex = if_index(pc.name);
+      if (!ifindex) throw Error("floodgate: no interface " + pc.name);
+      check(bpf_map_update_elem(pfd, &ifindex, &fp, BPF_ANY), "floodgate port table");
+      fp_.push_back(fp);
+      att_.push_back(TcAttachment::attach(pc.name, Hook::Egress, bpf_program__fd(skel_->progs.fg_egress), "fg_egress",
+                                          kTcPrio, ctx.service->attach_mode, ctx.config->agent.state_dir));
+    }
+  }
+  std::string_view name() const override { return "floodgate"; }
+
+  void on_start(Substrate& sw) override {
+    sw_ = &sw;
+    // VOQs are held from the start: a bucket of one frame.
+    for (size_t p = 0; p < fp_.size(); ++p)
+      for (uint32_t q = 1; q <= fp_[p].nvoq; ++q)
+        if (!sw.release(PortId(p), QueueId(q), 0)) ++st_.release_failed;
+    sw.arm_timer(sw.now_ns() + cfg_.credit_interval_ns);
+  }
+  // Design A: the data path never calls it (the BPF half decides).
+  Verdict on_enqueue(const PacketMeta&, PortId) override { return Verdict::enqueue(0); }
+
+  void on_control(const ControlFrame& f, PortId port) override {
+    uint64_t now = sw_->now_ns();
+    if (f.type == CtrlType::kCredit) {
+      ++st_.credit_frames_in;
+      for (const auto& r : f.credits) {
+        ++st_.credit_recs_in;
+        Key k{port, r.dst};
+        auto it = tx_.find(k);
+        if (it == tx_.end()) {
+          ++st_.stale_credits;
+          continue;
+        }
+        TxState& t = it->second;
+        t.last_credit_ns = now;
+        uint64_t psn = std::min(unwrap(r.psn, t.credit_psn), t.direct + t.voq_out);
+        if (psn <= t.credit_psn) {
+          if (psn < t.credit_psn) ++st_.stale_credits;
+          continue;
+        }
+        st_.credit_bytes_in += psn - t.credit_psn;
+        t.credit_psn = psn;  // §4.3: the window follows the PSN, a lost credit is repaired by the next
+        write_ag(k, t);
+      }
+      update_voqs(now);
+    } else if (f.type == CtrlType::kSwitchSyn) {
+      // §4.3: answer at once with our PSN; bytes the upstream sent that never
+      // arrived are counted as forwarded so its window is not lost for ever.
+      read_rx();
+      std::vector<CreditRec> recs;
+      for (const auto& r : f.syns) {
+        ++st_.syns_answered;
+        RxState& x = rx_[Key{port, r.dst}];
+        uint64_t have = x.counted + x.adj;
+        uint64_t next = unwrap(r.next_psn, have);
+        if (next > have) {
+          st_.syn_lost_bytes += next - have;
+          x.adj += next - have;
+        }
+        recs.push_back(credit_rec(Key{port, r.dst}, x, true));
+      }
+      send_credits(port, recs);
+    }
+  }
+
+  void on_timer(uint64_t now) override {
+    ++st_.ticks;
+    update_voqs(now);
+    credits(now);
+    sw_->arm_timer(now + cfg_.credit_interval_ns);
+  }
+
+  nlohmann::json view() const {
+    nlohmann::json w = nlohmann::json::array();
+    for (const auto& [k, t] : tx_)
+      w.push_back({{"port", ports_[k.first].name},
+                   {"dst", addr_str(k.second)},
+                   {"window_bytes", t.window},
+                   {"init_window_bytes", fp_[k.first].init_window},
+                   {"next_psn", t.direct + t.voq_out},
+                   {"credit_psn", t.credit_psn},
+                   {"voq", t.voq},
+                   {"voq_in_bytes", t.voq_in},
+                   {"voq_out_bytes", t.voq_out},
+                   {"voq_dropped_bytes", t.voq_dropped},
+                   {"voq_held_bytes", t.pending()}});
+    nlohmann::json c = nlohmann::json::array();
+    for (const auto& [k, x] : rx_)
+      c.push_back({{"in_port", ports_[k.first].name},
+                   {"dst", addr_str(k.second)},
+                   {"forwarded_bytes", x.counted},
+                   {"credited_psn", x.credited},
+                   {"lost_adjust_bytes", x.adj}});
+    uint32_t in_use = 0;
+    for (const auto& [k, t] : tx_) in_use += t.voq != 0;
+    return {{"credit_interval_us", cfg_.credit_interval_ns / 1000},
+            {"hop_rtt_us", cfg_.hop_rtt_ns / 1000},
+            {"voqs_in_use", in_use},
+            {"credits_sent", {{"frames", st_.credit_frames_out}, {"records", st_.credit_recs_out}, {"bytes", st_.credit_bytes_out}}},
+            {"credits_received",
+             {{"frames", st_.credit_frames_in}, {"records", st_.credit_recs_in}, {"bytes", st_.credit_bytes_in},
+              {"stale", st_.stale_credits}}},
+            {"delayed_credits", st_.delayed_credits},
+            {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
+            {"voq", {{"engaged", st_.voq_engaged}, {"drained", st_.voq_drained}, {"releases", st_.releases},
+                     {"release_failed", st_.release_failed}}},
+            {"dst_pause", "not run in switch mode"},
+            {"windows", w},
+            {"credit_state", c}};
+  }
+
+ private:
+
+  static uint32_t if_index(const std::string& n) { return if_nametoindex(n.c_str()); }
+
+  uint64_t bdp(PortId p) const { return ports_[p].rate_bps / 8 * cfg_.hop_rtt_ns / 1'000'000'000; }
+  uint64_t init_window(PortId p) const {
+    // §3.2: BDP_nextHop + C_out * T.
+    return bdp(p) + ports_[p].rate_bps / 8 * cfg_.credit_interval_ns / 1'000'000'000;
+  }
+  uint64_t thre_credit(PortId p) const {
+    return cfg_.thre_credit_bytes ? cfg_.thre_credit_bytes : uint64_t(cfg_.thre_credit_bdp) * bdp(p);
+  }
+
+  void write_ag(const Key& k, const TxState& t) {
+    sl_fg_key bk = bpf_key(k);
+    sl_fg_ag a{t.credit_psn, t.voq_out, t.voq, 0};
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_fg_ag_v1), &bk, &a, BPF_ANY);
+  }
+
+  // Reads the BPF counters, accounts what left each VOQ, engages and drains
+  // VOQs, releases as much as the window allows, and sends switchSYN after
+  // a silence (§4.1, §4.3).
+  void update_voqs(uint64_t now) {
+    int fd = bpf_map__fd(skel_->maps.sl_fg_tx_v1);
+    sl_fg_key cur{}, next{};
+    sl_fg_key* prev = nullptr;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      cur = next;
+      prev = &cur;
+      sl_fg_tx v{};
+      if (bpf_map_lookup_elem(fd, &cur, &v) || cur.port_id >= fp_.size()) continue;
+      Key k{cur.port_id, {}};
+      std::memcpy(k.second.data(), cur.dst, 16);
+      auto [it, fresh] = tx_.try_emplace(k);
+      TxState& t = it->second;
+      if (fresh) t.last_credit_ns = now;
+      t.direct = v.direct_bytes;
+      t.voq_in = v.voq_bytes;
+      t.voq_in_pkts = v.voq_pkts;
+      if (!t.voq && t.pending() && v.voq_q) {
+        t.voq = v.voq_q;
+        ++st_.voq_engaged;
+        write_ag(k, t);
+      }
+      if (t.voq) groups[{cur.port_id, t.voq}].push_back(k);
+    }
+    for (auto& [pq, keys] : groups) {
+      auto [p, q] = pq;
+      uint64_t backlog = sw_->depth(PortId(p), QueueId(q)).bytes;
+      uint64_t pending = 0;
+      for (const Key& k : keys) pending += tx_[k].pending();
+      // The VOQ is a FIFO: what is not queued any more has left or was
+      // tail-dropped (the leaf's drop count, in packets of the VOQ's average
+      // size); shared by several destinations, split in proportion to what
+      // each had in it. Only what left counts toward the window.
+      Group& g = groups_[pq];
+      uint64_t drops = sw_->dropped(PortId(p), QueueId(q));
+      uint64_t new_drops = drops > g.drops_seen ? drops - g.drops_seen : 0;
+      g.drops_seen = std::max(g.drops_seen, drops);
+      uint64_t drained = pending > backlog ? pending - backlog : 0, given = 0, out = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        TxState& t = tx_[keys[i]];
+        uint64_t pk = t.pending();
+        uint64_t d = i + 1 == keys.size() ? drained - given : (pending ? drained * pk / pending : 0);
+        d = std::min(d, pk);
+        given += d;
+        uint64_t avg = t.voq_in_pkts ? t.voq_in / t.voq_in_pkts : 1500;
+        uint64_t dropped = std::min(d, pending ? new_drops * avg * pk / pending : 0);
+        t.voq_dropped += dropped;
+        t.voq_out += d - dropped;
+        out += d - dropped;
+      }
+      g.out_total += out;
+      int64_t allow = INT64_MAX;
+      bool held = false;
+      for (const Key& k : keys) {
+        TxState& t = tx_[k];
+        t.window = int64_t(fp_[p].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+        if (t.pending()) {
+          held = true;
+          allow = std::min(allow, t.window);
+        }
+      }
+      if (!held && backlog == 0) {
+        // Drained: the destinations go back to the window (§4.1), and the
+        // bucket left from the last release is taken back.
+        for (const Key& k : keys) {
+          tx_[k].voq = 0;
+          write_ag(k, tx_[k]);
+        }
+        ++st_.voq_drained;
+        if (g.bucket > g.out_total - g.out_at + kMinRelease && !sw_->release(PortId(p), QueueId(q), 0))
+          ++st_.release_failed;
+        g.bucket = 0;
+        g.out_at = g.out_total;
+        continue;
+      }
+      for (const Key& k : keys) write_ag(k, tx_[k]);
+      int64_t left = int64_t(g.bucket) - int64_t(g.out_total - g.out_at);
+      if (left < 0) left = 0;
+      if (held && allow != INT64_MAX && allow - left >= int64_t(kMinRelease)) {
+        if (sw_->release(PortId(p), QueueId(q), uint64_t(allow))) {
+          ++st_.releases;
+          g.bucket = uint64_t(allow);
+          g.out_at = g.out_total;
+        } else {
+          ++st_.release_failed;
+        }
+      }
+    }
+    // switchSYN (§4.3): data in flight, no credit for syn_timeout, nothing of
+    // it still queued here.
+    std::map<uint32_t, ControlFrame> syns;
+    for (auto& [k, t] : tx_) {
+      t.window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+      if (t.direct + t.voq_out <= t.credit_psn) continue;
+      if (now - t.last_credit_ns < cfg_.syn_timeout_ns || now - t.last_syn_ns < cfg_.syn_timeout_ns) continue;
+      if (sw_->depth(PortId(k.first), 0).bytes) continue;
+      t.last_syn_ns = now;
+      ControlFrame& f = syns[k.first];
+      f.type = CtrlType::kSwitchSyn;
+      if (f.syns.size() < SLUICE_CTRL_MAX_RECORDS) f.syns.push_back({k.second, uint32_t(t.direct + t.voq_out)});
+    }
+    for (auto& [p, f] : syns) {
+      st_.syns_sent += f.syns.size();
+      sw_->send_control(PortId(p), f);
+    }
+  }
+
+  void read_rx() {
+    int fd = bpf_map__fd(skel_->maps.sl_fg_rx_v1);
+    sl_fg_key cur{}, next{};
+    sl_fg_key* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      cur = next;
+      prev = &cur;
+      sl_fg_rx v{};
+      if (bpf_map_lookup_elem(fd, &cur, &v) || cur.port_id >= fp_.size()) continue;
+      Key k{cur.port_id, {}};
+      std::memcpy(k.second.data(), cur.dst, 16);
+      RxState& x = rx_[k];
+      x.counted = v.bytes;
+      x.pkts = v.pkts;
+      x.out_port = v.out_port;
+    }
+  }
+
+  // Bytes of dst still in this switch: its egress port's default queue and
+  // its VOQ there. Credits cover only bytes that left (§4.1 "forwarded").
+  uint64_t queued(const Key& k, const RxState& x) const {
+    if (x.out_port >= fp_.size()) return 0;
+    uint64_t q = sw_->depth(PortId(x.out_port), 0).bytes;
+    auto it = tx_.find(Key{x.out_port, k.second});
+    if (it != tx_.end()) q += it->second.pending();
+    return q;
+  }
+
+  CreditRec credit_rec(const Key& k, RxState& x, bool force) {
+    uint64_t have = x.counted + x.adj;
+    uint64_t q = force ? 0 : queued(k, x);
+    uint64_t upto = have > q ? have - q : 0;
+    CreditRec r;
+    r.dst = k.second;
+    if (upto > x.credited) {
+      r.credit_bytes = uint32_t(std::min<uint64_t>(upto - x.credited, UINT32_MAX));
+      st_.credit_bytes_out += upto - x.credited;
+      x.credited = upto;
+    }
+    r.psn = uint32_t(x.credited);
+    r.credit_pkts = uint16_t(std::min<uint64_t>(x.pkts - x.pkts_credited, 0xffff));
+    x.pkts_credited = x.pkts;
+    return r;
+  }
+
+  void send_credits(PortId p, const std::vector<CreditRec>& recs) {
+    for (size_t i = 0; i < recs.size(); i += SLUICE_CTRL_MAX_RECORDS) {
+      ControlFrame f;
+      f.type = CtrlType::kCredit;
+      f.credits.assign(recs.begin() + long(i), recs.begin() + long(std::min(recs.size(), i + SLUICE_CTRL_MAX_RECORDS)));
+      ++st_.credit_frames_out;
+      st_.credit_recs_out += f.credits.size();
+      sw_->send_control(p, f);
+    }
+  }
+
+  // Every T, per ingress port: one credit frame with a record for every
+  // destination that has something to return; none when nothing (§4.1).
+  void credits(uint64_t /*now*/) {
+    read_rx();
+    std::map<uint32_t, std::vector<CreditRec>> out;
+    for (auto& [k, x] : rx_) {
+      uint64_t have = x.counted + x.adj;
+      if (have <= x.credited) continue;
+      // delayCredit (§4.1): none for D while its VOQ here is long.
+      auto it = tx_.find(Key{x.out_port, k.second});
+      if (it != tx_.end() && it->second.pending() > thre_credit(PortId(x.out_port))) {
+        ++st_.delayed_credits;
+        continue;
+      }
+      uint64_t before = x.credited;
+      CreditRec r = credit_rec(k, x, false);
+      if (x.credited > before) out[k.first].push_back(r);
+    }
+    for (auto& [p, recs] : out) send_credits(PortId(p), recs);
+  }
+
+  static constexpr uint64_t kMinRelease = 1518;
+  Config cfg_;
+  std::vector<PortConfig> ports_;
+  Skeleton<floodgate_sw> skel_;
+  std::vector<sl_fg_port> fp_;
+  std::vector<TcAttachment> att_;
+  std::map<Key, TxState> tx_;
+  std::map<Key, RxState> rx_;
+  std::map<std::pair<uint32_t, uint32_t>, Group> groups_;
+  Stats st_;
+};
+
+}  // namespace
+
+std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx) {
+  Config cfg;
+  // Outside sluiced (tests, simulators): the I/O-free logic on the port model.
+  if (!ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
+  return std::make_unique<SwitchFloodgate>(ctx, cfg);
+}
+
+nlohmann::json switch_view(const sw::Logic& logic, const sw::Substrate&) {
+  if (auto* s = dynamic_cast<const SwitchFloodgate*>(&logic)) return s->view();
+  return nlohmann::json::object();
+}
+
+}  // namespace sluice::floodgate

@@ -1,0 +1,24 @@
+// Floodgate as a sluiced switch logic ([switch] logic = "floodgate").
+//
+// In the substrate's design A packets never pass through the agent, so the
+// per-packet half of Floodgate (windows, VOQ steering, counting what to
+// credit) is bpf/switch/floodgate.bpf.c on every switch port's egress, and
+// this class is the agent half, on the event loop: every T it returns
+// credits upstream per ingress port (§4.1, with delayCredit), tracks what
+// left each VOQ, releases a VOQ by as many bytes as its window allows when
+// credits arrive (Substrate::release: the paused TBF leaf's bucket set to
+// the window), sends switchSYN after a silence and answers one (§4.3 loss
+// recovery). docs/floodgate.md "In sluiced".
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "switch/registry.h"
+
+namespace sluice::floodgate {
+
+std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx);
+nlohmann::json switch_view(const sw::Logic& logic, const sw::Substrate& sw);
+
+}  // namespace sluice::floodgate

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Floodgate's per-packet part on a sluice switch port (floodgate-conext21
+ * §3.2, §4.1; include/sluice/floodgate_sw.h, docs/floodgate.md).
+ *
+ * fg_egress (tc egress of every switch port, after the substrate's
+ * classifier sw_egress):
+ *  - credits: a packet that came in on a switch-facing port is counted per
+ *    (ingress port, dst) in sl_fg_rx_v1; the agent returns it upstream
+ *    every T;
+ *  - window: on a windowed (switch-facing) egress port, a destination held
+ *    in a VOQ (sl_fg_ag_v1.voq) keeps using it; otherwise a packet passes
+ *    while init_window - (direct + voq_out - credit_psn) > 0 (it may take
+ *    the window below zero by itself) and is counted as direct; a packet
+ *    that finds the window exhausted goes to VOQ 1 + crc(dst) % nvoq, a
+ *    queue the agent keeps paused and releases by credits.
+ * Fail open: a packet the substrate's classifier put into the fallback
+ * class (agent heartbeat stale) is left there. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sluice/floodgate_sw.h"
+#include "sluice/switch.h"
+#include "lib/parse.h"
+#include "lib/verdict.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_SW_MAX_PORTS);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct sl_fg_port);
+} sl_fg_port_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SL_FG_SW_TABLE);
+	__type(key, struct sl_fg_key);
+	__type(value, struct sl_fg_tx);
+} sl_fg_tx_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SL_FG_SW_TABLE);
+	__type(key, struct sl_fg_key);
+	__type(value, struct sl_fg_ag);
+} sl_fg_ag_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SL_FG_SW_TABLE);
+	__type(key, struct sl_fg_key);
+	__type(value, struct sl_fg_rx);
+} sl_fg_rx_v1 SEC(".maps");
+
+static __always_inline __u32 fg_dst_hash(const __u8 *d)
+{
+	__u32 h = 2166136261u;
+	for (int i = 0; i < 16; i++) {
+		h ^= d[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+SEC("tc")
+int fg_egress(struct __sk_buff *skb)
+{
+	if (skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
+		return SL_TC_NEXT;
+	if ((skb->priority & 0xffff) == SL_SW_FALLBACK_MINOR)
+		return SL_TC_NEXT;
+	struct sl_cursor c;
+	struct sl_pkt p = {};
+	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
+	int r = sl_parse(&c, &p);
+	if (r != SL_PARSE_OK && r != SL_PARSE_OTHER_L4)
+		return SL_TC_NEXT;
+	struct sl_fg_key k = {};
+	if (p.family == 4) {
+		k.dst[10] = k.dst[11] = 0xff;
+		__builtin_memcpy(&k.dst[12], &p.daddr[0], 4);
+	} else {
+		__builtin_memcpy(k.dst, p.daddr, 16);
+	}
+	__u64 len = skb->len;
+	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+
+	/* Credits (§4.1): forwarded per ingress port and destination. */
+	__u32 out_ifindex = skb->ifindex;
+	struct sl_fg_port *out = bpf_map_lookup_elem(&sl_fg_port_v1, &out_ifindex);
+	__u32 in_ifindex = skb->ingress_ifindex;
+	struct sl_fg_port *in = bpf_map_lookup_elem(&sl_fg_port_v1, &in_ifindex);
+	if (in && in->credits) {
+		k.port_id = in->port_id;
+		struct sl_fg_rx *rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
+		if (!rx) {
+			struct sl_fg_rx zero = {};
+			bpf_map_update_elem(&sl_fg_rx_v1, &k, &zero, BPF_NOEXIST);
+			rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
+		}
+		if (rx) {
+			__sync_fetch_and_add(&rx->bytes, len);
+			__sync_fetch_and_add(&rx->pkts, segs);
+			if (out)
+				rx->out_port = out->port_id;
+		}
+	}
+
+	/* Window (§3.2) on a windowed egress port. */
+	if (!out || !out->windowed || !out->nvoq)
+		return SL_TC_NEXT;
+	k.port_id = out->port_id;
+	struct sl_fg_tx *tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
+	if (!tx) {
+		struct sl_fg_tx zero = {};
+		bpf_map_update_elem(&sl_fg_tx_v1, &k, &zero, BPF_NOEXIST);
+		tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
+		if (!tx)
+			return SL_TC_NEXT; /* table full: fail open */
+	}
+	struct sl_fg_ag *ag = bpf_map_lookup_elem(&sl_fg_ag_v1, &k);
+	__u32 q = 0;
+	if (ag && ag->voq && ag->voq <= out->nvoq) {
+		q = ag->voq; /* a destination with a VOQ keeps using it (§4.1) */
+	} else {
+		__s64 sent = (__s64)tx->direct_bytes;
+		if (ag)
+			sent += (__s64)ag->voq_out - (__s64)ag->credit_psn;
+		if ((__s64)out->init_window - sent > 0) {
+			__sync_fetch_and_add(&tx->direct_bytes, len);
+			__sync_fetch_and_add(&tx->direct_pkts, segs);
+			return SL_TC_NEXT;
+		}
+		q = 1 + fg_dst_hash(k.dst) % out->nvoq;
+	}
+	tx->voq_q = q;
+	__sync_fetch_and_add(&tx->voq_bytes, len);
+	__sync_fetch_and_add(&tx->voq_pkts, segs);
+	skb->priority = (out->htb_major << 16) | (q + 1);
+	return SL_TC_NEXT;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Floodgate on a sluice switch, data path (bpf/switch/floodgate.bpf.c) <->
+ * agent (agent/mechanisms/floodgate/switch_glue.cc). Design A of the switch
+ * substrate: packets never pass through the agent, so the per-packet part of
+ * Floodgate (floodgate-conext21 §3.2, §4.1) runs here at tc egress:
+ *  - per (egress port, dst): bytes sent with window (direct) and bytes put
+ *    into a VOQ; the window is init_window - (direct + voq_out - credit_psn),
+ *    where voq_out and credit_psn are the agent's (sl_fg_ag_v1);
+ *  - per (ingress port, dst): bytes forwarded, which the agent returns
+ *    upstream as credits every T.
+ * Every map value is written by one side only: counters by BPF (atomic
+ * adds), sl_fg_ag_v1 and sl_fg_port_v1 by the agent. */
+#ifndef SLUICE_FLOODGATE_SW_H
+#define SLUICE_FLOODGATE_SW_H
+
+#include "sluice/types.h"
+
+#define SL_FG_SW_TABLE 16384
+
+/* sl_fg_port_v1: ifindex -> the port as Floodgate runs it. */
+struct sl_fg_port {
+	__u32 port_id;
+	__u32 windowed;     /* egress keeps per-dst windows (switch-facing, >= 2 queues) */
+	__u32 credits;      /* ingress returns credits (switch-facing) */
+	__u32 nvoq;         /* VOQs = queues 1..nvoq */
+	__u32 htb_major;    /* class of queue q = major:(q + 1) */
+	__u32 pad;
+	__u64 init_window;  /* bytes: BDP_nextHop + C_out * T (§3.2) */
+};
+
+/* Key of every per-destination map: a port and an IPv6 / IPv4-mapped dst. */
+struct sl_fg_key {
+	__u32 port_id;
+	__u8 dst[16];
+};
+
+/* sl_fg_tx_v1 (BPF): what left toward the next hop, per (egress port, dst). */
+struct sl_fg_tx {
+	__u64 direct_bytes; /* passed with window, default queue */
+	__u64 direct_pkts;
+	__u64 voq_bytes;    /* put into a VOQ (held until credits release them) */
+	__u64 voq_pkts;
+	__u32 voq_q;        /* the VOQ (queue) BPF last chose */
+	__u32 pad;
+};
+
+/* sl_fg_ag_v1 (agent): per (egress port, dst). */
+struct sl_fg_ag {
+	__u64 credit_psn;   /* bytes the downstream has credited (cumulative) */
+	__u64 voq_out;      /* bytes that left the VOQ (agent's estimate) */
+	__u32 voq;          /* queue of the VOQ the dst is held in, 0 = none */
+	__u32 pad;
+};
+
+/* sl_fg_rx_v1 (BPF): forwarded per (ingress port, dst), for credits. */
+struct sl_fg_rx {
+	__u64 bytes;
+	__u64 pkts;
+	__u32 out_port;     /* egress port_id the dst's packets last took */
+	__u32 pad;
+};
+
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_port) == 32, "sl_fg_port size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_key) == 20, "sl_fg_key size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_tx) == 40, "sl_fg_tx size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_ag) == 24, "sl_fg_ag size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_rx) == 24, "sl_fg_rx size");
+
+#endif
