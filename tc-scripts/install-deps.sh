@@ -18,6 +18,8 @@ PKGS=(
   # lab and runtime tools
   iproute2 iperf3 ethtool procps psmisc curl python3 python3-matplotlib jq
   linuxptp  # TOP: ptp4l/pmc, read by the clock manager (software timestamps in the lab)
+  # packaging (the .deb test)
+  dpkg-dev lintian
   # vm-tests
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
 )

@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# The full sluice test suite (README command 2): installs missing Debian
-# packages, builds what is missing, runs every ctest label (unit, bpf,
-# integration, vm). Extra arguments go to ctest, e.g. `tests/run.sh -L unit`.
+# The sluice test suite (README command 2): installs missing Debian packages,
+# builds what is missing, runs ctest. Extra arguments go to ctest, e.g.
+# `tests/run.sh -L unit`.
+#
+#   tests/run.sh              Release build in build/ (what a packager
+#                             builds), every label: unit bpf integration vm
+#   tests/run.sh --sanitize   clang, ASan + UBSan (any report fails), in
+#                             build-sanitize/; labels unit bpf integration
+#   tests/run.sh --fuzz       the same build; each libFuzzer target for
+#                             SLUICE_FUZZ_SECONDS (default 30) from its seed
+#                             corpus (label fuzz)
+#   tests/run.sh --build-type Debug|RelWithDebInfo|Release [--cxx clang++]
+#                             another build type / compiler, in
+#                             build-<type>-<compiler>/
+# CI=true (set by .ci/run) makes warnings errors (-DSLUICE_WERROR=ON).
+# SLUICE_BUILD_DIR overrides the build directory.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -9,9 +22,70 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "tests/run.sh: run as root (BPF, network namespaces, qdiscs)" >&2
   exit 1
 fi
+
+stage=full
+build_type=Release
+cxx=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) stage=sanitize; shift ;;
+    --fuzz) stage=fuzz; shift ;;
+    --build-type) build_type=$2; stage=matrix; shift 2 ;;
+    --cxx) cxx=$2; stage=matrix; shift 2 ;;
+    *) break ;;
+  esac
+done
+
 tc-scripts/install-deps.sh
-build=${SLUICE_BUILD_DIR:-$top/build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+cmake_args=(-DCMAKE_BUILD_TYPE="$build_type")
+[ "${CI:-}" = true ] && cmake_args+=(-DSLUICE_WERROR=ON)
+case "$stage" in
+  full)
+    build=${SLUICE_BUILD_DIR:-$top/build} ;;
+  matrix)
+    cxx=${cxx:-g++}
+    cc=gcc; [[ "$cxx" == clang++* ]] && cc=${cxx/clang++/clang}
+    cmake_args+=(-DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc")
+    build=${SLUICE_BUILD_DIR:-$top/build-$build_type-${cxx%%+*}} ;;
+  sanitize|fuzz)
+    # clang++ (14 on Debian 12) has the libFuzzer and sanitizer runtimes.
+    build=${SLUICE_BUILD_DIR:-$top/build-sanitize}
+    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
+                -DSLUICE_SANITIZE=address,undefined -DSLUICE_FUZZ=ON
+                -DSLUICE_FUZZ_SECONDS="${SLUICE_FUZZ_SECONDS:-30}")
+    [ "${CI:-}" = true ] && cmake_args+=(-DSLUICE_WERROR=ON) ;;
+esac
+
+cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
-exec ctest --output-on-failure --timeout 900 "$@"
+
+case "$stage" in
+  full|matrix)
+    exec ctest --output-on-failure --timeout 900 "$@" ;;
+  sanitize|fuzz)
+    # Every sanitizer report (from tests and from the daemons and tools
+    # they start) goes to a file; any file fails the run, even when the
+    # process that wrote it did not make its test fail.
+    reports=$build/sanitizer-reports
+    rm -rf "$reports"
+    mkdir -p "$reports"
+    export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=1"
+    export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
+    if [ "$stage" = fuzz ]; then
+      # libFuzzer reports on its own stderr (and fails the test).
+      unset ASAN_OPTIONS UBSAN_OPTIONS
+      [ $# -eq 0 ] && set -- -L fuzz
+    else
+      [ $# -eq 0 ] && set -- -L 'unit|bpf|integration'
+    fi
+    rc=0
+    ctest --output-on-failure --timeout 900 "$@" || rc=$?
+    if [ -n "$(ls -A "$reports")" ]; then
+      echo "tests/run.sh: sanitizer reports:" >&2
+      for f in "$reports"/*; do echo "== $f" >&2; cat "$f" >&2; done
+      rc=1
+    fi
+    exit $rc ;;
+esac

@@ -134,8 +134,10 @@ FeatureReport probe_features() {
   FeatureResult tc{false, "not probed"}, tcx{false, "not probed"}, xdp{false, "not probed"};
   try {
     run_in_new_netns([&] {
-      make_veth_pair("slprobe0", "slprobe1");
-      int ifindex = static_cast<int>(if_nametoindex("slprobe0"));
+      // Deleted when the probes end, not left to the namespace's teardown
+      // (which the kernel does later, asynchronously).
+      ScopedVethPair veth("slprobe");
+      int ifindex = static_cast<int>(if_nametoindex(veth.a().c_str()));
       Skeleton<probe_basic> s;
       s.load();
       int tc_fd = bpf_program__fd(s->progs.probe_tc);

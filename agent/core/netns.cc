@@ -80,4 +80,32 @@ void make_veth_pair(const std::string& a, const std::string& b) {
   if (rc < 0) throw Error("create veth pair " + a + "/" + b + ": " + nl_geterror(rc));
 }
 
+bool delete_link(const std::string& name) {
+  nl_sock* sk = nl_socket_alloc();
+  if (!sk) return false;
+  int rc = nl_connect(sk, NETLINK_ROUTE);
+  if (rc == 0) {
+    rtnl_link* link = rtnl_link_alloc();
+    rtnl_link_set_name(link, name.c_str());
+    rc = rtnl_link_delete(sk, link);
+    rtnl_link_put(link);
+  }
+  nl_socket_free(sk);
+  return rc == 0;
+}
+
+ScopedVethPair::ScopedVethPair(const std::string& prefix) {
+  std::string id;
+  for (unsigned long p = static_cast<unsigned long>(getpid()); p; p /= 36) id.insert(id.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[p % 36]);
+  a_ = prefix + id + "a";
+  b_ = prefix + id + "b";
+  if (a_.size() >= IFNAMSIZ) throw Error("veth name " + a_ + " longer than IFNAMSIZ");
+  make_veth_pair(a_, b_);
+}
+
+ScopedVethPair::~ScopedVethPair() {
+  // Deleting one end deletes its peer.
+  delete_link(a_);
+}
+
 }  // namespace sluice

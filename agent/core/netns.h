@@ -19,4 +19,26 @@ void run_in_netns(const std::string& name, const std::function<void()>& fn);
 // ends and `lo` up (netlink, no external tools). Throws Error.
 void make_veth_pair(const std::string& a, const std::string& b);
 
+// Deletes interface `name` (and so its veth peer) from the calling thread's
+// namespace; false if it was not there or the kernel refused.
+bool delete_link(const std::string& name);
+
+// A veth pair that exists exactly as long as this object: named
+// <prefix><pid base 36>a / ...b so two processes probing at once never
+// clash, created up, deleted (both ends) by the destructor even when the
+// code using it throws. Create and destroy it on the same thread (the
+// namespace is per thread inside run_in_new_netns).
+class ScopedVethPair {
+ public:
+  explicit ScopedVethPair(const std::string& prefix);
+  ~ScopedVethPair();
+  ScopedVethPair(const ScopedVethPair&) = delete;
+  ScopedVethPair& operator=(const ScopedVethPair&) = delete;
+  const std::string& a() const { return a_; }
+  const std::string& b() const { return b_; }
+
+ private:
+  std::string a_, b_;
+};
+
 }  // namespace sluice

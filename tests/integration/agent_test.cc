@@ -353,4 +353,35 @@ TEST(Check, ProbesCreateNoInterfaceInTheAgentsNamespace) {
   EXPECT_NE(o.find("lo:"), std::string::npos) << o;
 }
 
+// The probes' veth pair is deleted when its scope ends, whether the code
+// using it returns or throws, and the pid in its name keeps two processes'
+// pairs apart. Checked inside the namespace that holds it, so the result
+// does not depend on when the kernel tears a namespace down.
+TEST(Check, ScopedVethPairIsGoneWhenItsScopeEnds) {
+  std::string a, b;
+  run_in_new_netns([&] {
+    {
+      ScopedVethPair v("sltst");
+      a = v.a();
+      b = v.b();
+      EXPECT_NE(if_nametoindex(a.c_str()), 0u) << a;
+      EXPECT_NE(if_nametoindex(b.c_str()), 0u) << b;
+    }
+    EXPECT_EQ(if_nametoindex(a.c_str()), 0u) << a << " left behind";
+    EXPECT_EQ(if_nametoindex(b.c_str()), 0u) << b << " left behind";
+    try {
+      ScopedVethPair v("sltst");
+      throw std::runtime_error("probe failed");
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_EQ(if_nametoindex(a.c_str()), 0u) << a << " left behind after an exception";
+  });
+  std::string pid36;
+  for (unsigned long p = static_cast<unsigned long>(getpid()); p; p /= 36)
+    pid36.insert(pid36.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[p % 36]);
+  EXPECT_EQ(a, "sltst" + pid36 + "a");
+  EXPECT_EQ(b, "sltst" + pid36 + "b");
+  EXPECT_LT(a.size(), size_t(IFNAMSIZ));
+}
+
 }  // namespace

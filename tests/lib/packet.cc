@@ -49,11 +49,10 @@ size_t eth_len(const Bytes& f) {
 }  // namespace
 
 Bytes build(const PacketSpec& s) {
-  Bytes f;
-  // Ethernet: fixed MACs; tests do not care.
-  const uint8_t dmac[6] = {0x02, 0, 0, 0, 0, 2}, smac[6] = {0x02, 0, 0, 0, 0, 1};
-  f.insert(f.end(), dmac, dmac + 6);
-  f.insert(f.end(), smac, smac + 6);
+  // Ethernet: fixed MACs (destination, source); tests do not care. (Built
+  // as one list: GCC 12 -O3 warns -Wstringop-overflow on an insert into the
+  // empty vector, a known false positive.)
+  Bytes f = {0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1};
   uint16_t et = s.ethertype ? s.ethertype : (s.ipv6 ? 0x86DD : 0x0800);
   if (s.vlan >= 0) {
     f.push_back(0x81);

@@ -161,7 +161,11 @@ class AqmModule : public Module {
   // tcx link can be attached and later detached from here (closing it);
   // a clsact filter would need that namespace's netlink again.
   void attach_far_end(const ModuleContext& ctx) {
-    auto [ns, dev] = ctx.iface.far_end();
+    // Named variables, not a structured binding: clang before 16 cannot
+    // capture a binding in the lambda below.
+    const auto far = ctx.iface.far_end();
+    const std::string& ns = far.first;
+    const std::string& dev = far.second;
     far_end_ = ctx.iface.link_far_end;
     int fd = bpf_program__fd(skel_->progs.aqm_departure);
     auto attach = [&](AttachMode mode) {

@@ -11,6 +11,10 @@ namespace sluice::tg {
 Cdf Cdf::load(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw Error("cannot open CDF file " + path);
+  return parse(f, path);
+}
+
+Cdf Cdf::parse(std::istream& f, const std::string& path) {
   std::vector<Point> pts;
   std::string line;
   int n = 0;
@@ -33,8 +37,9 @@ Cdf Cdf::from_points(std::vector<Point> pts, const std::string& what) {
   if (pts.empty()) throw Error(what + ": no points");
   for (size_t i = 0; i < pts.size(); ++i) {
     const auto& q = pts[i];
-    if (!(q.bytes >= 1) || !(q.p >= 0 && q.p <= 1))
-      throw Error(what + ": point " + std::to_string(i + 1) + " out of range (bytes >= 1, 0 <= p <= 1)");
+    // A size beyond kMaxBytes (or inf/NaN) would not convert to a byte count.
+    if (!(q.bytes >= 1 && q.bytes <= kMaxBytes) || !(q.p >= 0 && q.p <= 1))
+      throw Error(what + ": point " + std::to_string(i + 1) + " out of range (1 <= bytes <= 1e15, 0 <= p <= 1)");
     if (i && (q.bytes < pts[i - 1].bytes || q.p < pts[i - 1].p))
       throw Error(what + ": point " + std::to_string(i + 1) + " decreases");
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,8 +20,11 @@ class Cdf {
     double bytes;
     double p;
   };
+  static constexpr double kMaxBytes = 1e15;  // largest flow size a point may name
   // Throws sluice::Error naming the file and line of a bad point.
   static Cdf load(const std::string& path);
+  // The same from a stream; `path` names it in errors.
+  static Cdf parse(std::istream& in, const std::string& path);
   static Cdf from_points(std::vector<Point> pts, const std::string& what = "cdf");
 
   // Draws a flow size (>= 1 byte) from u in [0,1).

@@ -115,6 +115,12 @@ TEST_F(ControlTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
         EXPECT_FALSE(b["ok"]);
         auto c = nlohmann::json::parse(raw("{\"cmd\": 5}\n"));
         EXPECT_FALSE(c["ok"]);
+        // A parse error quotes the byte it stopped at; one that is not
+        // UTF-8 once made the reply unserialisable and the exception left
+        // the event loop (found by fuzz_control).
+        auto e = nlohmann::json::parse(raw("\xff\n"));
+        EXPECT_FALSE(e["ok"]);
+        EXPECT_NE(e["error"].get<std::string>().find("bad JSON"), std::string::npos);
         std::string big(ControlServer::kMaxRequest + 10, 'x');
         auto d = nlohmann::json::parse(raw(big));
         EXPECT_FALSE(d["ok"]);
