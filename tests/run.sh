@@ -13,7 +13,7 @@
 #   tests/run.sh --build-type Debug|RelWithDebInfo|Release [--cxx clang++]
 #                             another build type / compiler, in
 #                             build-<type>-<compiler>/
-# CI=true (set by .ci/run) makes warnings errors (-DSLUICE_WERROR=ON).
+# SLUICE_WERROR=1 makes warnings errors (-DSLUICE_WERROR=ON).
 # SLUICE_BUILD_DIR overrides the build directory.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +39,7 @@ done
 tc-scripts/install-deps.sh
 
 cmake_args=(-DCMAKE_BUILD_TYPE="$build_type")
-[ "${CI:-}" = true ] && cmake_args+=(-DSLUICE_WERROR=ON)
+if [ "${SLUICE_WERROR:-}" = 1 ]; then cmake_args+=(-DSLUICE_WERROR=ON); fi
 case "$stage" in
   full)
     build=${SLUICE_BUILD_DIR:-$top/build} ;;
@@ -54,7 +54,7 @@ case "$stage" in
     cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                 -DSLUICE_SANITIZE=address,undefined -DSLUICE_FUZZ=ON
                 -DSLUICE_FUZZ_SECONDS="${SLUICE_FUZZ_SECONDS:-30}")
-    [ "${CI:-}" = true ] && cmake_args+=(-DSLUICE_WERROR=ON) ;;
+    if [ "${SLUICE_WERROR:-}" = 1 ]; then cmake_args+=(-DSLUICE_WERROR=ON); fi ;;
 esac
 
 cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
