@@ -3,8 +3,8 @@
 # builds what is missing, runs ctest. Extra arguments go to ctest, e.g.
 # `tests/run.sh -L unit`.
 #
-#   tests/run.sh              Release build in build/ (what a packager
-#                             builds), every label: unit bpf integration vm
+#   tests/run.sh              RelWithDebInfo build in build/ (Release: add
+#                             --build-type Release), every label
 #   tests/run.sh --sanitize   clang, ASan + UBSan (any report fails), in
 #                             build-sanitize/; labels unit bpf integration
 #   tests/run.sh --fuzz       the same build; each libFuzzer target for
@@ -24,7 +24,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 stage=full
-build_type=Release
+build_type=RelWithDebInfo
 cxx=
 while [ $# -gt 0 ]; do
   case "$1" in
