@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const sluice::Error&) {
     return 0;
   }
-  std::string shown = sluice::to_json(c).dump();
+  std::string shown = sluice::to_json(c, sluice::mechanisms()).dump();
   FUZZ_CHECK(!shown.empty());
   return 0;
 }
