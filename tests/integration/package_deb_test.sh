@@ -63,10 +63,11 @@ if command -v lintian >/dev/null; then
   #   copyright-without-copyright-notice: the tree names no copyright
   #     holder (docs/debian/copyright says "the sluice authors")
   #   no-manual-page for the lab instruments sluice-tg, sluice-qmon,
-  #     sluice-fault, sluice-wire: each documents itself with --help and
-  #     docs/lab.md; sluiced, sluicectl and sluiced.toml have pages
+  #     sluice-fault, sluice-wire and for TOP's sluice-top: each documents
+  #     itself with --help and docs/lab.md or docs/top.md; sluiced,
+  #     sluicectl and sluiced.toml have pages
   #   initial-upload-closes-no-bugs: not in Debian, no bug to close
-  allow='binary-from-other-architecture \[usr/lib/sluice/bpf/[a-z_]+\.bpf\.o\]|bogus-mail-host|copyright-without-copyright-notice|no-manual-page \[usr/bin/sluice-(tg|qmon|fault|wire)\]|initial-upload-closes-no-bugs'
+  allow='binary-from-other-architecture \[usr/lib/sluice/bpf/[a-z_]+\.bpf\.o\]|bogus-mail-host|copyright-without-copyright-notice|no-manual-page \[usr/bin/sluice-(tg|qmon|fault|wire|top)\]|initial-upload-closes-no-bugs'
   lintian --tag-display-limit 0 "$deb" >"$tmp/lintian.log" 2>&1 || true
   cat "$tmp/lintian.log"
   bad=$(grep -E '^[EW]: ' "$tmp/lintian.log" | grep -Ev "$allow" || true)
