@@ -216,10 +216,10 @@ TEST(BpfRandomInput, Flowstat) {
   drive("flowstat_out", bpf_program__fd(s->progs.flowstat_out), {kNext}, counters, true, 2);
   // The flow table stays within its bounds (the kernel enforces max_entries;
   // the program must count, not fail, once it is full).
-  uint32_t max = bpf_map__max_entries(s->maps.sl_flows);
+  uint32_t max = bpf_map__max_entries(s->maps.sl_fs_flows_v1);
   uint32_t entries = 0;
   sluice_flow_key k{}, next{};
-  int fd = bpf_map__fd(s->maps.sl_flows);
+  int fd = bpf_map__fd(s->maps.sl_fs_flows_v1);
   for (void* cur = nullptr; bpf_map_get_next_key(fd, cur, &next) == 0; cur = &k, k = next) ++entries;
   EXPECT_LE(entries, max);
 }
