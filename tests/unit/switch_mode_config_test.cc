@@ -122,7 +122,9 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
     EXPECT_EQ(p.where, b.where);
     EXPECT_NE(p.reason.find(b.reason_has), std::string::npos) << p.reason;
     // The message a user sees names the line.
-    if (!b.where.empty()) EXPECT_NE(p.to_string().find(b.where), std::string::npos);
+    if (!b.where.empty()) {
+      EXPECT_NE(p.to_string().find(b.where), std::string::npos);
+    }
   }
 }
 

@@ -192,8 +192,11 @@ TEST(Bfc, StickyKeepsAnIdleFlowsQueueForTwoHrtt) {
     sw.arrive(left + 5'000, pkt(0, 1, 1500, 5));  // idle 5 µs < 20 µs
     sw.run_until(10'000);
     const QueueId second = bfc.entry_queue(1, 5);
-    if (sticky) EXPECT_EQ(second, first);
-    else EXPECT_NE(second, first);
+    if (sticky) {
+      EXPECT_EQ(second, first);
+    } else {
+      EXPECT_NE(second, first);
+    }
     ASSERT_EQ(sw.departures().size(), 2u);
     const uint64_t left2 = sw.departures().back().start_ns;
     sw.arrive(left2 + 25'000, pkt(0, 1, 1500, 5));  // idle 25 µs > 20 µs

@@ -32,8 +32,9 @@ TEST(TcPriorities, NoTwoMechanismsShareOne) {
 
 TEST(TcPriorities, EveryMechanismWithAnInterfaceModuleDeclaresItsSlots) {
   for (const MechanismInfo& m : mechanisms()) {
-    if (m.host_module || m.switch_module)
+    if (m.host_module || m.switch_module) {
       EXPECT_FALSE(m.tc.empty()) << m.name << " attaches on interfaces but declares no tc priority";
+    }
   }
 }
 
