@@ -238,6 +238,9 @@ class Lab:
         self.tmp = tempfile.mkdtemp(prefix=f"sluice-lab-{self.prefix}")
         self.closed = False
         reap_stale(tag)
+        os.makedirs(OWNER_DIR, exist_ok=True)
+        with open(_owner_path(self.prefix), "w") as f:
+            f.write(f"{os.getpid()}\n")
 
     # -- names --------------------------------------------------------------
     def ns_name(self, short: str) -> str:
@@ -337,6 +340,10 @@ class Lab:
             else:
                 delete_namespaces(self.namespaces)
                 shutil.rmtree(self.tmp, ignore_errors=True)
+                try:
+                    os.unlink(_owner_path(self.prefix))
+                except OSError:
+                    pass
             self.closed = True
         finally:
             signal.signal(signal.SIGINT, old)
@@ -383,28 +390,49 @@ def list_lab_namespaces(tag: str = "l") -> dict:
     return out
 
 
+# Every run records its owner in OWNER_DIR/sl<tag><runid> (the pid in the
+# file); tests/lib/netns_fixture.cc does the same. A namespace name alone does
+# not say which tag it belongs to ("slt" + "p1ab" and "sltp" + "1ab" are one
+# string), so a run is reaped only when its marker names exactly this tag and
+# its pid, and that pid is gone; namespaces without a marker are left alone.
+OWNER_DIR = "/run/sluice-lab"
+
+
+def _owner_path(prefix: str) -> str:
+    return os.path.join(OWNER_DIR, prefix.rstrip("-"))
+
+
 def reap_stale(tag: str = "l"):
-    """Deletes namespaces of runs whose process no longer exists."""
-    for runid, names in list_lab_namespaces(tag).items():
-        try:
-            pid = int(runid, 36)
-        except ValueError:
+    """Deletes namespaces of runs (of this tag) whose process no longer exists."""
+    try:
+        runs = os.listdir(OWNER_DIR)
+    except FileNotFoundError:
+        runs = []
+    reaped = []
+    for run in runs:
+        if not run.startswith(f"sl{tag}"):
             continue
-        if pid and not _pid_alive(pid):
-            print(f"[lab] removing {len(names)} namespaces of dead run sl{tag}{runid}",
-                  file=sys.stderr)
+        try:
+            with open(os.path.join(OWNER_DIR, run)) as f:
+                pid = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid <= 0 or run != f"sl{tag}{base36(pid)}" or _pid_alive(pid):
+            continue
+        names = [n for n in list_lab_namespaces(tag).get(base36(pid), []) if n.startswith(run + "-")]
+        if names:
+            print(f"[lab] removing {len(names)} namespaces of dead run {run}", file=sys.stderr)
             delete_namespaces(names)
-    # Temp dirs of dead runs.
+        reaped.append(run)
+        try:
+            os.unlink(os.path.join(OWNER_DIR, run))
+        except OSError:
+            pass
+    # Temp dirs of the runs reaped above (named sluice-lab-<prefix>...).
     tmpd = tempfile.gettempdir()
     for d in os.listdir(tmpd):
-        m = re.match(rf"^sluice-lab-sl{tag}([0-9a-z]+)-", d)
-        if m:
-            try:
-                pid = int(m.group(1), 36)
-            except ValueError:
-                continue
-            if not _pid_alive(pid):
-                shutil.rmtree(os.path.join(tmpd, d), ignore_errors=True)
+        if any(d.startswith(f"sluice-lab-{run}-") for run in reaped):
+            shutil.rmtree(os.path.join(tmpd, d), ignore_errors=True)
 
 
 # --------------------------------------------------------------------------

@@ -566,15 +566,30 @@ TEST(BenchRun, DeadRunsAreReaped) {
   pid_t dead = fork();
   if (dead == 0) _exit(0);
   waitpid(dead, nullptr, 0);
-  const std::string stale = "sll" + base36(static_cast<unsigned long>(dead)) + "-x";
+  // A dead run of tag "l" (its owner marker names its pid), a live one, and
+  // a namespace that only looks like tag "l": "sll" + "z<pid36>" is also tag
+  // "lz" + "<pid36>", whose owner the name cannot tell; without a marker of
+  // its own it is never reaped.
+  const std::string dead_run = "sll" + base36(static_cast<unsigned long>(dead));
+  const std::string stale = dead_run + "-x";
   const std::string live = "sll" + base36(static_cast<unsigned long>(getpid())) + "-keep";
-  ASSERT_EQ(std::system(("ip netns add " + stale + " && ip netns add " + live).c_str()), 0);
+  const std::string other = "sllz" + base36(static_cast<unsigned long>(dead)) + "-other";
+  ASSERT_EQ(std::system(("mkdir -p /run/sluice-lab && echo " + std::to_string(dead) + " > /run/sluice-lab/" +
+                         dead_run + " && ip netns add " + stale + " && ip netns add " + live +
+                         " && ip netns add " + other).c_str()),
+            0);
   int rc = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo reap").c_str());
-  bool stale_gone = lab_namespaces(stale).empty(), live_kept = !lab_namespaces(live).empty();
-  std::system(("ip netns del " + live + " 2>/dev/null; ip netns del " + stale + " 2>/dev/null").c_str());
+  bool stale_gone = lab_namespaces(stale).empty(), live_kept = !lab_namespaces(live).empty(),
+       other_kept = !lab_namespaces(other).empty();
+  bool marker_gone = access(("/run/sluice-lab/" + dead_run).c_str(), F_OK) != 0;
+  std::system(("ip netns del " + live + " 2>/dev/null; ip netns del " + stale + " 2>/dev/null; ip netns del " +
+               other + " 2>/dev/null; rm -f /run/sluice-lab/" + dead_run)
+                  .c_str());
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(stale_gone) << "namespace of a dead run left";
+  EXPECT_TRUE(marker_gone) << "owner marker of a reaped run left";
   EXPECT_TRUE(live_kept) << "namespace of a live process removed";
+  EXPECT_TRUE(other_kept) << "namespace of another tag (no marker of this tag) removed";
 }
 
 }  // namespace

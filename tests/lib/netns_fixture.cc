@@ -100,32 +100,54 @@ std::string Process::log() const {
   return ss.str();
 }
 
+// Every run records its owner in kOwnerDir/<sl><tag><pid36> (the pid in the
+// file). The owner's pid cannot be read back from a namespace name alone:
+// "slt" + "p1ab" (tag t) and "sltp" + "1ab" (tag tp) are the same string, and
+// a reaper guessing the pid from the name deleted live namespaces of another
+// tag. A run is reaped only when its marker names exactly this tag and its
+// pid, and that pid is gone; namespaces without a marker are left alone.
+namespace {
+constexpr const char* kOwnerDir = "/run/sluice-lab";
+}
+
 void Lab::reap_stale(const std::string& tag) {
   const std::string pre = "sl" + tag;
-  DIR* d = opendir("/run/netns");
+  DIR* d = opendir(kOwnerDir);
   if (!d) return;
-  std::vector<std::string> stale;
+  std::vector<std::string> dead_runs;
   while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.rfind(pre, 0) != 0) continue;
-    // sl<tag><pid36>-<name>
-    auto dash = n.find('-', pre.size());
-    if (dash == std::string::npos) continue;
-    unsigned long pid = std::strtoul(n.substr(pre.size(), dash - pre.size()).c_str(), nullptr, 36);
-    if (pid && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(n);
+    std::string run = e->d_name;
+    if (run.rfind(pre, 0) != 0) continue;
+    std::ifstream f(std::string(kOwnerDir) + "/" + run);
+    unsigned long pid = 0;
+    if (!(f >> pid) || pid == 0 || run != pre + base36(pid)) continue;  // another tag's run
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead_runs.push_back(run);
   }
   closedir(d);
-  for (const auto& n : stale) {
-    std::string cmd = "ip netns pids " + n + " 2>/dev/null | xargs -r kill -9; ip netns del " + n + " 2>/dev/null";
-    if (std::system(cmd.c_str()) != 0) {
+  for (const auto& run : dead_runs) {
+    std::vector<std::string> stale;
+    if (DIR* n = opendir("/run/netns")) {
+      while (dirent* e = readdir(n)) {
+        std::string name = e->d_name;
+        if (name.rfind(run + "-", 0) == 0) stale.push_back(name);
+      }
+      closedir(n);
     }
-    std::fprintf(stderr, "[lab] removed stale namespace %s of a dead run\n", n.c_str());
+    for (const auto& ns : stale) {
+      std::string cmd = "ip netns pids " + ns + " 2>/dev/null | xargs -r kill -9; ip netns del " + ns + " 2>/dev/null";
+      if (std::system(cmd.c_str()) != 0) {
+      }
+      std::fprintf(stderr, "[lab] removed stale namespace %s of a dead run\n", ns.c_str());
+    }
+    ::unlink((std::string(kOwnerDir) + "/" + run).c_str());
   }
 }
 
 Lab::Lab(const std::string& tag) : tag_(tag) {
   reap_stale(tag);
   prefix_ = "sl" + tag + base36(static_cast<unsigned long>(getpid())) + "-";
+  ::mkdir(kOwnerDir, 0755);
+  std::ofstream(std::string(kOwnerDir) + "/" + prefix_.substr(0, prefix_.size() - 1)) << getpid() << "\n";
   char tmpl[] = "/tmp/sluice-lab-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
   tmp_ = tmpl;
@@ -139,6 +161,7 @@ Lab::~Lab() {
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "[lab] could not delete namespace %s\n", it->c_str());
   }
   if (!bpffs_.empty()) umount2(bpffs_.c_str(), MNT_DETACH);
+  ::unlink((std::string(kOwnerDir) + "/" + prefix_.substr(0, prefix_.size() - 1)).c_str());
   std::string rm = "rm -rf " + tmp_;
   if (std::system(rm.c_str()) != 0) {
   }
