@@ -16,12 +16,8 @@ std::string str(const json& j, const char* key) { return j.at(key).get<std::stri
 // would convert an out-of-range float with undefined behaviour).
 unsigned long long count(const json& j, const char* key) {
   const json& v = j.at(key);
-  if (v.is_number_unsigned()) return v.get<unsigned long long>();
-  if (v.is_number_integer() && v.get<long long>() >= 0) return static_cast<unsigned long long>(v.get<long long>());
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (d >= 0 && d < 18446744073709551616.0) return static_cast<unsigned long long>(d);
-  }
+  unsigned long long n = 0;
+  if (as_count(v, &n)) return n;
   throw std::out_of_range(std::string("\"") + key + "\" is not a count: " + v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 long long integer(const json& j, const char* key) {
@@ -54,6 +50,25 @@ void flatten(const json& j, const std::string& prefix, std::string& out) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
+
+bool as_count(const json& v, unsigned long long* out) {
+  if (v.is_number_unsigned()) {
+    *out = v.get<unsigned long long>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<long long>() >= 0) {
+    *out = static_cast<unsigned long long>(v.get<long long>());
+    return true;
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (d >= 0 && d < 18446744073709551616.0) {
+      *out = static_cast<unsigned long long>(d);
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string human_bytes(double b) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -13,6 +13,10 @@
 namespace sluice::ctl {
 
 std::string human_bytes(double bytes);  // "3.4 MiB"
+// *out = v as a counter when v is a non-negative integer or a float that
+// fits in 64 bits; false otherwise (json's get<uint64_t>() of an
+// out-of-range float is a conversion with undefined behaviour).
+bool as_count(const nlohmann::json& v, unsigned long long* out);
 void print_status(std::FILE* out, const nlohmann::json& reply);
 void print_stats(std::FILE* out, const nlohmann::json& reply);
 void print_flows(std::FILE* out, const nlohmann::json& reply);

@@ -2,11 +2,24 @@
 
 #include <cstdio>
 
+#include "ctl/print.h"
+
 namespace sluice::sw {
 
+// The status reply is sluicectl's untrusted input: every lookup goes through
+// find() (the const operator[] reads past the object for a missing key) and
+// every counter through ctl::as_count.
 namespace {
+const nlohmann::json& member(const nlohmann::json& j, const char* k) {
+  static const nlohmann::json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(k);
+  return it == j.end() ? kNull : *it;
+}
+// A counter, 0 when absent or not a count.
 uint64_t u(const nlohmann::json& j, const char* k) {
-  return j.contains(k) && j[k].is_number() ? j[k].get<uint64_t>() : 0;
+  unsigned long long n = 0;
+  return ctl::as_count(member(j, k), &n) ? n : 0;
 }
 }  // namespace
 
@@ -17,7 +30,7 @@ std::string render_switch_text(const nlohmann::json& sw) {
                 sw.value("logic", std::string("?")).c_str(), (unsigned long long)u(sw, "fail_open_ms"));
   s += line;
   for (const auto& p : sw.value("ports", nlohmann::json::array())) {
-    const auto& c = p["control"];
+    const auto& c = member(p, "control");
     std::snprintf(line, sizeof(line),
                   "port %s (%s) id %llu  %.0f Mbit/s  control in %llu out %llu rejected %llu  pauses %llu "
                   "(failed %llu)\n",
@@ -26,10 +39,11 @@ std::string render_switch_text(const nlohmann::json& sw) {
                   (unsigned long long)u(c, "out"), (unsigned long long)u(c, "rejected"),
                   (unsigned long long)u(p, "pause_changes"), (unsigned long long)u(p, "pause_failures"));
     s += line;
-    if (c.contains("rejected_by_reason") && !c["rejected_by_reason"].empty()) {
+    const auto& rejected = member(c, "rejected_by_reason");
+    if (rejected.is_object() && !rejected.empty()) {
       s += "  rejected:";
-      for (auto it = c["rejected_by_reason"].begin(); it != c["rejected_by_reason"].end(); ++it)
-        s += " " + it.key() + "=" + std::to_string(it.value().get<uint64_t>());
+      for (auto it = rejected.begin(); it != rejected.end(); ++it)
+        s += " " + it.key() + "=" + std::to_string(u(rejected, it.key().c_str()));
       s += "\n";
     }
     s += "  queue    depth_B  depth_pkts  paused     pkts_in    pkts_out   dropped\n";
@@ -42,9 +56,10 @@ std::string render_switch_text(const nlohmann::json& sw) {
     };
     for (const auto& q : p.value("queues", nlohmann::json::array()))
       row(std::to_string(u(q, "queue")), q, q.value("paused", false) ? "yes" : "no");
-    if (p.contains("fallback")) row("fb", p["fallback"], "never");
+    if (p.is_object() && p.contains("fallback")) row("fb", member(p, "fallback"), "never");
   }
-  if (sw.contains("logic_state")) s += "logic state: " + sw["logic_state"].dump() + "\n";
+  if (sw.is_object() && sw.contains("logic_state"))
+    s += "logic state: " + member(sw, "logic_state").dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   return s;
 }
 

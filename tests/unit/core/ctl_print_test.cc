@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ctl/print.h"
+#include "switch/view.h"
 
 namespace {
 
@@ -74,6 +75,28 @@ TEST(CtlPrint, HumanBytes) {
   EXPECT_EQ(sluice::ctl::human_bytes(0), "0 B");
   EXPECT_EQ(sluice::ctl::human_bytes(1536), "1.5 KiB");
   EXPECT_FALSE(sluice::ctl::human_bytes(1e308).empty());
+}
+
+// `sluicectl switch`'s text view of the same untrusted reply: missing
+// members, counters that are not counts (negative, 1e30, strings) print as 0
+// and never read past the reply; a well-formed reply prints its numbers.
+TEST(CtlPrint, SwitchViewToleratesHostileReplies) {
+  json good = json::parse(R"({"logic":"fifo","fail_open_ms":1000,"ports":[{"name":"p0","role":"switch-facing",
+      "port_id":1,"rate_bps":1e8,"control":{"in":3,"out":4,"rejected":2,"rejected_by_reason":{"WRONG_PORT":2}},
+      "queues":[{"queue":0,"depth_bytes":1514,"paused":true,"pkts_in":7}]}]})");
+  std::string t = sluice::sw::render_switch_text(good);
+  EXPECT_NE(t.find("control in 3 out 4 rejected 2"), std::string::npos) << t;
+  EXPECT_NE(t.find("WRONG_PORT=2"), std::string::npos) << t;
+  EXPECT_NE(t.find("1514"), std::string::npos) << t;
+
+  json hostile = json::parse(R"({"fail_open_ms":-5,"ports":[{"port_id":1e30,
+      "control":{"in":-1,"rejected_by_reason":{"X":"many","Y":-3.5,"Z":1e300}},
+      "queues":[{"queue":"zero","depth_bytes":-1e30}],"fallback":[]},{"name":"p1"}],"logic_state":"\u00ff"})");
+  std::string h;
+  ASSERT_NO_THROW(h = sluice::sw::render_switch_text(hostile));
+  EXPECT_NE(h.find("fail-open after 0 ms"), std::string::npos) << h;
+  EXPECT_NE(h.find("X=0 Y=0 Z=0"), std::string::npos) << h;
+  EXPECT_NE(h.find("port p1 (?)"), std::string::npos) << h;
 }
 
 }  // namespace
