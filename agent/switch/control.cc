@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+
+#include "sluice/switch.h"
 
 namespace sluice::sw {
 
@@ -65,6 +68,17 @@ Addr addr_parse(std::string_view text) {
   Addr a{};
   if (inet_pton(AF_INET6, s.c_str(), a.data()) == 1) return a;
   throw std::invalid_argument("not an IPv4 or IPv6 address: '" + s + "'");
+}
+
+uint32_t flow_hash(std::string_view src, std::string_view dst, uint16_t sport, uint16_t dport, uint8_t proto) {
+  sl_sw_flow_tuple t{};
+  const Addr s = addr_parse(src), d = addr_parse(dst);
+  std::copy(s.begin(), s.end(), t.src);
+  std::copy(d.begin(), d.end(), t.dst);
+  t.sport = htons(sport);
+  t.dport = htons(dport);
+  t.proto = proto;
+  return sl_sw_flow_hash(&t);
 }
 
 std::string addr_str(const Addr& a) {

@@ -19,6 +19,9 @@ using Addr = std::array<uint8_t, 16>;
 Addr addr_v4(uint32_t be_addr);
 Addr addr_parse(std::string_view text);  // "10.0.0.1" or an IPv6 literal; throws on bad text
 std::string addr_str(const Addr& a);
+// The switch's flow hash (sl_sw_flow_hash, what the classifier computes) of a
+// 5-tuple given as address text and host-order ports; throws on bad text.
+uint32_t flow_hash(std::string_view src, std::string_view dst, uint16_t sport, uint16_t dport, uint8_t proto);
 
 enum class CtrlType : uint8_t {
   kCredit = SL_CTRL_CREDIT,

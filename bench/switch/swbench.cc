@@ -80,17 +80,6 @@ void sleep_until(uint64_t t) {
 
 constexpr uint16_t kSportBase = 4000, kDportBase = 5000;
 
-uint32_t flow_hash(const std::string& src, const std::string& dst, uint16_t sport, uint16_t dport) {
-  sl_sw_flow_tuple t{};
-  auto s = sw::addr_parse(src), d = sw::addr_parse(dst);
-  std::copy(s.begin(), s.end(), t.src);
-  std::copy(d.begin(), d.end(), t.dst);
-  t.sport = htons(sport);
-  t.dport = htons(dport);
-  t.proto = 17;
-  return sl_sw_flow_hash(&t);
-}
-
 // ---- gen ----
 int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t rate_bps, double secs,
             int payload) {
@@ -211,7 +200,7 @@ int run_switch(const std::string& dev, int queues, uint64_t rate_bps, const std:
   check(bpf_map_update_elem(bpf_map__fd(skel->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
   // The logic of this benchmark: flow i on queue i % queues.
   for (int i = 0; i < flows; ++i) {
-    sl_sw_flow_key k{0, flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i))};
+    sl_sw_flow_key k{0, sw::flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i), IPPROTO_UDP)};
     uint32_t q = uint32_t(i % queues);
     check(bpf_map_update_elem(bpf_map__fd(skel->maps.sl_sw_flowq_v1), &k, &q, BPF_ANY), "sl_sw_flowq_v1");
   }
@@ -300,7 +289,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   uint32_t key = uint32_t(ifindex);
   check(bpf_map_update_elem(bpf_map__fd(gate->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
   for (int i = 0; i < flows; ++i) {
-    uint32_t h = flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i));
+    uint32_t h = sw::flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i), IPPROTO_UDP);
     uint32_t q = uint32_t(i % queues);
     check(bpf_map_update_elem(bpf_map__fd(hold->maps.sl_swh_flowq_v1), &h, &q, BPF_ANY), "flow queue");
   }

@@ -161,14 +161,7 @@ TEST_F(SwportTest, OtherTrafficIsNotOurs) {
 
 // The flow hash of a PacketSpec, computed as the logic does.
 uint32_t spec_hash(const PacketSpec& s) {
-  sl_sw_flow_tuple t{};
-  auto src = sw::addr_parse(s.src), dst = sw::addr_parse(s.dst);
-  std::copy(src.begin(), src.end(), t.src);
-  std::copy(dst.begin(), dst.end(), t.dst);
-  t.sport = htons(s.sport);
-  t.dport = htons(s.dport);
-  t.proto = s.proto;
-  return sl_sw_flow_hash(&t);
+  return sw::flow_hash(s.src, s.dst, s.sport, s.dport, s.proto);
 }
 
 TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {

@@ -8,21 +8,14 @@
 // Mbit/s) in another queue keeps flowing through A (no head-of-line
 // blocking). The backlog moves from B to A: B's congested queue does not
 // tail-drop while A's paused queue does.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <fstream>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "lib/netns_fixture.h"
-#include "sluice/switch.h"
-#include "switch/control.h"
+#include "lib/switch_lab.h"
 
 using namespace sluice;
 using namespace sluice::test;
@@ -34,86 +27,8 @@ namespace {
 constexpr uint16_t kDport = 7100;
 constexpr int kQueues = 4;
 
-uint32_t flow_hash(const char* src, const char* dst, uint16_t sport, uint16_t dport) {
-  sl_sw_flow_tuple t{};
-  auto s = sw::addr_parse(src), d = sw::addr_parse(dst);
-  std::copy(s.begin(), s.end(), t.src);
-  std::copy(d.begin(), d.end(), t.dst);
-  t.sport = htons(sport);
-  t.dport = htons(dport);
-  t.proto = 17;
-  return sl_sw_flow_hash(&t);
-}
-
-struct Sink {
-  std::atomic<uint64_t> got{0};
-  std::atomic<bool> stop{false};
-  std::thread t;
-  int fd = -1;
-  void start(const std::string& ns) {
-    InNetns in(ns);
-    fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(kDport);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-    t = std::thread([this] {
-      char buf[2048];
-      while (!stop) {
-        pollfd pf{fd, POLLIN, 0};
-        poll(&pf, 1, 20);
-        while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) ++got;
-      }
-    });
-  }
-  ~Sink() {
-    stop = true;
-    if (t.joinable()) t.join();
-    if (fd >= 0) close(fd);
-  }
-};
-
-// `per_ms` datagrams of 1000 B every millisecond (8 Mbit/s each).
-struct Source {
-  std::atomic<uint64_t> sent{0};
-  std::atomic<bool> stop{false};
-  std::thread t;
-  int fd = -1;
-  void start(const std::string& ns, const std::string& dst, uint16_t sport, int per_ms) {
-    InNetns in(ns);
-    fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(sport);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-    a.sin_port = htons(kDport);
-    inet_pton(AF_INET, dst.c_str(), &a.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    t = std::thread([this, per_ms] {
-      char buf[1000] = {};
-      auto next = std::chrono::steady_clock::now();
-      while (!stop) {
-        for (int i = 0; i < per_ms; ++i)
-          if (send(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) ++sent;
-        next += 1ms;
-        std::this_thread::sleep_until(next);
-      }
-    });
-  }
-  ~Source() {
-    stop = true;
-    if (t.joinable()) t.join();
-    if (fd >= 0) close(fd);
-  }
-};
-
 class BfcChain : public ::testing::Test {
  protected:
-  struct Agent {
-    std::string ns, cfg, sock;
-    Process proc;
-  };
-
   void SetUp() override {
     lab_ = std::make_unique<Lab>("bc");
     h1_ = lab_->add_ns("h1");
@@ -137,107 +52,60 @@ class BfcChain : public ::testing::Test {
     ASSERT_EQ(lab_->nsh(b_, "ip route add 10.73.1.0/24 via 10.73.9.1"), 0);
     ASSERT_EQ(lab_->nsh(a_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
     ASSERT_EQ(lab_->nsh(b_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
-    write_cfg(A_, a_, "a", {{a1_, "host-facing", 0}, {a2_, "switch-facing", 0}});
-    write_cfg(B_, b_, "b", {{b1_, "switch-facing", 0}, {b2_, "host-facing", 10}, {b3_, "host-facing", 0}});
+    const std::string keys = "logic = \"bfc\"\nqueues = " + std::to_string(kQueues) +
+                             "\nrate_mbit = 100\nbuffer_bytes = 65536\nfail_open_ms = 500\n";
+    A_ = std::make_unique<SwitchAgent>(*lab_, a_, "a");
+    B_ = std::make_unique<SwitchAgent>(*lab_, b_, "b");
+    A_->configure(keys, {{a1_, "host-facing"}, {a2_, "switch-facing"}});
+    B_->configure(keys, {{b1_, "switch-facing"}, {b2_, "host-facing", 10}, {b3_, "host-facing"}});
   }
   void TearDown() override {
-    A_.proc.stop();
-    B_.proc.stop();
+    if (A_) A_->stop();
+    if (B_) B_->stop();
     lab_.reset();
-  }
-
-  struct PortSpec {
-    std::string name, role;
-    int rate_mbit;  // 0 = the switch's default
-  };
-  void write_cfg(Agent& ag, const std::string& ns, const std::string& tag, const std::vector<PortSpec>& ports) {
-    ag.ns = ns;
-    ag.sock = lab_->tmpdir() + "/" + tag + ".sock";
-    ag.cfg = lab_->tmpdir() + "/" + tag + ".toml";
-    std::ofstream f(ag.cfg);
-    f << "[agent]\npin_root = \"" << lab_->bpffs() << "/sluice" << tag << "\"\nstate_dir = \"" << lab_->tmpdir()
-      << "/state" << tag << "\"\ncontrol_socket = \"" << ag.sock << "\"\n[metrics]\nenabled = false\n"
-      << "[switch]\nlogic = \"bfc\"\nqueues = " << kQueues
-      << "\nrate_mbit = 100\nbuffer_bytes = 65536\nfail_open_ms = 500\n";
-    for (const auto& p : ports) {
-      f << "[[switch.ports]]\nname = \"" << p.name << "\"\nrole = \"" << p.role << "\"\n";
-      if (p.rate_mbit) f << "rate_mbit = " << p.rate_mbit << "\n";
-    }
-  }
-  void start(Agent& ag, const std::string& tag) {
-    ag.proc = lab_->spawn(ag.ns, {build_path("agent/sluiced"), "-c", ag.cfg}, "sluiced-" + tag);
-    bool up = eventually([&] { return ctl_ok(ag); }, 15s);
-    ASSERT_TRUE(up) << "sluiced " << tag << " did not come up; log:\n"
-                    << ag.proc.log() << "\nsluicectl: "
-                    << lab_->out(build_path("agent/sluicectl") + " -s " + ag.sock + " switch --json 2>&1");
-  }
-  bool ctl_ok(Agent& ag) {
-    int st = -1;
-    lab_->out(build_path("agent/sluicectl") + " -s " + ag.sock + " switch --json >/dev/null 2>&1", &st);
-    return st == 0;
-  }
-  json state(Agent& ag) {
-    int st = -1;
-    std::string o = lab_->out(build_path("agent/sluicectl") + " -s " + ag.sock + " switch --json", &st);
-    EXPECT_EQ(st, 0) << o;
-    try {
-      return json::parse(o);
-    } catch (...) {
-      ADD_FAILURE() << "no JSON: " << o;
-      return json::object();
-    }
-  }
-  static const json& port_of(const json& s, const std::string& name) {
-    for (const auto& p : s["ports"])
-      if (p["name"] == name) return p;
-    static const json kNone = json::object();
-    ADD_FAILURE() << "no port " << name << " in " << s.dump();
-    return kNone;
   }
 
   std::unique_ptr<Lab> lab_;
   std::string h1_, a_, b_, h2_, h3_, a1_, a2_, b1_, b2_, b3_;
-  Agent A_, B_;
+  std::unique_ptr<SwitchAgent> A_, B_;
 };
 
 TEST_F(BfcChain, CongestedEgressPausesTheUpstreamQueueOtherQueueKeepsFlowing) {
   ASSERT_EQ(geteuid(), 0u);
-  start(A_, "a");
-  if (HasFatalFailure()) return;
-  start(B_, "b");
-  if (HasFatalFailure()) return;
+  ASSERT_TRUE(A_->start());
+  ASSERT_TRUE(B_->start());
 
   // Source ports whose flows land in different queues (flow_hash % 4, the
   // classifier's choice for the bfc logic in sluiced).
   const uint16_t sport_heavy = 42000;
-  const uint16_t qh = uint16_t(flow_hash("10.73.1.2", "10.73.2.2", sport_heavy, kDport) % kQueues);
+  const uint16_t qh = udp_queue("10.73.1.2", "10.73.2.2", sport_heavy, kDport, kQueues);
   uint16_t sport_light = 0;
   for (uint16_t p = 42001; p < 42200 && !sport_light; ++p)
-    if (flow_hash("10.73.1.2", "10.73.3.2", p, kDport) % kQueues != qh) sport_light = p;
+    if (udp_queue("10.73.1.2", "10.73.3.2", p, kDport, kQueues) != qh) sport_light = p;
   ASSERT_NE(sport_light, 0);
-  const uint16_t ql = uint16_t(flow_hash("10.73.1.2", "10.73.3.2", sport_light, kDport) % kQueues);
+  const uint16_t ql = udp_queue("10.73.1.2", "10.73.3.2", sport_light, kDport, kQueues);
 
-  Sink heavy_rx, light_rx;
-  heavy_rx.start(h2_);
-  light_rx.start(h3_);
-  Source heavy, light;
-  heavy.start(h1_, "10.73.2.2", sport_heavy, 5);  // ~40 Mbit/s into B's 10 Mbit/s port
-  light.start(h1_, "10.73.3.2", sport_light, 1);  // ~8 Mbit/s, uncongested path
+  UdpSink heavy_rx, light_rx;
+  heavy_rx.start(h2_, {kDport});
+  light_rx.start(h3_, {kDport});
+  UdpSource heavy, light;
+  heavy.start(h1_, {{"10.73.2.2", kDport, sport_heavy, 5}});  // ~40 Mbit/s into B's 10 Mbit/s port
+  light.start(h1_, {{"10.73.3.2", kDport, sport_light, 1}});  // ~8 Mbit/s, uncongested path
   if (HasFatalFailure()) return;
 
   // B pauses A's heavy queue.
   ASSERT_TRUE(eventually(
       [&] {
-        json s = state(A_);
+        json s = A_->state();
         return s["logic_state"]["counters"]["pauses_rx"].get<uint64_t>() > 0;
       },
       5s))
-      << "A received no PAUSE; B: " << state(B_).dump(2) << "\nB log:\n" << B_.proc.log();
+      << "A received no PAUSE; B: " << B_->state().dump(2) << "\nB log:\n" << B_->proc().log();
 
-  uint64_t h0 = heavy_rx.got, l0 = light_rx.got, ls0 = light.sent;
+  uint64_t h0 = heavy_rx.got(), l0 = light_rx.got(), ls0 = light.sent();
   std::this_thread::sleep_for(3s);
-  uint64_t heavy_got = heavy_rx.got - h0, light_got = light_rx.got - l0, light_sent = light.sent - ls0;
-  json sa = state(A_), sb = state(B_);
+  uint64_t heavy_got = heavy_rx.got() - h0, light_got = light_rx.got() - l0, light_sent = light.sent() - ls0;
+  json sa = A_->state(), sb = B_->state();
   const json& ca = sa["logic_state"]["counters"];
   const json& cb = sb["logic_state"]["counters"];
   std::printf("3 s: heavy delivered %lu datagrams (%.1f Mbit/s), light %lu of %lu sent; B pauses %lu resumes %lu "
@@ -246,16 +114,16 @@ TEST_F(BfcChain, CongestedEgressPausesTheUpstreamQueueOtherQueueKeepsFlowing) {
               (unsigned long)light_sent, (unsigned long)cb["pauses_sent"].get<uint64_t>(),
               (unsigned long)cb["resumes_sent"].get<uint64_t>(), (unsigned long)cb["bitmaps_sent"].get<uint64_t>(),
               (unsigned long)ca["pauses_rx"].get<uint64_t>(), (unsigned long)ca["resumes_rx"].get<uint64_t>());
-  std::printf("A port %s: %s\nB port %s: %s\n", a2_.c_str(), port_of(sa, a2_)["queues"].dump().c_str(), b2_.c_str(),
-              port_of(sb, b2_)["queues"].dump().c_str());
+  std::printf("A port %s: %s\nB port %s: %s\n", a2_.c_str(), SwitchAgent::port(sa, a2_)["queues"].dump().c_str(), b2_.c_str(),
+              SwitchAgent::port(sb, b2_)["queues"].dump().c_str());
 
   // B paused and resumed A's heavy queue, repeatedly, and only that queue.
   EXPECT_GT(cb["pauses_sent"].get<uint64_t>(), 1u);
   EXPECT_GT(cb["resumes_sent"].get<uint64_t>(), 1u);
   EXPECT_GT(ca["pauses_rx"].get<uint64_t>(), 1u);
   EXPECT_GT(ca["resumes_rx"].get<uint64_t>(), 1u);
-  const json& qa_heavy = port_of(sa, a2_)["queues"][qh];
-  const json& qa_light = port_of(sa, a2_)["queues"][ql];
+  const json qa_heavy = SwitchAgent::port(sa, a2_)["queues"][qh];
+  const json qa_light = SwitchAgent::port(sa, a2_)["queues"][ql];
   EXPECT_GT(qa_heavy["dropped"].get<uint64_t>(), 0u) << "the backlog did not move to A's paused queue";
   EXPECT_EQ(qa_light["dropped"].get<uint64_t>(), 0u);
   // No head-of-line blocking: the light flow, in another queue of the same
@@ -264,21 +132,22 @@ TEST_F(BfcChain, CongestedEgressPausesTheUpstreamQueueOtherQueueKeepsFlowing) {
   // The heavy flow still gets a good part of B's 10 Mbit/s (RESUMEs as B
   // drains), while B's own queue for it does not overflow.
   EXPECT_GT(heavy_got * 1042 * 8, uint64_t(3 * 10e6 * 0.4)) << "the heavy flow starved";
-  const json& qb_heavy = port_of(sb, b2_)["queues"][qh];
+  const json qb_heavy = SwitchAgent::port(sb, b2_)["queues"][qh];
   EXPECT_LT(qb_heavy["dropped"].get<uint64_t>(), qa_heavy["dropped"].get<uint64_t>() / 10)
       << "B dropped instead of pushing back";
 
   // Stop the heavy flow: B resumes everything.
-  heavy.stop = true;
+  heavy.halt();
   EXPECT_TRUE(eventually(
       [&] {
-        json s = state(A_);
-        for (const auto& q : port_of(s, a2_)["queues"])
+        json s = A_->state();
+        const json port = SwitchAgent::port(s, a2_);
+        for (const auto& q : port.value("queues", json::array()))
           if (q["paused"] == true) return false;
         return true;
       },
       5s))
-      << state(A_).dump(2);
+      << A_->state().dump(2);
 }
 
 }  // namespace

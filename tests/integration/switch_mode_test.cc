@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "lib/netns_fixture.h"
+#include "lib/switch_lab.h"
 #include "sluice/switch.h"
 #include "switch/control.h"
 
@@ -38,85 +39,6 @@ using nlohmann::json;
 namespace {
 
 constexpr uint16_t kDport = 7000;
-
-uint32_t flow_hash(const char* src, const char* dst, uint16_t sport, uint16_t dport) {
-  sl_sw_flow_tuple t{};
-  auto s = sw::addr_parse(src), d = sw::addr_parse(dst);
-  std::copy(s.begin(), s.end(), t.src);
-  std::copy(d.begin(), d.end(), t.dst);
-  t.sport = htons(sport);
-  t.dport = htons(dport);
-  t.proto = 17;
-  return sl_sw_flow_hash(&t);
-}
-
-// Counts datagrams per destination port in the receiver's namespace.
-struct Sink {
-  std::atomic<uint64_t> got[2]{};
-  std::atomic<bool> stop{false};
-  std::thread t;
-  int fds[2] = {-1, -1};
-  void start(const std::string& ns) {
-    InNetns in(ns);
-    for (int i = 0; i < 2; ++i) {
-      fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(kDport + i);
-      ASSERT_EQ(bind(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-      timeval tv{0, 20'000};
-      setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    }
-    t = std::thread([this] {
-      char buf[2048];
-      while (!stop) {
-        pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-        poll(pf, 2, 20);
-        for (int i = 0; i < 2; ++i)
-          while (recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT) > 0) ++got[i];
-      }
-    });
-  }
-  ~Sink() {
-    stop = true;
-    if (t.joinable()) t.join();
-    for (int fd : fds)
-      if (fd >= 0) close(fd);
-  }
-};
-
-// Two paced UDP flows (about 8 Mbit/s each).
-struct Source {
-  std::atomic<bool> stop{false};
-  std::thread t;
-  int fds[2] = {-1, -1};
-  void start(const std::string& ns, const std::string& dst, const uint16_t sports[2]) {
-    InNetns in(ns);
-    for (int i = 0; i < 2; ++i) {
-      fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(sports[i]);
-      ASSERT_EQ(bind(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-      a.sin_port = htons(kDport + i);
-      inet_pton(AF_INET, dst.c_str(), &a.sin_addr);
-      ASSERT_EQ(connect(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    }
-    t = std::thread([this] {
-      char buf[1000] = {};
-      while (!stop) {
-        for (int i = 0; i < 2; ++i) send(fds[i], buf, sizeof(buf), MSG_DONTWAIT);
-        std::this_thread::sleep_for(1ms);
-      }
-    });
-  }
-  ~Source() {
-    stop = true;
-    if (t.joinable()) t.join();
-    for (int fd : fds)
-      if (fd >= 0) close(fd);
-  }
-};
 
 // Sends one control frame out of `ifname` in `ns` (the neighbour's side).
 void send_frame(const std::string& ns, const std::string& ifname, sw::CtrlType type, uint16_t queue, uint32_t seq) {
@@ -154,61 +76,34 @@ class SwitchMode : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.71.1.1"), 0);
     ASSERT_EQ(lab_->nsh(h2_, "ip route add default via 10.71.2.1"), 0);
     ASSERT_EQ(lab_->nsh(sw_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
-    sock_ = lab_->tmpdir() + "/sluiced.sock";
-    cfg_ = lab_->tmpdir() + "/sluiced.toml";
-    std::ofstream f(cfg_);
-    f << "[agent]\npin_root = \"" << lab_->bpffs() << "/sluice\"\nstate_dir = \"" << lab_->tmpdir()
-      << "/state\"\ncontrol_socket = \"" << sock_ << "\"\nattach_mode = \"" << GetParam()
-      << "\"\n[metrics]\nenabled = false\n"
-      << "[switch]\nlogic = \"pfc\"\nqueues = 2\nrate_mbit = 100\nfail_open_ms = 1000\n"
-      << "[[switch.ports]]\nname = \"" << swa_ << "\"\nrole = \"host-facing\"\n"
-      << "[[switch.ports]]\nname = \"" << swb_ << "\"\nrole = \"switch-facing\"\n";
+    agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
+    agent_->configure("logic = \"pfc\"\nqueues = 2\nrate_mbit = 100\nfail_open_ms = 1000\n",
+                      {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
   }
   void TearDown() override {
-    agent_.stop();
+    if (agent_) agent_->stop();
     lab_.reset();
   }
 
-  void start_agent() {
-    agent_ = lab_->spawn(sw_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced");
-    bool up = eventually([&] { return ctl_ok(); }, 10s);
-    ASSERT_TRUE(up) << "sluiced did not come up; log:\n" << agent_.log();
-  }
-  bool ctl_ok() {
-    int st = -1;
-    lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json >/dev/null 2>&1", &st);
-    return st == 0;
-  }
-  json sw_state() {
-    int st = -1;
-    std::string o = lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json", &st);
-    EXPECT_EQ(st, 0) << o;
-    try {
-      return json::parse(o);
-    } catch (...) {
-      ADD_FAILURE() << "no JSON: " << o;
-      return json::object();
-    }
-  }
-  static const json& port_of(const json& s, const std::string& name) {
-    for (const auto& p : s["ports"])
-      if (p["name"] == name) return p;
-    static const json kNone = json::object();
-    ADD_FAILURE() << "no port " << name << " in " << s.dump();
-    return kNone;
+  void start_agent() { ASSERT_TRUE(agent_->start()); }
+  json sw_state() { return agent_->state(); }
+  // Paced flows h1 -> h2: flow i from sports_[i] to kDport + i, ~8 Mbit/s each.
+  void start_flows() {
+    sink_.start(h2_, {kDport, uint16_t(kDport + 1)});
+    src_.start(h1_, {{"10.71.2.2", kDport, sports_[0], 1}, {"10.71.2.2", uint16_t(kDport + 1), sports_[1], 1}});
   }
   // Datagrams flow i got during `d`.
   uint64_t got_during(int i, std::chrono::milliseconds d) {
-    uint64_t a = sink_.got[i];
+    uint64_t a = sink_.got(size_t(i));
     std::this_thread::sleep_for(d);
-    return sink_.got[i] - a;
+    return sink_.got(size_t(i)) - a;
   }
 
   std::unique_ptr<Lab> lab_;
-  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_, sock_, cfg_;
-  Process agent_;
-  Sink sink_;
-  Source src_;
+  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_;
+  std::unique_ptr<SwitchAgent> agent_;
+  UdpSink sink_;
+  UdpSource src_;
   uint16_t sports_[2] = {0, 0};
   uint16_t qa_ = 0, qb_ = 1;
 };
@@ -219,31 +114,30 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
   // Two source ports whose flows land in different queues of swb (pfc:
   // flow hash % 2, as the classifier computes it).
   sports_[0] = 40000;
-  qa_ = uint16_t(flow_hash("10.71.1.2", "10.71.2.2", sports_[0], kDport) % 2);
+  qa_ = udp_queue("10.71.1.2", "10.71.2.2", sports_[0], kDport, 2);
   for (uint16_t p = 40001; p < 40100; ++p)
-    if (flow_hash("10.71.1.2", "10.71.2.2", p, kDport + 1) % 2 != qa_) {
+    if (udp_queue("10.71.1.2", "10.71.2.2", p, uint16_t(kDport + 1), 2) != qa_) {
       sports_[1] = p;
       break;
     }
   ASSERT_NE(sports_[1], 0);
   qb_ = uint16_t(1 - qa_);
 
-  sink_.start(h2_);
-  src_.start(h1_, "10.71.2.2", sports_);
-  ASSERT_TRUE(eventually([&] { return sink_.got[0] > 50 && sink_.got[1] > 50; }, 5s))
-      << "traffic does not cross the switch: " << sink_.got[0] << " / " << sink_.got[1];
+  start_flows();
+  ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50 && sink_.got(1) > 50; }, 5s))
+      << "traffic does not cross the switch: " << sink_.got(0) << " / " << sink_.got(1);
 
   // The neighbour behind swb pauses flow A's queue.
   send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
-  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s))
-      << sw_state().dump(2) << "\n" << agent_.log();
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s))
+      << sw_state().dump(2) << "\n" << agent_->proc().log();
   std::this_thread::sleep_for(200ms);  // what was already on the wire arrives
   uint64_t a_paused = got_during(0, 1000ms);
   // A paused TBF leaks 1000 B/s: at most ~1 datagram of 1042 B per second.
   EXPECT_LE(a_paused, 2u) << "flow A kept flowing through a paused queue";
   EXPECT_GT(got_during(1, 500ms), 100u) << "flow B (the other queue) stopped too";
   json s = sw_state();
-  const json& pb = port_of(s, swb_);
+  const json pb = SwitchAgent::port(s, swb_);
   EXPECT_EQ(pb["control"]["in"], 1) << s.dump(2);
   EXPECT_EQ(pb["queues"][qb_]["paused"], false);
   EXPECT_GT(pb["queues"][qa_]["depth_pkts"].get<uint64_t>(), 0u) << "the paused queue holds A's packets";
@@ -253,18 +147,18 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
   send_frame(h2_, h2if_, sw::CtrlType::kResume, qa_, 2);
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s)) << "flow A did not resume";
   s = sw_state();
-  EXPECT_EQ(port_of(s, swb_)["queues"][qa_]["paused"], false);
-  EXPECT_EQ(port_of(s, swb_)["control"]["in"], 2);
-  EXPECT_GT(port_of(s, swb_)["queues"][qa_]["pkts_out"].get<uint64_t>(), 100u);
+  EXPECT_EQ(SwitchAgent::port(s, swb_)["queues"][qa_]["paused"], false);
+  EXPECT_EQ(SwitchAgent::port(s, swb_)["control"]["in"], 2);
+  EXPECT_GT(SwitchAgent::port(s, swb_)["queues"][qa_]["pkts_out"].get<uint64_t>(), 100u);
 
   // The same PAUSE arriving from the host on the host-facing port: rejected
   // by the gate, counted, and nothing is paused anywhere.
   send_frame(h1_, h1if_, sw::CtrlType::kPause, qb_, 3);
   send_frame(h1_, h1if_, sw::CtrlType::kPause, qa_, 4);
-  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
       << sw_state().dump(2);
   s = sw_state();
-  const json& pa = port_of(s, swa_);
+  const json pa = SwitchAgent::port(s, swa_);
   EXPECT_EQ(pa["control"]["rejected_by_reason"]["WRONG_PORT"], 2) << pa.dump(2);
   EXPECT_EQ(pa["control"]["in"], 0);
   for (const auto& p : s["ports"])
@@ -274,7 +168,7 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
   EXPECT_GT(got_during(1, 300ms), 50u);
 
   // Stopped cleanly: programs and tree gone, traffic still forwarded.
-  EXPECT_EQ(agent_.stop(), 0) << agent_.log();
+  EXPECT_EQ(agent_->stop(), 0) << agent_->proc().log();
   EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   EXPECT_GT(got_during(0, 300ms), 50u) << "the port does not forward after sluiced stopped";
 }
@@ -284,15 +178,14 @@ TEST_P(SwitchMode, KilledWithAQueuePausedThePortStillForwards) {
   if (HasFatalFailure()) return;
   sports_[0] = 41000;
   sports_[1] = 41001;
-  qa_ = uint16_t(flow_hash("10.71.1.2", "10.71.2.2", sports_[0], kDport) % 2);
-  sink_.start(h2_);
-  src_.start(h1_, "10.71.2.2", sports_);
-  ASSERT_TRUE(eventually([&] { return sink_.got[0] > 50; }, 5s));
+  qa_ = udp_queue("10.71.1.2", "10.71.2.2", sports_[0], kDport, 2);
+  start_flows();
+  ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50; }, 5s));
   send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
-  ASSERT_TRUE(eventually([&] { return port_of(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s));
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s));
   std::this_thread::sleep_for(200ms);
   EXPECT_LE(got_during(0, 500ms), 2u);
-  agent_.kill9();
+  agent_->proc().kill9();
   // The tree stays (the paused TBF too); new packets of A take HTB's
   // default class once the classifier is gone or stops steering.
   EXPECT_NE(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");

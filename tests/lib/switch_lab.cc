@@ -1,0 +1,163 @@
+#include "lib/switch_lab.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "switch/control.h"
+
+namespace sluice::test {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+UdpSink::~UdpSink() {
+  stop_ = true;
+  if (t_.joinable()) t_.join();
+  for (int fd : fds_) close(fd);
+}
+
+void UdpSink::start(const std::string& ns, const std::vector<uint16_t>& ports) {
+  ASSERT_LE(ports.size(), kMax);
+  {
+    InNetns in(ns);
+    for (uint16_t port : ports) {
+      int fd = socket(AF_INET, SOCK_DGRAM, 0);
+      ASSERT_GE(fd, 0) << strerror(errno);
+      fds_.push_back(fd);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(port);
+      ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << "port " << port << ": " << strerror(errno);
+    }
+  }
+  n_ = fds_.size();
+  t_ = std::thread([this] {
+    char buf[2048];
+    std::vector<pollfd> pf(n_);
+    while (!stop_) {
+      for (size_t i = 0; i < n_; ++i) pf[i] = {fds_[i], POLLIN, 0};
+      poll(pf.data(), pf.size(), 20);
+      for (size_t i = 0; i < n_; ++i)
+        while (recv(fds_[i], buf, sizeof(buf), MSG_DONTWAIT) > 0) ++got_[i];
+    }
+  });
+}
+
+UdpSource::~UdpSource() {
+  halt();
+  for (int fd : fds_) close(fd);
+}
+
+void UdpSource::halt() {
+  stop_ = true;
+  if (t_.joinable()) t_.join();
+}
+
+void UdpSource::start(const std::string& ns, const std::vector<UdpFlow>& flows) {
+  ASSERT_LE(flows.size(), kMax);
+  flows_ = flows;
+  {
+    InNetns in(ns);
+    for (const auto& f : flows) {
+      int fd = socket(AF_INET, SOCK_DGRAM, 0);
+      ASSERT_GE(fd, 0) << strerror(errno);
+      fds_.push_back(fd);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      if (f.sport) {
+        a.sin_port = htons(f.sport);
+        ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0)
+            << "port " << f.sport << ": " << strerror(errno);
+      }
+      a.sin_port = htons(f.dport);
+      ASSERT_EQ(inet_pton(AF_INET, f.dst.c_str(), &a.sin_addr), 1) << f.dst;
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+    }
+  }
+  t_ = std::thread([this] {
+    std::vector<char> buf(65536);
+    auto next = std::chrono::steady_clock::now();
+    while (!stop_) {
+      for (size_t i = 0; i < flows_.size(); ++i)
+        for (int k = 0; k < flows_[i].per_ms; ++k)
+          if (send(fds_[i], buf.data(), size_t(flows_[i].bytes), MSG_DONTWAIT) > 0) ++sent_[i];
+      // Paced on a 1 ms grid; after a stall (a loaded machine) start a new
+      // grid instead of sending the missed milliseconds in one burst.
+      next += 1ms;
+      auto now = std::chrono::steady_clock::now();
+      if (next < now - 10ms) next = now;
+      std::this_thread::sleep_until(next);
+    }
+  });
+}
+
+uint16_t udp_queue(const std::string& src, const std::string& dst, uint16_t sport, uint16_t dport, int queues) {
+  return uint16_t(sw::flow_hash(src, dst, sport, dport, IPPROTO_UDP) % uint32_t(queues));
+}
+
+SwitchAgent::SwitchAgent(Lab& lab, std::string ns, std::string tag)
+    : lab_(lab), ns_(std::move(ns)), tag_(std::move(tag)) {
+  sock_ = lab_.tmpdir() + "/" + tag_ + ".sock";
+  cfg_ = lab_.tmpdir() + "/" + tag_ + ".toml";
+}
+
+void SwitchAgent::configure(const std::string& switch_keys, const std::vector<SwitchPort>& ports,
+                            const std::string& agent_extra) {
+  std::ofstream f(cfg_);
+  f << "[agent]\npin_root = \"" << lab_.bpffs() << "/sl" << tag_ << "\"\nstate_dir = \"" << lab_.tmpdir() << "/state"
+    << tag_ << "\"\ncontrol_socket = \"" << sock_ << "\"\n"
+    << agent_extra << "[metrics]\nenabled = false\n[switch]\n"
+    << switch_keys;
+  for (const auto& p : ports) {
+    f << "[[switch.ports]]\nname = \"" << p.name << "\"\nrole = \"" << p.role << "\"\n";
+    if (p.rate_mbit) f << "rate_mbit = " << p.rate_mbit << "\n";
+  }
+}
+
+bool SwitchAgent::answers() {
+  int st = -1;
+  lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json >/dev/null 2>&1", &st);
+  return st == 0;
+}
+
+bool SwitchAgent::start(std::chrono::milliseconds timeout) {
+  proc_ = lab_.spawn(ns_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced-" + tag_);
+  if (eventually([&] { return answers(); }, timeout)) return true;
+  ADD_FAILURE() << "sluiced " << tag_ << " did not come up; log:\n"
+                << proc_.log() << "\nsluicectl: "
+                << lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json 2>&1");
+  return false;
+}
+
+json SwitchAgent::state(bool must) {
+  int st = -1;
+  std::string o = lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json 2>/dev/null", &st);
+  if (st != 0) {
+    if (must) ADD_FAILURE() << "sluicectl switch (" << tag_ << ") failed: " << o;
+    return json::object();
+  }
+  try {
+    return json::parse(o);
+  } catch (const std::exception&) {
+    if (must) ADD_FAILURE() << "sluicectl switch (" << tag_ << "): no JSON: " << o;
+    return json::object();
+  }
+}
+
+json SwitchAgent::port(const json& state, const std::string& name, bool must) {
+  if (state.contains("ports"))
+    for (const auto& p : state["ports"])
+      if (p.value("name", "") == name) return p;
+  if (must) ADD_FAILURE() << "no port " << name << " in " << state.dump();
+  return json::object();
+}
+
+}  // namespace sluice::test
