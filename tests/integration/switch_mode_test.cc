@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "lib/netns_fixture.h"
+#include "lib/prog_test.h"
 #include "lib/switch_lab.h"
 #include "sluice/switch.h"
 #include "switch/control.h"
@@ -63,6 +64,9 @@ void send_frame(const std::string& ns, const std::string& ifname, sw::CtrlType t
 class SwitchMode : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    // The clsact case runs everywhere; tcx only where the kernel has it
+    // (sluiced refuses attach_mode = "tcx" without it).
+    if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
     lab_ = std::make_unique<Lab>("sm");
     h1_ = lab_->add_ns("h1");
     sw_ = lab_->add_ns("sw");
