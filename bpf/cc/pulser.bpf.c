@@ -15,18 +15,12 @@
 #include <bpf/bpf_core_read.h>
 #include "cc/dctcp_core.h"
 #include "cc/pulser_core.h"
+#include "lib/ein_sk.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* cwnd_safe in segments (Pulser §III-B: 4 × MSS). */
 const volatile __u32 pulser_cwnd_safe = 4;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sluice_ein_sk);
-} sl_ein_sk_v1 SEC(".maps");
 
 struct sl_pulser {
 	struct sl_dctcp d;

@@ -21,36 +21,14 @@
 #include "lib/counters.h"
 #include "lib/verdict.h"
 #include "lib/ein.h"
+#include "lib/ein_sk.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* A mark older than this is not echoed (set from [ein] echo_fresh_us). */
 const volatile __u64 echo_fresh_ns = 2000000;
 
-/* Shared with sluice_pulser (same definition, pinned by the agent). */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sluice_ein_sk);
-} sl_ein_sk_v1 SEC(".maps");
-
 #define SL_BPF_F_CURRENT_NETNS (-1L)
-
-static __always_inline int parse_tcp(struct __sk_buff *skb, struct sl_pkt *p)
-{
-	struct sl_cursor c;
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, p);
-	if (r != SL_PARSE_OK) {
-		sl_count(sl_parse_reason(r), skb->len);
-		return -1;
-	}
-	if (p->proto == IPPROTO_TCP_NUM)
-		return 0;
-	sl_count(SLUICE_R_PASS_OTHER_L4, skb->len);
-	return -1;
-}
 
 /* The local socket of a packet. `incoming`: the packet's destination is
  * local; else its source is (an outgoing packet seen without skb->sk). The
@@ -81,7 +59,7 @@ int ein_ingress(struct __sk_buff *skb)
 {
 	struct sl_pkt p = {};
 
-	if (parse_tcp(skb, &p))
+	if (sl_parse_tcp_counted(skb, &p, SLUICE_R_PASS_OTHER_L4))
 		return SL_TC_NEXT;
 
 	int echo = (p.tcp_res & (SLUICE_EIN_ECHO_BIT >> 1)) != 0;
@@ -144,7 +122,7 @@ int ein_egress(struct __sk_buff *skb)
 {
 	struct sl_pkt p = {};
 
-	if (parse_tcp(skb, &p))
+	if (sl_parse_tcp_counted(skb, &p, SLUICE_R_PASS_OTHER_L4))
 		return SL_TC_NEXT;
 	if (!(p.tcp_flags & SL_TCP_ACK) || (p.tcp_flags & (SL_TCP_SYN | SL_TCP_RST))) {
 		sl_count(SLUICE_R_EIN_NONE, skb->len);

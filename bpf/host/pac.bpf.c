@@ -119,27 +119,11 @@ static __always_inline void emit_segment(const struct sluice_pac_flow_key *k, co
 	bpf_ringbuf_submit(ev, 0);
 }
 
-static __always_inline int parse_tcp(struct __sk_buff *skb, struct sl_pkt *p)
-{
-	struct sl_cursor c;
-	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, p);
-	if (r != SL_PARSE_OK) {
-		sl_count(sl_parse_reason(r), skb->len);
-		return -1;
-	}
-	if (p->proto != IPPROTO_TCP_NUM) {
-		sl_count(SLUICE_R_PAC_UNMANAGED, skb->len);
-		return -1;
-	}
-	return 0;
-}
-
 SEC("tc")
 int pac_ingress(struct __sk_buff *skb)
 {
 	struct sl_pkt p = {};
-	if (parse_tcp(skb, &p))
+	if (sl_parse_tcp_counted(skb, &p, SLUICE_R_PAC_UNMANAGED))
 		return SL_TC_NEXT;
 	struct sluice_pac_flow_key k = {};
 	make_key(&k, &p, 0);
@@ -284,7 +268,7 @@ SEC("tc")
 int pac_egress(struct __sk_buff *skb)
 {
 	struct sl_pkt p = {};
-	if (parse_tcp(skb, &p))
+	if (sl_parse_tcp_counted(skb, &p, SLUICE_R_PAC_UNMANAGED))
 		return SL_TC_NEXT;
 	struct sluice_pac_flow_key k = {};
 	make_key(&k, &p, 1);

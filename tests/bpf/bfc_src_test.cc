@@ -40,13 +40,7 @@ class BfcSrcTest : public ::testing::Test {
     paused_ = bpf_map__fd((*skel_)->maps.sl_bfc_pause_v1);
     counters_ = bpf_map__fd((*skel_)->maps.sl_bfc_cnt_v1);
   }
-  uint64_t counter(uint32_t slot) {
-    std::vector<sl_bfc_counter> v(libbpf_num_possible_cpus());
-    EXPECT_EQ(bpf_map_lookup_elem(counters_, &slot, v.data()), 0);
-    uint64_t n = 0;
-    for (auto& c : v) n += c.packets;
-    return n;
-  }
+  uint64_t counter(uint32_t slot) { return percpu_packets<sl_bfc_counter>(counters_, slot); }
   void pause(uint32_t q, bool on) {
     uint32_t v = on;
     ASSERT_EQ(bpf_map_update_elem(paused_, &q, &v, BPF_ANY), 0);

@@ -41,10 +41,10 @@ class DstPauseTest : public ::testing::Test {
     skel_->load();
     ports_ = bpf_map__fd((*skel_)->maps.sl_fg_ports_v1);
     held_ = bpf_map__fd((*skel_)->maps.sl_fg_held_v1);
-    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_hring_v1), &DstPauseTest::on_frame, this, nullptr);
+    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_hring_v1), &collect_record<sl_dp_frame>, &frames_, nullptr);
     ASSERT_NE(held_ring_, nullptr);
     counters_ = bpf_map__fd((*skel_)->maps.sl_fg_cnt_v1);
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_ctrl_v1), &DstPauseTest::on_event, this, nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_, nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
@@ -57,26 +57,7 @@ class DstPauseTest : public ::testing::Test {
     auto a = sw::addr_parse(dst);
     ASSERT_EQ(bpf_map_update_elem(held_, a.data(), &v, BPF_ANY), 0);
   }
-  uint64_t counter(uint32_t slot) {
-    int ncpu = libbpf_num_possible_cpus();
-    std::vector<sl_sw_counter> v(ncpu);
-    EXPECT_EQ(bpf_map_lookup_elem(counters_, &slot, v.data()), 0);
-    uint64_t n = 0;
-    for (auto& c : v) n += c.packets;
-    return n;
-  }
-  static int on_event(void* ctx, void* data, size_t size) {
-    auto* self = static_cast<DstPauseTest*>(ctx);
-    EXPECT_EQ(size, sizeof(sl_sw_ctrl_event));
-    self->events_.push_back(*static_cast<sl_sw_ctrl_event*>(data));
-    return 0;
-  }
-  static int on_frame(void* ctx, void* data, size_t size) {
-    auto* self = static_cast<DstPauseTest*>(ctx);
-    EXPECT_EQ(size, sizeof(sl_dp_frame));
-    self->frames_.push_back(*static_cast<sl_dp_frame*>(data));
-    return 0;
-  }
+  uint64_t counter(uint32_t slot) { return percpu_packets<sl_sw_counter>(counters_, slot); }
   int run_ingress(const Bytes& frame) {
     return run_tc(bpf_program__fd((*skel_)->progs.dp_ingress), frame).retval;
   }

@@ -53,7 +53,7 @@ class SwportTest : public ::testing::Test {
       fk = next;
       bpf_map_delete_elem(flows_, &fk);
     }
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &SwportTest::on_event, this, nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_, nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
@@ -66,19 +66,7 @@ class SwportTest : public ::testing::Test {
     ASSERT_EQ(bpf_map_update_elem(ports_, &ifindex, &p, BPF_ANY), 0);
   }
   uint64_t counter(uint32_t port_id, uint32_t slot) {
-    int ncpu = libbpf_num_possible_cpus();
-    std::vector<sl_sw_counter> v(ncpu);
-    uint32_t idx = port_id * SL_SW_CNT_SLOTS + slot;
-    EXPECT_EQ(bpf_map_lookup_elem(counters_, &idx, v.data()), 0);
-    uint64_t n = 0;
-    for (auto& c : v) n += c.packets;
-    return n;
-  }
-  static int on_event(void* ctx, void* data, size_t size) {
-    auto* self = static_cast<SwportTest*>(ctx);
-    EXPECT_EQ(size, sizeof(sl_sw_ctrl_event));
-    self->events_.push_back(*static_cast<sl_sw_ctrl_event*>(data));
-    return 0;
+    return percpu_packets<sl_sw_counter>(counters_, port_id * SL_SW_CNT_SLOTS + slot);
   }
   int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_ingress), frame).retval; }
   RunResult run_egress(const Bytes& frame) {
@@ -237,12 +225,8 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
     return out.priority;
   };
   auto fail_open_count = [&] {
-    std::vector<sl_sw_counter> v(libbpf_num_possible_cpus());
-    uint32_t idx = port_id * SL_SW_CNT_SLOTS + SL_SW_CNT_DATA_FAIL_OPEN;
-    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd(s->maps.sl_sw_cnt_v1), &idx, v.data()), 0);
-    uint64_t n = 0;
-    for (auto& c : v) n += c.packets;
-    return n;
+    return percpu_packets<sl_sw_counter>(bpf_map__fd(s->maps.sl_sw_cnt_v1),
+                                         port_id * SL_SW_CNT_SLOTS + SL_SW_CNT_DATA_FAIL_OPEN);
   };
   const uint32_t fallback = (major << 16) | SL_SW_FALLBACK_MINOR;
   // Never written (the agent is not there): fail open.

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "lib/netns_fixture.h"
+#include "lib/top_lab.h"
 #include "lib/prog_test.h"
 
 using namespace sluice::test;
@@ -71,33 +72,11 @@ class TopAgentTest : public ::testing::Test {
   }
 
   Process recv(const std::vector<std::string>& extra, const std::string& log) {
-    std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "recv", "--bind", "10.78.0.2",
-                                     "--link-mbit", "100", "--rtt-us", "500"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return lab_->spawn(rcv_, argv, log);
+    return top_recv(*lab_, rcv_, "10.78.0.2", extra, log);
   }
-  // The sender's summary line; *rc its exit code.
-  json send(const std::vector<std::string>& extra, const std::string& log, int* rc) {
-    std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "send", "--bind", "10.78.0.1",
-                                     "--to", "10.78.0.2", "--rtt-us", "500"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    Process p = lab_->spawn(snd_, argv, log);
-    int st = p.wait(std::chrono::seconds(60));
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::istringstream in(p.log());
-    std::string line, last;
-    while (std::getline(in, line))
-      if (!line.empty() && line[0] == '{') last = line;
-    if (last.empty()) {
-      ADD_FAILURE() << "no summary from sluice-top send:\n" << p.log();
-      return json::object();
-    }
-    return json::parse(last);
-  }
-  static uint64_t sum(const json& a) {
-    uint64_t n = 0;
-    for (auto& v : a) n += v.get<uint64_t>();
-    return n;
+  // Runs a sender to completion; returns its summary line (the last one).
+  json send(const std::vector<std::string>& extra, const std::string& log, int* exit_code) {
+    return top_send(*lab_, snd_, "10.78.0.1", "10.78.0.2", extra, log, exit_code);
   }
 
   std::unique_ptr<Lab> lab_;
@@ -115,13 +94,13 @@ TEST_F(TopAgentTest, ValidTokensPassAndBothEndsCountThem) {
   EXPECT_EQ(s["flows_done"], 2);
   json st = top(ss), rt = top(rs);
   uint64_t data_pkts = 2 * ((150000 + 1439) / 1440);
-  EXPECT_EQ(sum(st["tokens"]["expired"]), 0u) << st.dump();
-  EXPECT_EQ(st["tokens"]["valid"][2].get<uint64_t>(), sum(s["tokens_received"])) << "every token reached the transport";
-  EXPECT_EQ(sum(st["tokens"]["valid"]), st["tokens"]["valid"][2].get<uint64_t>()) << "all in class 2";
-  EXPECT_GE(sum(st["tokens"]["valid"]), data_pkts);
+  EXPECT_EQ(json_sum(st["tokens"]["expired"]), 0u) << st.dump();
+  EXPECT_EQ(st["tokens"]["valid"][2].get<uint64_t>(), json_sum(s["tokens_received"])) << "every token reached the transport";
+  EXPECT_EQ(json_sum(st["tokens"]["valid"]), st["tokens"]["valid"][2].get<uint64_t>()) << "all in class 2";
+  EXPECT_GE(json_sum(st["tokens"]["valid"]), data_pkts);
   // The receiver's agent saw its tokens leave, all of class 2.
   EXPECT_GE(rt["tokens"]["sent"][2].get<uint64_t>(), st["tokens"]["valid"][2].get<uint64_t>());
-  EXPECT_EQ(sum(rt["tokens"]["sent"]), rt["tokens"]["sent"][2].get<uint64_t>());
+  EXPECT_EQ(json_sum(rt["tokens"]["sent"]), rt["tokens"]["sent"][2].get<uint64_t>());
   EXPECT_EQ(st["clock"]["state"], "shared");
   EXPECT_EQ(st["clock"]["widen_ns"], 0);
   EXPECT_EQ(st["threshold_ns"], 2'000'000);
@@ -156,11 +135,11 @@ TEST_F(TopAgentTest, OldTokensAreDroppedPerPriorityUntilCorrected) {
   json bad = send({"--size", "50000", "--timeout-s", "2", "--prio-class", "4"}, "send-uncorrected", &rc);
   EXPECT_EQ(rc, 3) << "the flow cannot finish: " << bad.dump();
   EXPECT_EQ(bad["data_sent"], 0) << "no data answers an expired token";
-  EXPECT_EQ(sum(bad["tokens_received"]), 0u) << "the transport never saw one";
+  EXPECT_EQ(json_sum(bad["tokens_received"]), 0u) << "the transport never saw one";
   json st = top(ss);
   EXPECT_GT(st["tokens"]["expired"][4].get<uint64_t>(), 5u) << st.dump();
-  EXPECT_EQ(sum(st["tokens"]["expired"]), st["tokens"]["expired"][4].get<uint64_t>()) << "counted in class 4";
-  EXPECT_EQ(sum(st["tokens"]["valid"]), 0u);
+  EXPECT_EQ(json_sum(st["tokens"]["expired"]), st["tokens"]["expired"][4].get<uint64_t>()) << "counted in class 4";
+  EXPECT_EQ(json_sum(st["tokens"]["valid"]), 0u);
   ASSERT_GE(st["flows"]["total"].get<int>(), 1);
   EXPECT_GT(st["flows"]["flows"][0]["tokens_expired"].get<uint64_t>(), 0u);
   EXPECT_EQ(st["flows"]["flows"][0]["data_sent"], 0);
@@ -172,7 +151,7 @@ TEST_F(TopAgentTest, OldTokensAreDroppedPerPriorityUntilCorrected) {
   json good = send({"--size", "50000", "--prio-class", "4"}, "send-corrected", &rc);
   EXPECT_EQ(rc, 0) << good.dump();
   st = top(ss);
-  EXPECT_EQ(sum(st["tokens"]["expired"]), 0u) << st.dump();
+  EXPECT_EQ(json_sum(st["tokens"]["expired"]), 0u) << st.dump();
   EXPECT_GT(st["tokens"]["valid"][4].get<uint64_t>(), 0u);
   agents_.clear();
 
@@ -184,7 +163,7 @@ TEST_F(TopAgentTest, OldTokensAreDroppedPerPriorityUntilCorrected) {
   EXPECT_GT(st["tokens"]["expired"][4].get<uint64_t>(), 0u) << st.dump();
   // Every token the transport took was counted expired (and tokens the
   // receiver still paced for the abandoned first flow, too).
-  EXPECT_GE(st["tokens"]["expired"][4].get<uint64_t>(), sum(off["tokens_received"]));
+  EXPECT_GE(st["tokens"]["expired"][4].get<uint64_t>(), json_sum(off["tokens_received"]));
 }
 
 // With no PTP state to read (ptp4l not running) the clock manager widens T by
@@ -200,8 +179,8 @@ TEST_F(TopAgentTest, UnsyncedClockWidensTheThreshold) {
   json s = send({"--size", "50000"}, "send-widened", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
   json st = top(ss);
-  EXPECT_EQ(sum(st["tokens"]["expired"]), 0u) << st.dump();
-  EXPECT_GT(sum(st["tokens"]["valid"]), 0u);
+  EXPECT_EQ(json_sum(st["tokens"]["expired"]), 0u) << st.dump();
+  EXPECT_GT(json_sum(st["tokens"]["valid"]), 0u);
   EXPECT_EQ(st["clock"]["state"], "unsynced");
   EXPECT_EQ(st["clock"]["ptp"], false);
   EXPECT_EQ(st["clock"]["widen_ns"], 30'000'000);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "lib/netns_fixture.h"
+#include "lib/top_lab.h"
 #include "lib/prog_test.h"
 
 using namespace sluice::test;
@@ -37,34 +38,13 @@ class TopLabTest : public ::testing::Test {
     lab_->add_veth(snd_, sif_, "10.77.0.1/24", rcv_, rif_, "10.77.0.2/24");
   }
   Process recv(const std::vector<std::string>& extra, const std::string& log) {
-    std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "recv", "--bind", "10.77.0.2",
-                                     "--link-mbit", "100", "--rtt-us", "500"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return lab_->spawn(rcv_, argv, log);
+    return top_recv(*lab_, rcv_, "10.77.0.2", extra, log);
   }
   // Runs a sender to completion; returns its summary line (the last one).
   json send(const std::vector<std::string>& extra, const std::string& log, int* exit_code) {
-    std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "send", "--bind", "10.77.0.1",
-                                     "--to", "10.77.0.2", "--rtt-us", "500", "--xdp", lab_->name(sif_),
-                                     "--expiry-us", "2000"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    Process p = lab_->spawn(snd_, argv, log);
-    int st = p.wait(std::chrono::seconds(60));
-    *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::istringstream in(p.log());
-    std::string line, last;
-    while (std::getline(in, line))
-      if (!line.empty() && line[0] == '{') last = line;
-    if (last.empty()) {
-      ADD_FAILURE() << "no summary from sluice-top send:\n" << p.log();
-      return json::object();
-    }
-    return json::parse(last);
-  }
-  static uint64_t sum(const json& a) {
-    uint64_t n = 0;
-    for (auto& v : a) n += v.get<uint64_t>();
-    return n;
+    std::vector<std::string> args = {"--xdp", lab_->name(sif_), "--expiry-us", "2000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return top_send(*lab_, snd_, "10.77.0.1", "10.77.0.2", args, log, exit_code);
   }
   std::unique_ptr<Lab> lab_;
   std::string snd_, rcv_, sif_, rif_;
@@ -82,9 +62,9 @@ TEST_F(TopLabTest, FlowsCompleteAndEveryTokenIsCountedValid) {
   // a busy machine looks like tail loss); allow a few, never a loss.
   EXPECT_EQ(s["data_sent"].get<uint64_t>(), data_pkts + s["data_resent"].get<uint64_t>());
   EXPECT_LE(s["data_resent"].get<uint64_t>(), data_pkts / 20);
-  EXPECT_EQ(sum(s["xdp"]["expired"]), 0u);
-  EXPECT_EQ(sum(s["xdp"]["valid"]), sum(s["tokens_received"])) << "every token the sender saw passed the XDP program";
-  EXPECT_GE(sum(s["xdp"]["valid"]), data_pkts);
+  EXPECT_EQ(json_sum(s["xdp"]["expired"]), 0u);
+  EXPECT_EQ(json_sum(s["xdp"]["valid"]), json_sum(s["tokens_received"])) << "every token the sender saw passed the XDP program";
+  EXPECT_GE(json_sum(s["xdp"]["valid"]), data_pkts);
   int st = r.wait(std::chrono::seconds(10));
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << r.log();
 }
@@ -96,18 +76,18 @@ TEST_F(TopLabTest, SkewedReceiverClockExpiresTokensUntilCorrected) {
   int rc = 0;
   json bad = send({"--size", "50000", "--timeout-s", "2"}, "send-uncorrected", &rc);
   EXPECT_EQ(rc, 3) << "the flow cannot finish: " << bad.dump();
-  EXPECT_GT(sum(bad["xdp"]["expired"]), 5u);
-  EXPECT_EQ(sum(bad["xdp"]["valid"]), 0u);
+  EXPECT_GT(json_sum(bad["xdp"]["expired"]), 5u);
+  EXPECT_EQ(json_sum(bad["xdp"]["valid"]), 0u);
   EXPECT_EQ(bad["data_sent"], 0) << "no data answers an expired token";
 
   json off = send({"--size", "50000", "--expiry-off"}, "send-noexpiry", &rc);
   EXPECT_EQ(rc, 0) << off.dump();
-  EXPECT_GT(sum(off["xdp"]["expired"]), 0u) << "counted as expired, passed";
+  EXPECT_GT(json_sum(off["xdp"]["expired"]), 0u) << "counted as expired, passed";
 
   json good = send({"--size", "50000", "--correction", "10.77.0.2=-20000000"}, "send-corrected", &rc);
   EXPECT_EQ(rc, 0) << good.dump();
-  EXPECT_EQ(sum(good["xdp"]["expired"]), 0u);
-  EXPECT_GT(sum(good["xdp"]["valid"]), 0u);
+  EXPECT_EQ(json_sum(good["xdp"]["expired"]), 0u);
+  EXPECT_GT(json_sum(good["xdp"]["valid"]), 0u);
 }
 
 // The clock manager with no PTP state to read widens T by the bound: a
@@ -119,8 +99,8 @@ TEST_F(TopLabTest, UnsyncedClockWidensTheThreshold) {
   json s = send({"--size", "50000", "--ptp-uds", lab_->tmpdir() + "/no-ptp4l", "--offset-bound-us", "30000"},
                 "send-widened", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
-  EXPECT_EQ(sum(s["xdp"]["expired"]), 0u);
-  EXPECT_GT(sum(s["xdp"]["valid"]), 0u);
+  EXPECT_EQ(json_sum(s["xdp"]["expired"]), 0u);
+  EXPECT_GT(json_sum(s["xdp"]["valid"]), 0u);
 }
 
 // ptp4l in software-timestamping mode over the lab veth (free running: it

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -49,6 +50,26 @@ void require_root();
 
 // Whether uname's release is at least major.minor.
 bool kernel_at_least(int major, int minor);
+
+// The sum over CPUs of the `packets` field of slot `key` of a per-CPU map
+// whose values are Counter ({packets, bytes} counters of every mechanism).
+template <class Counter>
+uint64_t percpu_packets(int map_fd, uint32_t key) {
+  std::vector<Counter> v(static_cast<size_t>(libbpf_num_possible_cpus()));
+  EXPECT_EQ(bpf_map_lookup_elem(map_fd, &key, v.data()), 0) << "slot " << key;
+  uint64_t n = 0;
+  for (const auto& c : v) n += c.packets;
+  return n;
+}
+
+// A ring_buffer__new callback appending each record, checked to be one T,
+// to the std::vector<T> passed as ctx.
+template <class T>
+int collect_record(void* ctx, void* data, size_t size) {
+  EXPECT_EQ(size, sizeof(T));
+  if (size == sizeof(T)) static_cast<std::vector<T>*>(ctx)->push_back(*static_cast<const T*>(data));
+  return 0;
+}
 
 }  // namespace sluice::test
 

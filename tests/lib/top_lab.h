@@ -1,0 +1,27 @@
+// The TOP lab tests' tools: sluice-top's receiver and sender run in lab
+// namespaces, the sender's JSON summary read back.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lib/netns_fixture.h"
+
+namespace sluice::test {
+
+// sluice-top recv in `ns`, bound to `bind`, a 100 Mbit/s link and a 500 µs
+// RTT, then `extra`; the process runs until it exits or is stopped.
+Process top_recv(Lab& lab, const std::string& ns, const std::string& bind, const std::vector<std::string>& extra,
+                 const std::string& log);
+
+// sluice-top send in `ns` from `bind` to `to` (500 µs RTT, then `extra`), run
+// to completion (60 s at most); returns its last JSON summary line (a test
+// failure and an empty object when there is none), *exit_code its status.
+nlohmann::json top_send(Lab& lab, const std::string& ns, const std::string& bind, const std::string& to,
+                        const std::vector<std::string>& extra, const std::string& log, int* exit_code);
+
+// The sum of a JSON array of counters (per-priority counts).
+uint64_t json_sum(const nlohmann::json& counts);
+
+}  // namespace sluice::test
