@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "lib/switch_model_util.h"
 #include "switch/logic.h"
 #include "switch/port_model.h"
 
@@ -18,22 +19,11 @@ constexpr uint64_t k100M = 100'000'000;
 constexpr uint32_t kMtu = 1514;
 
 PacketMeta pkt(PortId in, PortId out, uint32_t bytes, uint32_t hash = 0) {
-  PacketMeta p;
-  p.in_port = in;
-  p.out_port = out;
-  p.wire_bytes = bytes;
-  p.flow_hash = hash;
-  return p;
+  return sluice::test::model_pkt(in, out, bytes, hash);
 }
 
-PortConfig port(std::string name, size_t queues, PortRole role = PortRole::kSwitchFacing,
-                uint64_t rate = k100M) {
-  PortConfig c;
-  c.name = std::move(name);
-  c.role = role;
-  c.rate_bps = rate;
-  c.queues.assign(queues, QueueConfig{});
-  return c;
+PortConfig port(std::string name, size_t queues, PortRole role = PortRole::kSwitchFacing, uint64_t rate = k100M) {
+  return sluice::test::model_port(std::move(name), queues, role, rate);
 }
 
 // Queue = flow_hash % queues; records every callback; pauses/resumes its

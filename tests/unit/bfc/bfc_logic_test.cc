@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "lib/switch_model_util.h"
 #include "mechanisms/bfc/bfc_logic.h"
 #include "switch/port_model.h"
 
@@ -17,24 +18,12 @@ namespace {
 
 constexpr uint64_t k10G = 10'000'000'000ull;
 
-PortConfig port(std::string name, size_t queues, PortRole role = PortRole::kSwitchFacing,
-                uint64_t rate = k10G) {
-  PortConfig c;
-  c.name = std::move(name);
-  c.role = role;
-  c.rate_bps = rate;
-  c.queues.assign(queues, QueueConfig{});
-  return c;
+PortConfig port(std::string name, size_t queues, PortRole role = PortRole::kSwitchFacing, uint64_t rate = k10G) {
+  return sluice::test::model_port(std::move(name), queues, role, rate);
 }
 
 PacketMeta pkt(PortId in, PortId out, uint32_t bytes, uint32_t hash, uint16_t upq = kNoQueue) {
-  PacketMeta p;
-  p.in_port = in;
-  p.out_port = out;
-  p.wire_bytes = bytes;
-  p.flow_hash = hash;
-  p.upstream_q = upq;
-  return p;
+  return sluice::test::model_pkt(in, out, bytes, hash, upq);
 }
 
 Config cfg(std::string_view variant = "bfc") {

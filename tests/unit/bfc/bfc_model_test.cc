@@ -14,6 +14,7 @@
 #include <random>
 #include <tuple>
 
+#include "lib/switch_model_util.h"
 #include "mechanisms/bfc/bfc_logic.h"
 #include "net_model.h"
 
@@ -28,12 +29,7 @@ constexpr uint64_t k10G = 10'000'000'000ull;
 constexpr uint32_t kMtu = 1514;
 
 PortConfig port(std::string name, size_t queues, PortRole role, uint64_t rate = k10G) {
-  PortConfig c;
-  c.name = std::move(name);
-  c.role = role;
-  c.rate_bps = rate;
-  c.queues.assign(queues, QueueConfig{});
-  return c;
+  return sluice::test::model_port(std::move(name), queues, role, rate);
 }
 
 // A host: port 0 is the application side, port 1 the NIC (BFC queues that

@@ -5,6 +5,7 @@
 // resumes once sampled at or below Th, and other queues are never paused.
 #include <gtest/gtest.h>
 
+#include "lib/switch_model_util.h"
 #include "mechanisms/bfc/bfc_logic.h"
 #include "mechanisms/bfc/bfc_switch.h"
 #include "switch/port_model.h"
@@ -19,21 +20,11 @@ namespace {
 constexpr uint64_t k100M = 100'000'000ull;
 
 PortConfig port(std::string name, size_t queues, PortRole role, uint64_t rate) {
-  PortConfig c;
-  c.name = std::move(name);
-  c.role = role;
-  c.rate_bps = rate;
-  c.queues.assign(queues, QueueConfig{});
-  return c;
+  return sluice::test::model_port(std::move(name), queues, role, rate);
 }
 
 PacketMeta pkt(PortId in, PortId out, uint32_t bytes, uint32_t hash) {
-  PacketMeta p;
-  p.in_port = in;
-  p.out_port = out;
-  p.wire_bytes = bytes;
-  p.flow_hash = hash;
-  return p;
+  return sluice::test::model_pkt(in, out, bytes, hash);
 }
 
 struct Frames {
