@@ -26,7 +26,7 @@ const volatile __u64 sticky_ns = 1000000;     /* idle time after which a flow ma
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SLUICE_BFC_SRC_FLOWS);
-	__type(key, struct sl_bfc_flow_key);
+	__type(key, struct sl_sw_flow_tuple);
 	__type(value, struct sl_bfc_flow);
 } sl_bfc_flows_v1 SEC(".maps");
 
@@ -110,7 +110,7 @@ int bfc_src_egress(struct __sk_buff *skb)
 		bfc_count(SL_BFC_SRC_PASS_TAGGED, skb);
 		return SL_TC_NEXT;
 	}
-	struct sl_bfc_flow_key key = {};
+	struct sl_sw_flow_tuple key = {};
 	sl_flow_tuple_fill(&key, &p);
 
 	__u64 now = bpf_ktime_get_ns();

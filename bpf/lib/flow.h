@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Flow keys from a parsed packet. Every sluice key carries addresses as 16
  * bytes, IPv6 as is and IPv4 mapped (::ffff:a.b.c.d), as control frames do;
- * the 5-tuple keys (sl_sw_flow_tuple, sl_bfc_flow_key) are src[16], dst[16],
- * sport, dport, proto in network order. */
+ * the 5-tuple key (sl_sw_flow_tuple, also sl_bfc_flows_v1's key) is src[16],
+ * dst[16], sport, dport, proto in network order. */
 #ifndef SLUICE_BPF_FLOW_H
 #define SLUICE_BPF_FLOW_H
 

@@ -24,6 +24,7 @@
 #define SLUICE_BFC_H
 
 #include "sluice/types.h"
+#include "sluice/switch.h"
 
 #define SLUICE_BFC_VID_BASE 0xF00
 #define SLUICE_BFC_MAX_QUEUES 128
@@ -44,16 +45,8 @@ static inline __u16 sl_bfc_queue_tci(__u32 queue)
 	return (__u16)(SLUICE_BFC_VID_BASE + (queue & (SLUICE_BFC_MAX_QUEUES - 1)));
 }
 
-/* sl_bfc_flows_v1 key: a flow, addresses IPv6 or IPv4-mapped, ports network
- * order. */
-struct sl_bfc_flow_key {
-	__u8 src[16];
-	__u8 dst[16];
-	__be16 sport;
-	__be16 dport;
-	__u8 proto;
-	__u8 pad[3];
-};
+/* sl_bfc_flows_v1 is keyed by the switch's flow tuple, struct
+ * sl_sw_flow_tuple (sluice/switch.h). */
 
 struct sl_bfc_flow {
 	__u32 queue;   /* this host's queue for the flow = the upstreamQ it sends */
@@ -78,7 +71,6 @@ struct sl_bfc_counter {
 	__u64 bytes;
 };
 
-SLUICE_STATIC_ASSERT(sizeof(struct sl_bfc_flow_key) == 40, "sl_bfc_flow_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_bfc_flow) == 16, "sl_bfc_flow size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_bfc_counter) == 16, "sl_bfc_counter size");
 

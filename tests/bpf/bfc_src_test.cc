@@ -45,8 +45,8 @@ class BfcSrcTest : public ::testing::Test {
     uint32_t v = on;
     ASSERT_EQ(bpf_map_update_elem(paused_, &q, &v, BPF_ANY), 0);
   }
-  static sl_bfc_flow_key key(const PacketSpec& s) {
-    sl_bfc_flow_key k{};
+  static sl_sw_flow_tuple key(const PacketSpec& s) {
+    sl_sw_flow_tuple k{};
     if (s.ipv6) {
       inet_pton(AF_INET6, s.src.c_str(), k.src);
       inet_pton(AF_INET6, s.dst.c_str(), k.dst);
@@ -62,7 +62,7 @@ class BfcSrcTest : public ::testing::Test {
   }
   // The flow's entry, or nullopt.
   std::optional<sl_bfc_flow> flow(const PacketSpec& s) {
-    sl_bfc_flow_key k = key(s);
+    sl_sw_flow_tuple k = key(s);
     sl_bfc_flow f{};
     if (bpf_map_lookup_elem(flows_, &k, &f)) return std::nullopt;
     return f;
