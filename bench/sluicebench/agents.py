@@ -33,6 +33,17 @@ line_rate_mbps = {int(port.shape.rate_mbit)}
 {fe}"""
 
 
+def host_interface(host, mechanisms: list[str]) -> str:
+    """The [[interface]] table that runs `mechanisms` on a lab host's
+    (first) port."""
+    names = ", ".join(f'"{m}"' for m in mechanisms)
+    return f"""[[interface]]
+name = "{host.ports[0].ifname}"
+role = "host"
+mechanisms = [{names}]
+"""
+
+
 class Agent:
     def __init__(self, ns: str, proc: subprocess.Popen, sock: str, role: str):
         self.ns, self.proc, self.sock, self.role = ns, proc, sock, role

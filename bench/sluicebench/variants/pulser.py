@@ -16,7 +16,7 @@ cc_repairs, ...), for pulser echoes_set/echoes_received (hosts).
 
 from __future__ import annotations
 
-from ..agents import Agents, aqm_port
+from ..agents import Agents, aqm_port, host_interface
 from ..core import Variant, variant
 
 
@@ -94,11 +94,7 @@ ein_threshold = {a.aqm_ein_threshold}
 {hw}{aqm_port(bn, far_end)}""")
         if self.host_ein:
             for h in topo.hosts:
-                self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", f"""[[interface]]
-name = "{h.ports[0].ifname}"
-role = "host"
-mechanisms = ["ein"]
-""")
+                self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", host_interface(h, ["ein"]))
         for ag in self.agents.list:
             ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=30)
 

@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 
-from ..agents import Agents
+from ..agents import Agents, host_interface
 from ..core import TOP, BenchError, Variant, variant
 
 
@@ -90,12 +90,7 @@ clock_source = "shared"
 """
         for h in topo.senders + topo.receivers:
             pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}-{h.name}"
-            self.agents.start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", pin_root, body + f"""
-[[interface]]
-name = "{h.ports[0].ifname}"
-role = "host"
-mechanisms = ["top"]
-""", role="sender" if h in topo.senders else "receiver")
+            self.agents.start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", pin_root, body + "\n" + host_interface(h, ["top"]), role="sender" if h in topo.senders else "receiver")
         for ag in self.agents.list:
             ctx.wait_for_log(ag.proc, "TOP_STARTED", timeout=30)
 
