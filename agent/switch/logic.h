@@ -136,7 +136,10 @@ struct PortConfig {
   std::string name;              // interface name in sluiced, free text in the model
   PortRole role = PortRole::kSwitchFacing;
   uint64_t rate_bps = 100'000'000;
-  std::vector<QueueConfig> queues{QueueConfig{}};
+  // One default queue. Built by count, not from an initializer list: GCC 12
+  // at -O3 reports the list's backing array as maybe uninitialised
+  // (-Wmaybe-uninitialized) in every copy of a default PortConfig.
+  std::vector<QueueConfig> queues = std::vector<QueueConfig>(1);
   std::vector<ShaperGroup> groups;
 };
 
