@@ -7,7 +7,8 @@
 #                             --build-type Release), every label
 #   tests/run.sh --sanitize   clang, ASan + UBSan (any report fails), in
 #                             build-sanitize/; labels unit bpf integration
-#   tests/run.sh --fuzz       the same build; each libFuzzer target for
+#   tests/run.sh --fuzz       the same build directory, only the fuzz
+#                             targets; each libFuzzer target for
 #                             SLUICE_FUZZ_SECONDS (default 30) from its seed
 #                             corpus (label fuzz)
 #   tests/run.sh --build-type Debug|RelWithDebInfo|Release [--cxx clang++]
@@ -58,7 +59,12 @@ case "$stage" in
 esac
 
 cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)"
+if [ "$stage" = fuzz ]; then
+  # Only the fuzz targets (and what they link): fuzzing needs no test binary.
+  cmake --build "$build" -j"$(nproc)" --target fuzz_all
+else
+  cmake --build "$build" -j"$(nproc)"
+fi
 cd "$build"
 
 case "$stage" in
