@@ -84,6 +84,67 @@ std::string kernel_release() {
   return s;
 }
 
+namespace {
+// Runs `undo` when the scope ends, also by an exception.
+template <typename Fn>
+struct Undo {
+  Fn fn;
+  ~Undo() { fn(); }
+};
+template <typename Fn>
+Undo(Fn) -> Undo<Fn>;
+}  // namespace
+
+AttachProbeResults probe_attach(int ifindex) {
+  QuietLibbpf quiet;
+  AttachProbeResults r;
+  if (ifindex <= 0) {
+    r.tc = r.tcx = r.xdp = FeatureResult{false, "no interface to probe on"};
+    return r;
+  }
+  Skeleton<probe_basic> s;
+  s.load();
+  int tc_fd = bpf_program__fd(s->progs.probe_tc);
+  // Each probe undoes exactly what it did, in reverse order, whether it
+  // succeeds or not: the interface is left as it was found.
+  r.tc = probe([&] {
+    DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+    bool had_clsact = clsact_exists(ifindex);
+    int rc = had_clsact ? 0 : bpf_tc_hook_create(&h);
+    if (rc) throw SysError("create clsact qdisc", rc);
+    Undo drop_qdisc{[&] {
+      if (had_clsact) return;
+      DECLARE_LIBBPF_OPTS(bpf_tc_hook, all, .ifindex = ifindex,
+                          .attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS));
+      bpf_tc_hook_destroy(&all);
+    }};
+    // The last priority tc allows, and a handle of its own: never one of
+    // sluice's filter slots, never someone else's filter on a reused clsact.
+    DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = tc_fd, .handle = kTcHandle + 1, .priority = 0xFFFF);
+    rc = bpf_tc_attach(&h, &o);
+    if (rc) throw SysError("attach cls_bpf filter", rc);
+    DECLARE_LIBBPF_OPTS(bpf_tc_opts, d, .handle = kTcHandle + 1, .priority = 0xFFFF);
+    rc = bpf_tc_detach(&h, &d);
+    if (rc) throw SysError("detach cls_bpf filter", rc);
+    return std::string("clsact + cls_bpf direct-action");
+  });
+  r.tcx = probe([&] {
+    int fd = tcx_link_create(tc_fd, ifindex, Hook::Ingress);
+    if (fd < 0) throw SysError("BPF_LINK_CREATE tcx (kernel 6.6+)", fd);
+    close(fd);  // the link's only reference: closing it detaches
+    return std::string("tcx link");
+  });
+  r.xdp = probe([&] {
+    int fd = bpf_program__fd(s->progs.probe_xdp);
+    int rc = bpf_xdp_attach(ifindex, fd, XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+    if (rc) throw SysError("native XDP on veth", rc);
+    rc = bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE, nullptr);
+    if (rc) throw SysError("detach native XDP", rc);
+    return std::string("native XDP on veth");
+  });
+  return r;
+}
+
 FeatureReport probe_features() {
   QuietLibbpf quiet;
   FeatureReport r;
@@ -137,32 +198,10 @@ FeatureReport probe_features() {
       // Deleted when the probes end, not left to the namespace's teardown
       // (which the kernel does later, asynchronously).
       ScopedVethPair veth("slprobe");
-      int ifindex = static_cast<int>(if_nametoindex(veth.a().c_str()));
-      Skeleton<probe_basic> s;
-      s.load();
-      int tc_fd = bpf_program__fd(s->progs.probe_tc);
-      tc = probe([&] {
-        DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
-        int rc = bpf_tc_hook_create(&h);
-        if (rc) throw SysError("create clsact qdisc", rc);
-        DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = tc_fd, .handle = 1, .priority = 1);
-        rc = bpf_tc_attach(&h, &o);
-        if (rc) throw SysError("attach cls_bpf filter", rc);
-        return std::string("clsact + cls_bpf direct-action");
-      });
-      tcx = probe([&] {
-        int fd = tcx_link_create(tc_fd, ifindex, Hook::Ingress);
-        if (fd < 0) throw SysError("BPF_LINK_CREATE tcx (kernel 6.6+)", fd);
-        close(fd);
-        return std::string("tcx link");
-      });
-      xdp = probe([&] {
-        int fd = bpf_program__fd(s->progs.probe_xdp);
-        int rc = bpf_xdp_attach(ifindex, fd, XDP_FLAGS_DRV_MODE, nullptr);
-        if (rc) throw SysError("native XDP on veth", rc);
-        bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE, nullptr);
-        return std::string("native XDP on veth");
-      });
+      AttachProbeResults a = probe_attach(static_cast<int>(if_nametoindex(veth.a().c_str())));
+      tc = a.tc;
+      tcx = a.tcx;
+      xdp = a.xdp;
     });
   } catch (const std::exception& e) {
     std::string why = std::string("probe namespace: ") + e.what();

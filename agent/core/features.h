@@ -31,9 +31,20 @@ struct FeatureResult {
 
 using FeatureReport = std::map<Feature, FeatureResult>;
 
-// Runs every probe in a forked child inside a fresh network namespace, so
-// nothing on the host's interfaces changes. Needs root.
+// Runs every probe; the attach probes on a veth pair of their own in a
+// private network namespace (deleted before it returns), so nothing on the
+// host's interfaces changes. Needs root.
 FeatureReport probe_features();
+
+// The attach probes (tc-clsact, tcx, xdp) on interface `ifindex` of the
+// calling thread's namespace. Each attaches the smallest program of its kind
+// and undoes exactly what it did -- the filter, the clsact qdisc if it
+// created it, the tcx link, the XDP program -- also when a step fails: the
+// interface is left as it was found (tests/integration/agent_test.cc).
+struct AttachProbeResults {
+  FeatureResult tc, tcx, xdp;
+};
+AttachProbeResults probe_attach(int ifindex);
 
 std::string kernel_release();
 

@@ -14,7 +14,9 @@
 
 #include "flowstat.skel.h"
 #include "core/bpf_util.h"
+#include "core/features.h"
 #include "core/netns.h"
+#include "lib/drill.h"
 #include "lib/netns_fixture.h"
 
 SLUICE_SKELETON(flowstat);
@@ -24,6 +26,15 @@ using namespace sluice::test;
 using nlohmann::json;
 
 namespace {
+
+// Kernel version as major * 100 + minor (6.18 -> 618).
+int kernel_version() {
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  sscanf(u.release, "%d.%d", &major, &minor);
+  return major * 100 + minor;
+}
 
 class AgentTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -232,36 +243,88 @@ TEST_P(AgentTest, SigtermLeavesNoFiltersAndRemovesOnlyItsOwnClsact) {
   EXPECT_FALSE(has_clsact()) << "the clsact qdisc sluice created was left behind";
 }
 
-TEST_P(AgentTest, ForeignTcProgramSurvivesAndKeepsSeeingTraffic) {
-  // Someone else's tc program on the same hook, after ours in the chain.
-  Skeleton<flowstat> foreign;
-  foreign.load();
-  run_in_netns(b_, [&] {
-    DECLARE_LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = static_cast<int>(if_nametoindex(ifb_.c_str())),
-                        .attach_point = BPF_TC_INGRESS);
-    int rc = bpf_tc_hook_create(&h);
-    ASSERT_TRUE(rc == 0 || rc == -EEXIST);
-    DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = bpf_program__fd(foreign->progs.flowstat_in),
-                        .handle = 7, .priority = 0xF000);
-    ASSERT_EQ(bpf_tc_attach(&h, &o), 0);
-  });
-  auto foreign_counted = [&] {
-    return read_reason_counters(bpf_map__fd(foreign->maps.sl_counters))[SLUICE_R_PASS_COUNTED].bytes;
+// Someone else's programs on every hook sluice uses -- clsact ingress and
+// egress filters and tcx links on both directions -- attached before
+// sluiced starts. They stay attached and keep seeing the traffic through
+// sluice's attach, a kill -9, the restart that re-adopts the hooks, and a
+// clean detach; the clsact qdisc they share is left in place.
+TEST_P(AgentTest, ForeignProgramsOnEveryHookSurviveAttachKillRestartAndDetach) {
+  Skeleton<flowstat> cin, cout, tin, tout;
+  for (auto* s : {&cin, &cout, &tin, &tout}) s->load();
+  ForeignHooks::Progs progs;
+  progs.clsact_in = bpf_program__fd(cin->progs.flowstat_in);
+  progs.clsact_out = bpf_program__fd(cout->progs.flowstat_out);
+  if (kernel_version() >= 606) {
+    progs.tcx_in = bpf_program__fd(tin->progs.flowstat_in);
+    progs.tcx_out = bpf_program__fd(tout->progs.flowstat_out);
+  }
+  ForeignHooks foreign(b_, ifb_, progs);
+  auto seen = [&] {
+    std::vector<uint64_t> v;
+    for (auto* s : {&cin, &cout, &tin, &tout})
+      v.push_back(read_reason_counters(bpf_map__fd((*s)->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets);
+    return v;
   };
-  agent_ = start_agent();
-  uint64_t f0 = foreign_counted();
-  uint64_t got = transfer("4M");
-  ASSERT_GT(got, 0u);
-  EXPECT_GT(foreign_counted(), f0 + got) << "the foreign program stopped seeing traffic after our attach";
-  EXPECT_GT(counted_packets(), 100u);
+  const char* names[] = {"clsact ingress", "clsact egress", "tcx ingress", "tcx egress"};
+  // Every foreign program saw the transfer: the data at ingress, the ACKs at
+  // egress (GRO makes them few: tens per 2 MB).
+  auto all_saw_traffic = [&](const std::string& when) {
+    std::vector<uint64_t> before = seen();
+    uint64_t got = transfer("2M");
+    ASSERT_GT(got, 0u) << "no traffic " << when;
+    std::vector<uint64_t> after = seen();
+    for (size_t i = 0; i < 4; ++i) {
+      if (i >= 2 && progs.tcx_in < 0) continue;
+      EXPECT_GT(after[i], before[i] + (i % 2 ? 10 : 100)) << "the foreign " << names[i] << " program saw no traffic "
+                                                          << when;
+    }
+  };
+  all_saw_traffic("before sluiced started");
+  agent_ = start_agent("sluiced-1");
+  EXPECT_EQ(foreign.missing(), "") << "after sluiced attached";
+  uint64_t c0 = counted_packets();
+  all_saw_traffic("with sluiced attached");
+  EXPECT_GT(counted_packets(), c0 + 100) << "sluice itself did not count beside the foreign programs";
+  agent_.kill9();
+  EXPECT_EQ(foreign.missing(), "") << "after kill -9 of sluiced";
+  all_saw_traffic("after kill -9 of sluiced");
+  agent_ = start_agent("sluiced-2");
+  EXPECT_EQ(foreign.missing(), "") << "after the restart";
+  c0 = counted_packets();
+  all_saw_traffic("after the restart");
+  EXPECT_GT(counted_packets(), c0 + 100) << "the restarted sluiced did not count";
   EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
-  std::string f = tc_filters("ingress");
-  EXPECT_NE(f.find("handle 0x7"), std::string::npos) << "foreign filter removed by our detach:\n" << f;
+  EXPECT_EQ(foreign.missing(), "") << "after sluiced detached (SIGTERM)";
   EXPECT_TRUE(has_clsact()) << "a clsact qdisc we did not create (and still in use) was deleted";
-  uint64_t f1 = foreign_counted();
-  uint64_t got_after = transfer("2M");
-  ASSERT_GT(got_after, 0u);
-  EXPECT_GT(foreign_counted(), f1 + got_after);
+  for (const char* hook : {"ingress", "egress"}) {
+    EXPECT_EQ(tc_filters(hook).find("handle 0x51 "), std::string::npos) << "sluice's filter left on " << hook;
+  }
+  all_saw_traffic("after sluiced detached");
+}
+
+// The other order: sluiced is attached first (in clsact mode it creates the
+// qdisc), someone attaches to the same hooks, sluiced stops. The foreign
+// programs and the qdisc they now use stay.
+TEST_P(AgentTest, ForeignProgramsAttachedAfterSluicedSurviveItsDetach) {
+  ASSERT_FALSE(has_clsact());
+  agent_ = start_agent();
+  Skeleton<flowstat> cin, cout, tin, tout;
+  for (auto* s : {&cin, &cout, &tin, &tout}) s->load();
+  ForeignHooks::Progs progs;
+  progs.clsact_in = bpf_program__fd(cin->progs.flowstat_in);
+  progs.clsact_out = bpf_program__fd(cout->progs.flowstat_out);
+  if (kernel_version() >= 606) {
+    progs.tcx_in = bpf_program__fd(tin->progs.flowstat_in);
+    progs.tcx_out = bpf_program__fd(tout->progs.flowstat_out);
+  }
+  ForeignHooks foreign(b_, ifb_, progs);
+  ASSERT_GT(transfer("2M"), 0u);
+  EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
+  EXPECT_EQ(foreign.missing(), "") << "after sluiced detached (SIGTERM)";
+  EXPECT_TRUE(has_clsact()) << "sluice removed the clsact qdisc it created while others' filters were on it";
+  uint64_t before = read_reason_counters(bpf_map__fd(cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets;
+  ASSERT_GT(transfer("2M"), 0u);
+  EXPECT_GT(read_reason_counters(bpf_map__fd(cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets, before + 100);
 }
 
 TEST_P(AgentTest, BadConfigIsRefusedNamingTheKeyAndAttachesNothing) {
@@ -317,9 +380,7 @@ TEST(Check, TellsTheTruthOnThisKernel) {
   EXPECT_EQ(st, 0) << o;
   utsname u{};
   uname(&u);
-  int major = 0, minor = 0;
-  sscanf(u.release, "%d.%d", &major, &minor);
-  int v = major * 100 + minor;
+  int v = kernel_version();
   auto yes = [&](const std::string& f) { return std::regex_search(o, std::regex("\\n  " + f + " +yes")); };
   EXPECT_TRUE(yes("btf")) << o;
   EXPECT_TRUE(yes("ringbuf")) << o;
@@ -337,20 +398,83 @@ TEST(Check, TellsTheTruthOnThisKernel) {
   }
 }
 
-// The attach probes run on a veth pair in a private namespace: neither end
-// ever appears in the namespace the agent runs in (a deployed agent runs in
-// the host's own). Checked right after --check returns, before the kernel
-// has torn the private namespace down.
-TEST(Check, ProbesCreateNoInterfaceInTheAgentsNamespace) {
+// `sluiced --check` leaves nothing behind in the namespace it runs in (a
+// deployed agent runs in the host's own) nor on the bpf filesystem: no
+// interface (neither end of the probes' veth pair ever appears here), no
+// qdisc, no filter, no pin. Run in a namespace of its own with a fresh
+// bpffs on /sys/fs/bpf, checked right after --check returns, before the
+// kernel has torn the probes' private namespace down.
+TEST(Check, ProbesLeaveNothingInTheAgentsNamespaceOrOnBpffs) {
   Lab lab("c");
   std::string ns = lab.add_ns("p");
   int st = -1;
-  std::string o = lab.out("ip netns exec " + ns + " " + build_path("agent/sluiced") + " --check >/dev/null 2>&1; ip -n " +
-                              ns + " -o link show",
+  std::string o = lab.out("ip netns exec " + ns + " unshare -m --propagation private sh -c 'mount -t bpf sluice /sys/fs/bpf && " +
+                              build_path("agent/sluiced") +
+                              " --check >/dev/null 2>&1; echo rc=$?; ip -o link show; tc qdisc show; echo pins:; "
+                              "find /sys/fs/bpf -mindepth 1 ! -name maps.debug ! -name progs.debug'",
                           &st);
   EXPECT_EQ(st, 0) << o;
+  EXPECT_NE(o.find("rc=0\n"), std::string::npos) << o;
   EXPECT_EQ(o.find("slprobe"), std::string::npos) << o;
   EXPECT_NE(o.find("lo:"), std::string::npos) << o;
+  EXPECT_EQ(std::count(o.begin(), o.end(), '\n'), 4) << "rc, lo, lo's qdisc, 'pins:' and nothing else:\n" << o;
+  EXPECT_EQ(o.find("clsact"), std::string::npos) << o;
+  ASSERT_NE(o.find("pins:\n"), std::string::npos) << o;
+  EXPECT_EQ(o.substr(o.find("pins:\n") + 6), "") << "pins left by --check:\n" << o;
+}
+
+// The attach probes, run on an interface: each undoes exactly what it did.
+// On a bare interface (the probes create and remove the clsact qdisc) and
+// on one where someone else's programs sit on every hook, one of them at
+// the very priority the tc probe uses: afterwards the hooks are as they
+// were, nothing of the probes' stays open in this process, and the
+// foreign programs are all still attached.
+TEST(Check, AttachProbesLeaveTheInterfaceAsFound) {
+  Lab lab("c");
+  std::string a = lab.add_ns("a"), b = lab.add_ns("b");
+  lab.add_veth(a, "p0", "", b, "p1", "");
+  const std::string ifn = lab.name("p0");
+  Skeleton<flowstat> fs;
+  fs.load();
+  const int fds = bpf_fds_open();
+  auto probe_here = [&](const std::string& when) {
+    AttachProbeResults r;
+    run_in_netns(a, [&] { r = probe_attach(static_cast<int>(if_nametoindex(ifn.c_str()))); });
+    EXPECT_TRUE(r.tc.ok) << when << ": " << r.tc.detail;
+    EXPECT_TRUE(r.xdp.ok) << when << ": " << r.xdp.detail;
+    if (kernel_version() >= 606) {
+      EXPECT_TRUE(r.tcx.ok) << when << ": " << r.tcx.detail;
+    }
+    EXPECT_EQ(bpf_fds_open(), fds) << when << ": the probes kept BPF objects open";
+  };
+  std::string before = hook_snapshot(a, ifn);
+  ASSERT_EQ(before.find("clsact"), std::string::npos) << before;
+  probe_here("bare interface");
+  EXPECT_EQ(hook_snapshot(a, ifn), before) << "the probes changed a bare interface";
+  {
+    ForeignHooks::Progs progs;
+    progs.clsact_in = bpf_program__fd(fs->progs.flowstat_in);
+    progs.clsact_out = bpf_program__fd(fs->progs.flowstat_out);
+    if (kernel_version() >= 606) {
+      progs.tcx_in = bpf_program__fd(fs->progs.flowstat_in);
+      progs.tcx_out = bpf_program__fd(fs->progs.flowstat_out);
+    }
+    ForeignHooks foreign(a, ifn, progs, 0xFFFF);
+    const int fds_foreign = bpf_fds_open();
+    before = hook_snapshot(a, ifn);
+    ASSERT_NE(before.find("clsact"), std::string::npos) << before;
+    AttachProbeResults r;
+    run_in_netns(a, [&] { r = probe_attach(static_cast<int>(if_nametoindex(ifn.c_str()))); });
+    EXPECT_TRUE(r.tc.ok) << r.tc.detail;
+    EXPECT_EQ(bpf_fds_open(), fds_foreign) << "the probes kept BPF objects open";
+    EXPECT_EQ(hook_snapshot(a, ifn), before) << "the probes changed an interface with foreign programs";
+    EXPECT_EQ(foreign.missing(), "") << "the probes removed a foreign program";
+  }
+  // The whole probe, as sluiced runs it: its veth pair and namespace are
+  // its own; nothing stays open here.
+  FeatureReport rep = probe_features();
+  EXPECT_TRUE(rep[Feature::TcClsact].ok) << rep[Feature::TcClsact].detail;
+  EXPECT_EQ(bpf_fds_open(), fds) << "probe_features() kept BPF objects open";
 }
 
 // The probes' veth pair is deleted when its scope ends, whether the code
