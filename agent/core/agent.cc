@@ -9,6 +9,7 @@
 #include "bpf_util.h"
 #include "config_section.h"
 #include "control.h"
+#include "heartbeat.h"
 #include "log.h"
 #include "metrics.h"
 #include "tc.h"
@@ -335,6 +336,7 @@ nlohmann::json Agent::status() const {
       {"interfaces", ifs},
       {"features", feats},
   };
+  if (const HeartbeatThread* hb = loop_.heartbeats_if_started()) out["heartbeat"] = hb->status();
   for (const auto& sr : services_)
     if (sr.service) sr.service->status(out);
   return out;

@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "heartbeat.h"
+
 namespace sluice {
 
 PeriodicTimer::PeriodicTimer(boost::asio::io_context& io, std::chrono::nanoseconds period,
@@ -47,6 +49,14 @@ void FdWatch::arm() {
                    fn_();
                    if (*a) arm();
                  });
+}
+
+EventLoop::EventLoop() = default;
+EventLoop::~EventLoop() = default;
+
+HeartbeatThread& EventLoop::heartbeats() {
+  if (!heartbeats_) heartbeats_ = std::make_unique<HeartbeatThread>(*this);
+  return *heartbeats_;
 }
 
 void EventLoop::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }

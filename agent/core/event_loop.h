@@ -16,6 +16,7 @@
 namespace sluice {
 
 class EventLoop;
+class HeartbeatThread;
 
 // Calls fn every `period` until destroyed. The first call is one period after
 // creation. A slow fn delays the next call; ticks are not queued up.
@@ -52,7 +53,10 @@ class FdWatch {
 
 class EventLoop {
  public:
-  EventLoop() = default;
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
   boost::asio::io_context& io() { return io_; }
 
   void post(std::function<void()> fn);
@@ -60,6 +64,12 @@ class EventLoop {
   std::unique_ptr<FdWatch> watch_readable(int fd, std::function<void()> fn);
   // fn(signo) for each delivery of the listed signals, until stop().
   void on_signals(std::initializer_list<int> signals, std::function<void(int)> fn);
+
+  // The thread that refreshes BPF heartbeat words while this loop runs
+  // (core/heartbeat.h); started on first use.
+  HeartbeatThread& heartbeats();
+  // nullptr until a mechanism asked for heartbeats.
+  const HeartbeatThread* heartbeats_if_started() const { return heartbeats_.get(); }
 
   void run();
   void stop();
@@ -72,6 +82,7 @@ class EventLoop {
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::function<void(int)> on_signal_;
+  std::unique_ptr<HeartbeatThread> heartbeats_;  // destroyed before io_ (it has a timer on it)
 };
 
 }  // namespace sluice

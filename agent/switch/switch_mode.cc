@@ -17,6 +17,7 @@
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
+#include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/tc.h"
 #include "sluice/switch.h"
@@ -79,7 +80,6 @@ class SwitchMode final : public HostService, public Substrate {
  private:
   static int on_ring(void* self, void* data, size_t len);
   void on_ctrl(const sl_sw_ctrl_event& ev);
-  void heartbeat();
   const std::vector<ClassCounters>& counters(const SwPort& p, uint64_t max_age_ns) const;
   // BPF counters of port_id: slot -> {packets, bytes}, summed over CPUs.
   std::vector<sl_sw_counter> bpf_counters(uint32_t port_id) const;
@@ -93,7 +93,7 @@ class SwitchMode final : public HostService, public Substrate {
   Skeleton<swport> skel_;
   ring_buffer* rb_ = nullptr;
   std::unique_ptr<FdWatch> ring_watch_;
-  std::unique_ptr<PeriodicTimer> heartbeat_;
+  std::unique_ptr<HeartbeatThread::Registration> beat_;
   boost::asio::steady_timer timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::unique_ptr<Logic> logic_;
@@ -107,9 +107,13 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
   if (!info_) throw Error("[switch] logic \"" + cfg_.logic + "\" is not a switch logic (" + logic_names() + ")");
   skel_->rodata->fail_open_ns = uint64_t(cfg_.fail_open_ms) * 1'000'000;
   skel_.load();
-  // Alive before anything is attached, then every fail_open_ms / 4.
-  heartbeat();
-  heartbeat_ = loop_.every(std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)), [this] { heartbeat(); });
+  // Alive before anything is attached, then every fail_open_ms / 4 by the
+  // heartbeat thread (core/heartbeat.h), while this loop has run within
+  // fail_open_ms: a stuck loop fails open as before, a busy CPU does not.
+  beat_ = loop_.heartbeats().add(&skel_->bss->sw_heartbeat_ns,
+                                 std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
+                                 std::chrono::milliseconds(cfg_.fail_open_ms),
+                                 std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
       const SwitchPortEntry& e = cfg_.ports[i];
@@ -170,17 +174,13 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
 SwitchMode::~SwitchMode() {
   *alive_ = false;
   timer_.cancel();
-  heartbeat_.reset();
+  beat_.reset();
   ring_watch_.reset();
   if (rb_) ring_buffer__free(rb_);
   logic_.reset();
   // Each port: programs detached, then its tree removed.
   while (!ports_.empty()) ports_.pop_back();
   SLOG_INFO("SWITCH_STOPPED", "switch mode stopped: programs detached, queue trees removed");
-}
-
-void SwitchMode::heartbeat() {
-  __atomic_store_n(&skel_->bss->sw_heartbeat_ns, monotonic_ns(), __ATOMIC_RELAXED);
 }
 
 int SwitchMode::on_ring(void* self, void* data, size_t len) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/event_loop.h"
+#include "core/heartbeat.h"
 #include "core/log.h"
 #include "mechanisms/pac/reinject.h"
 #include "pac_tc.skel.h"
@@ -22,6 +23,11 @@ namespace {
 // The idle reset leaves pac.bound alone for this long (at least) after a
 // request left: a sender's application may answer later than an RTT.
 constexpr uint64_t kRequestQuietNs = 20'000'000;
+
+// The heartbeat thread keeps BPF diverting while this module's loop has run
+// within this long. Longer, held ACKs would wait for a stuck loop until
+// TCP's minimum RTO (200 ms) fires at the senders: fail open instead.
+constexpr std::chrono::milliseconds kPacLoopStall{100};
 
 
 template <typename T>
@@ -73,6 +79,7 @@ struct PacModule::Impl : Datapath {
   std::vector<TcAttachment> attachments;
   std::unique_ptr<FdWatch> rb_watch;
   std::unique_ptr<PeriodicTimer> heartbeat, control;
+  std::unique_ptr<HeartbeatThread::Registration> beat;  // refreshes st->heartbeat_ns
   int flows_fd = -1, ctl_fd = -1;
 
   // Control interval state.
@@ -185,13 +192,17 @@ struct PacModule::Impl : Datapath {
     poll_ns += now - start;
   }
 
+  // The heartbeat word is refreshed by the agent's heartbeat thread
+  // (core/heartbeat.h) while this loop runs; here, on the loop, we check
+  // whether it went stale since the last look -- the loop stalled past
+  // kPacLoopStall, or the thread was late -- so BPF may have failed open.
   void on_heartbeat() {
     uint64_t now = monotonic_ns();
-    if (last_hb_ns && now - last_hb_ns > fail_open_ns) {
-      // The loop stalled long enough for BPF to fail open: ACKs passed
-      // meanwhile may have overtaken held ones. Resynchronise each holding
-      // flow with the kernel's last ACK (drops what is superseded), then
-      // release the rest at once.
+    uint64_t gap = beat ? beat->take_max_gap_ns() : 0;
+    if (gap > fail_open_ns) {
+      // ACKs passed meanwhile may have overtaken held ones. Resynchronise
+      // each holding flow with the kernel's last ACK (drops what is
+      // superseded), then release the rest at once.
       ++stalls;
       for (const auto& k : engine->holding_flows()) {
         sluice_pac_flow f{};
@@ -205,10 +216,9 @@ struct PacModule::Impl : Datapath {
         engine->on_event(ev, now);
       }
       size_t n = engine->flush(now);
-      SLOG_WARN("PAC_STALL", "{}: agent loop stalled {} ms (> fail_open {} ms); released {} held ACKs", ifname,
-                (now - last_hb_ns) / 1'000'000, cfg.fail_open_ms, n);
+      SLOG_WARN("PAC_STALL", "{}: heartbeat went {} ms unrefreshed (> fail_open {} ms); released {} held ACKs", ifname,
+                gap / 1'000'000, cfg.fail_open_ms, n);
     }
-    store(&st->heartbeat_ns, now);
     last_hb_ns = now;
   }
 
@@ -432,7 +442,9 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.rb = ring_buffer__new(bpf_map__fd(s->maps.sl_pac_evt_v1), &Impl::on_sample, &m, nullptr);
   if (!m.rb) throw SysError("PAC: ring buffer", errno);
   // Alive before attaching, so the first ACKs are already controlled.
-  m.on_heartbeat();
+  uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
+  m.beat = ctx.loop.heartbeats().add(&m.st->heartbeat_ns, std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)),
+                                     kPacLoopStall, std::chrono::milliseconds(m.cfg.fail_open_ms), "PAC " + m.ifname);
   // A held request must look sent to TCP (TC_ACT_STOLEN), which only
   // cls_bpf honours; tcx turns it into "next". hold_requests therefore
   // attaches through clsact whatever agent.attach_mode says.
@@ -444,7 +456,6 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.attachments.push_back(TcAttachment::attach(m.ifname, Hook::Egress, bpf_program__fd(s->progs.pac_egress),
                                                "pac_egress", kPacTcPrio, mode, ctx.config.agent.state_dir));
   m.rb_watch = ctx.loop.watch_readable(ring_buffer__epoll_fd(m.rb), [&m] { m.on_readable(); });
-  uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });
   m.control = ctx.loop.every(std::chrono::nanoseconds(m.interval_ns), [&m] { m.on_control(); });
   SLOG_INFO("PAC_STARTED", "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
@@ -457,6 +468,7 @@ PacModule::~PacModule() {
   m.alive.reset();
   m.control.reset();
   m.heartbeat.reset();
+  m.beat.reset();
   m.rb_watch.reset();
   // Held ACKs are released, never kept: drain the ring, then send all.
   if (m.rb) ring_buffer__consume(m.rb);

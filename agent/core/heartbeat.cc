@@ -1,0 +1,230 @@
+#include "heartbeat.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "bpf_util.h"
+#include "error.h"
+#include "event_loop.h"
+#include "log.h"
+
+namespace sluice {
+
+namespace {
+constexpr uint64_t kIdlePeriodNs = 100'000'000;  // no registration yet
+constexpr uint64_t kLateBucketsNs[4] = {100'000, 1'000'000, 10'000'000, 100'000'000};
+
+timespec to_timespec(uint64_t ns) {
+  timespec t{};
+  t.tv_sec = time_t(ns / 1'000'000'000ull);
+  t.tv_nsec = long(ns % 1'000'000'000ull);
+  return t;
+}
+}  // namespace
+
+HeartbeatThread::Registration::~Registration() {
+  if (owner_) owner_->remove(this);
+}
+
+uint64_t HeartbeatThread::Registration::take_max_gap_ns() {
+  std::lock_guard<std::mutex> g(owner_->mu_);
+  uint64_t now = monotonic_ns();
+  uint64_t gap = std::max(max_gap_ns_, now > last_ns_ ? now - last_ns_ : 0);
+  max_gap_ns_ = 0;
+  return gap;
+}
+
+HeartbeatThread::Registration::Stats HeartbeatThread::Registration::stats() const {
+  std::lock_guard<std::mutex> g(owner_->mu_);
+  return stats_;
+}
+
+HeartbeatThread::HeartbeatThread(EventLoop& loop, Options opt) : loop_(loop), opt_(opt) {
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+  if (timer_fd_ < 0) throw SysError("heartbeat timerfd", errno);
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    int e = errno;
+    close(timer_fd_);
+    throw SysError("heartbeat eventfd", e);
+  }
+  loop_stamp_ns_ = monotonic_ns();
+  stamp_ = loop_.every(kLoopStampPeriod, [this] { loop_stamp_ns_.store(monotonic_ns(), std::memory_order_relaxed); });
+  std::promise<std::string> sched;
+  auto sched_result = sched.get_future();
+  thread_ = std::thread([this, &sched] {
+    std::string why;
+    if (opt_.realtime) {
+      sched_param p{};
+      p.sched_priority = opt_.rt_priority;
+      int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+      if (rc == 0) {
+        realtime_ = true;
+        why = "SCHED_FIFO " + std::to_string(opt_.rt_priority);
+      } else {
+        why = std::string("SCHED_OTHER (SCHED_FIFO refused: ") + strerror(rc) + ")";
+      }
+    } else {
+      why = "SCHED_OTHER (real-time class not requested)";
+    }
+    sched.set_value(why);
+    run();
+  });
+  std::string how = sched_result.get();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.sched = how;
+  }
+  if (realtime_) SLOG_INFO("HEARTBEAT_SCHED", "heartbeat thread runs {}: a busy CPU does not delay it", how);
+  else
+    SLOG_WARN("HEARTBEAT_SCHED",
+              "heartbeat thread runs {}: under CPU load it can be late and BPF fail open although the agent is "
+              "alive (grant CAP_SYS_NICE or LimitRTPRIO=1)",
+              how);
+}
+
+HeartbeatThread::~HeartbeatThread() {
+  uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof(one)) != sizeof(one)) {
+    // The eventfd cannot be full after one write; nothing else to do.
+  }
+  if (thread_.joinable()) thread_.join();
+  stamp_.reset();
+  close(timer_fd_);
+  close(stop_fd_);
+  std::lock_guard<std::mutex> g(mu_);
+  for (Registration* r : regs_) r->owner_ = nullptr;
+}
+
+std::unique_ptr<HeartbeatThread::Registration> HeartbeatThread::add(__u64* word, std::chrono::nanoseconds period,
+                                                                    std::chrono::nanoseconds loop_stall,
+                                                                    std::chrono::nanoseconds limit,
+                                                                    const std::string& owner) {
+  std::unique_ptr<Registration> r(new Registration());
+  r->owner_ = this;
+  r->word_ = word;
+  r->period_ns_ = uint64_t(std::max<int64_t>(period.count(), 1'000'000));
+  r->loop_stall_ns_ = uint64_t(std::max<int64_t>(loop_stall.count(), 0));
+  r->limit_ns_ = uint64_t(std::max<int64_t>(limit.count(), 0));
+  r->owner_name_ = owner;
+  uint64_t now = monotonic_ns();
+  std::lock_guard<std::mutex> g(mu_);
+  __atomic_store_n(word, now, __ATOMIC_RELAXED);
+  r->last_ns_ = now;
+  r->stats_.writes = 1;
+  regs_.push_back(r.get());
+  // A shorter period than the thread sleeps now takes effect at once.
+  if (now + r->period_ns_ < deadline_) {
+    deadline_ = now + r->period_ns_;
+    itimerspec its{};
+    its.it_value = to_timespec(deadline_);
+    timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+  }
+  return r;
+}
+
+void HeartbeatThread::remove(Registration* r) {
+  std::lock_guard<std::mutex> g(mu_);
+  regs_.erase(std::remove(regs_.begin(), regs_.end(), r), regs_.end());
+}
+
+HeartbeatThread::Stats HeartbeatThread::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return stats_;
+}
+
+nlohmann::json HeartbeatThread::status() const {
+  std::lock_guard<std::mutex> g(mu_);
+  nlohmann::json words = nlohmann::json::array();
+  for (const Registration* r : regs_)
+    words.push_back({{"owner", r->owner_name_},
+                     {"period_ms", double(r->period_ns_) / 1e6},
+                     {"limit_ms", double(r->limit_ns_) / 1e6},
+                     {"loop_stall_ms", double(r->loop_stall_ns_) / 1e6},
+                     {"writes", r->stats_.writes},
+                     {"gaps_over_limit", r->stats_.gaps_over_limit},
+                     {"max_gap_us", r->stats_.max_gap_ns / 1000},
+                     {"withheld", r->stats_.withheld}});
+  return {{"sched", stats_.sched},
+          {"wakeups", stats_.wakeups},
+          {"late_max_us", stats_.late_max_ns / 1000},
+          {"late_over_100us", stats_.late_over[0]},
+          {"late_over_1ms", stats_.late_over[1]},
+          {"late_over_10ms", stats_.late_over[2]},
+          {"late_over_100ms", stats_.late_over[3]},
+          {"words", words}};
+}
+
+void HeartbeatThread::run() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!deadline_) {
+      deadline_ = monotonic_ns() + kIdlePeriodNs;
+      itimerspec its{};
+      its.it_value = to_timespec(deadline_);
+      timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+    }
+  }
+  pollfd fds[2] = {{timer_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  for (;;) {
+    int n = poll(fds, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (fds[1].revents & POLLIN)) return;
+    if (!(fds[0].revents & POLLIN)) continue;
+    uint64_t expirations = 0;
+    if (read(timer_fd_, &expirations, sizeof(expirations)) != sizeof(expirations)) continue;
+    uint64_t now = monotonic_ns();
+    uint64_t loop_age = now - std::min(now, loop_stamp_ns_.load(std::memory_order_relaxed));
+    uint64_t period = kIdlePeriodNs;
+    std::vector<std::string> paused, resumed;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      // Lateness against the deadline this wake-up was armed for.
+      uint64_t late = now > deadline_ ? now - deadline_ : 0;
+      ++stats_.wakeups;
+      stats_.late_max_ns = std::max(stats_.late_max_ns, late);
+      for (int b = 0; b < 4; ++b)
+        if (late > kLateBucketsNs[b]) ++stats_.late_over[b];
+      for (Registration* r : regs_) {
+        period = std::min(period, r->period_ns_);
+        if (r->loop_stall_ns_ && loop_age > r->loop_stall_ns_) {
+          ++r->stats_.withheld;
+          if (!r->paused_) paused.push_back(r->owner_name_);
+          r->paused_ = true;
+          continue;
+        }
+        if (r->paused_) resumed.push_back(r->owner_name_);
+        r->paused_ = false;
+        uint64_t gap = now - std::min(now, r->last_ns_);
+        r->max_gap_ns_ = std::max(r->max_gap_ns_, gap);
+        __atomic_store_n(r->word_, now, __ATOMIC_RELAXED);
+        r->last_ns_ = now;
+        ++r->stats_.writes;
+        r->stats_.max_gap_ns = std::max(r->stats_.max_gap_ns, gap);
+        if (r->limit_ns_ && gap > r->limit_ns_) ++r->stats_.gaps_over_limit;
+      }
+      // Next deadline on the period grid; wake-ups missed while late are
+      // not made up (one refresh is as good as several).
+      deadline_ = std::min(deadline_, now) + period;
+      if (deadline_ <= now) deadline_ = now + period;
+      itimerspec its{};
+      its.it_value = to_timespec(deadline_);
+      timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+    }
+    for (const auto& o : paused)
+      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withheld, BPF fails open", o,
+                loop_age / 1'000'000);
+    for (const auto& o : resumed) SLOG_INFO("HEARTBEAT_RESUMED", "{}: the event loop runs again: heartbeat resumed", o);
+  }
+}
+
+}  // namespace sluice
