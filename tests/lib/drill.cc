@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "core/netns.h"
 #include "core/tc.h"
@@ -65,6 +67,23 @@ int bpf_fds_open() {
   }
   closedir(d);
   return n;
+}
+
+double longest_stall_ms(const std::function<uint64_t()>& count, std::chrono::milliseconds d) {
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now(), end = start + d, last_growth = start;
+  uint64_t last = count();
+  double longest = 0;
+  for (auto now = clock::now(); now < end; now = clock::now()) {
+    uint64_t c = count();
+    if (c != last) {
+      longest = std::max(longest, std::chrono::duration<double, std::milli>(now - last_growth).count());
+      last_growth = now;
+      last = c;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return std::max(longest, std::chrono::duration<double, std::milli>(end - last_growth).count());
 }
 
 std::vector<uint32_t> tcx_prog_ids(int ifindex, bool ingress) {

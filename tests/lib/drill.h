@@ -3,7 +3,9 @@
 // someone else's programs on every hook sluice attaches to.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,12 @@ std::vector<uint32_t> tcx_prog_ids(int ifindex, bool ingress);
 // a before/after comparison: its qdiscs, the clsact filters of both hooks,
 // its XDP program and its tcx programs.
 std::string hook_snapshot(const std::string& ns, const std::string& ifname);
+
+// Polls `count` about every millisecond for `d` and returns the longest time,
+// in ms, during which it did not grow (from the start of the window: a
+// counter that never grows gives d). Coarse (the poller shares the CPU): an
+// upper bound of the real gap, for figures, never for a timed assertion.
+double longest_stall_ms(const std::function<uint64_t()>& count, std::chrono::milliseconds d);
 
 // Someone else's programs on every hook sluice uses, attached while this
 // object lives: clsact ingress and egress filters (cls_bpf, handle
