@@ -7,6 +7,10 @@ on MTU-sized frames:
   b  held queues in the agent: swhold diverts every frame through a ring
      buffer, the agent schedules (DRR, the port model's scheduler) and
      re-injects through AF_PACKET, keeping the port's TBF at a few packets
+  sluiced  the product: sluiced in switch mode on the port (logic pfc, 32
+     queues, its own tree: root TBF at the link rate, HTB scheduling, a TBF
+     leaf per queue), flows spread so flow i uses queue i; pause = the pfc
+     logic applying the PAUSE frame through sluiced's event loop
 
     sudo bench/switch/dp_bench.py --rates 100e6,1e9 --repeats 3 --json out.json
 
@@ -66,9 +70,15 @@ def backlog_pkts(rate):
 
 
 class Bench:
-    def __init__(self, lab, tool):
+    def __init__(self, lab, tool, sluiced=None, sched="fifo"):
         self.lab = lab
         self.tool = tool
+        self.sluiced = sluiced
+        # SCHED_FIFO (docs/lab.md): other load on the shared machine must not
+        # delay the switch's reaction or the probe; the switch above the sink
+        # above the generator.
+        self.prio = {"switch": ["chrt", "-f", "12"], "sink": ["chrt", "-f", "11"],
+                     "gen": ["chrt", "-f", "10"]} if sched == "fifo" else {}
         self.gen, self.sw, self.sink = lab.add_namespaces(["gen", "sw", "sink"])
         g0, g1, s0, s1 = (lab.if_name(n) for n in ("g0", "g1", "s0", "s1"))
         self.g0, self.g1, self.s0, self.s1 = g0, g1, s0, s1
@@ -93,6 +103,8 @@ class Bench:
         s0, b = self.s0, burst_bytes(rate)
         self.lab.nsexec(self.sw, f"tc qdisc del dev {s0} root 2>/dev/null; "
                                  f"tc qdisc del dev {s0} clsact 2>/dev/null", check=False)
+        if design == "sluiced":
+            return  # sluiced builds its tree (and replaces whatever root is there)
         if design in ("plain", "b"):
             # Design B keeps its queues in the agent: the port's qdisc is the
             # plain shaper, holding only the shallow backlog.
@@ -109,25 +121,42 @@ class Bench:
                          f"{int(rate)}bit burst {b} limit 131072")
         self.lab.tc_batch(self.sw, lines)
 
+    def sluiced_config(self, rate):
+        state = os.path.join(self.lab.tmp, "sluiced")
+        os.makedirs(state, exist_ok=True)
+        cfg = os.path.join(self.lab.tmp, "sluiced.toml")
+        with open(cfg, "w") as f:
+            f.write("\n".join([
+                "[agent]", f'pin_root = "/sys/fs/bpf/sluice-{self.lab.prefix}"', f'state_dir = "{state}"',
+                f'control_socket = "{state}/sluiced.sock"', "[metrics]", "enabled = false",
+                "[switch]", 'logic = "pfc"', f"queues = {QUEUES}", f"rate_mbit = {int(rate / 1e6)}",
+                "buffer_bytes = 131072", f"burst_bytes = {burst_bytes(rate)}",
+                "[[switch.ports]]", f'name = "{self.s0}"', 'role = "switch-facing"']) + "\n")
+        return cfg
+
     def start_switch(self, design, rate):
         if design == "plain":
             return None
-        argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
-                "--flows", str(QUEUES), "--design", design]
-        if design == "b":
-            argv += ["--backlog", str(backlog_pkts(rate))]
-        p = self.lab.spawn(self.sw, argv, "switch")
-        for _ in range(100):
-            if "ready" in self.lab.log_of(p):
+        if design == "sluiced":
+            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate)], "SWITCH_STARTED"
+        else:
+            argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
+                    "--flows", str(QUEUES), "--design", design]
+            if design == "b":
+                argv += ["--backlog", str(backlog_pkts(rate))]
+            ready = "ready"
+        p = self.lab.spawn(self.sw, self.prio.get("switch", []) + argv, "switch")
+        for _ in range(200):
+            if ready in self.lab.log_of(p):
                 return p
             if p.poll() is not None:
                 raise RuntimeError("switch failed:\n" + self.lab.log_of(p))
             time.sleep(0.05)
         raise RuntimeError("switch not ready:\n" + self.lab.log_of(p))
 
-    def phase(self, rate, flows, load, secs, samples=0, name="x"):
+    def phase(self, rate, flows, load, secs, samples=0, name="x", spread=0):
         gen_secs = secs + 1.0 + samples * 0.016 + 0.5
-        sink = self.lab.spawn(self.sink, [self.tool, "sink", "--dev", self.s1, "--flows", str(flows),
+        sink = self.lab.spawn(self.sink, self.prio.get("sink", []) + [self.tool, "sink", "--dev", self.s1, "--flows", str(flows),
                                           "--secs", str(secs), "--pause-samples", str(samples),
                                           "--settle-ms", "5"], f"sink-{name}")
         while "ready" not in self.lab.log_of(sink):
@@ -136,8 +165,9 @@ class Bench:
             time.sleep(0.02)
         stats0 = self.port_sent()
         c0 = cpu_busy_s()
-        gen = self.lab.spawn(self.gen, [self.tool, "gen", "--flows", str(flows), "--rate-bps",
-                                        str(int(rate * load)), "--secs", str(gen_secs)], f"gen-{name}")
+        gen = self.lab.spawn(self.gen, self.prio.get("gen", []) + [
+            self.tool, "gen", "--flows", str(flows), "--rate-bps", str(int(rate * load)), "--secs", str(gen_secs),
+            "--spread-queues", str(spread)], f"gen-{name}")
         sink.wait(timeout=gen_secs + 30)
         c1 = cpu_busy_s()
         stats1 = self.port_sent()
@@ -166,25 +196,32 @@ def main():
     ap.add_argument("--secs", type=float, default=3.0)
     ap.add_argument("--pause-samples", type=int, default=150)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--lab-tag", default="sw", help="namespaces are sl<TAG><run id>-*")
+    ap.add_argument("--sched", choices=["normal", "fifo"], default="fifo",
+                    help="fifo: switch, sink and generator under SCHED_FIFO (12, 11, 10)")
+    ap.add_argument("--sluiced", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
+                                                      "agent", "sluiced"))
     ap.add_argument("--tool", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
                                                    "bench", "sluice-swbench"))
     args = ap.parse_args()
     rows = []
-    with sluicelab.Lab(tag="sw") as lab:
-        b = Bench(lab, args.tool)
+    with sluicelab.Lab(tag=args.lab_tag) as lab:
+        b = Bench(lab, args.tool, args.sluiced, args.sched)
         for rate in [float(x) for x in args.rates.split(",")]:
             for rep in range(args.repeats):
                 for design in args.designs.split(","):
                     b.setup_port(design, rate)
                     sw = b.start_switch(design, rate)
-                    row = {"rate": rate, "design": design, "repeat": rep}
-                    row["throughput"] = b.phase(rate, QUEUES, 1.2, args.secs, name="tput")
-                    row["latency"] = b.phase(rate, QUEUES, 0.1, args.secs, name="lat")
+                    row = {"rate": rate, "design": design, "repeat": rep, "sched": args.sched}
+                    spread = QUEUES if design == "sluiced" else 0
+                    row["throughput"] = b.phase(rate, QUEUES, 1.2, args.secs, name="tput", spread=spread)
+                    row["latency"] = b.phase(rate, QUEUES, 0.1, args.secs, name="lat", spread=spread)
                     if design != "plain" and args.pause_samples:
-                        row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause")
+                        row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause",
+                                               spread=spread)
                     if sw:
                         lab.stop(sw)
-                        row["switch"] = last_json(lab.log_of(sw))
+                        row["switch"] = last_json(lab.log_of(sw)) if design != "sluiced" else {}
                     t = row["throughput"]
                     print(f"rate={rate:.0e} {design:6s} rep={rep} tput={t['bps'] / rate:.3f} "
                           f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "

@@ -4,6 +4,8 @@
 //   sluice-swbench gen    --src IP --dst IP --flows N --rate-bps R --secs S
 //       UDP flows (sport 4000+i -> dport 5000+i), paced to R wire bit/s in
 //       total, each payload stamped with CLOCK_MONOTONIC ns (latency).
+//       --spread-queues Q: source ports chosen so flow i hashes to queue
+//       i % Q (for sluiced's pfc logic, which places flows by hash).
 //   sluice-swbench switch --dev IF --design a|b --queues N --rate-bps R
 //                         --src IP --dst IP --flows N
 //       Design A: swport on IF (control-frame gate at ingress, queue
@@ -81,14 +83,33 @@ void sleep_until(uint64_t t) {
 constexpr uint16_t kSportBase = 4000, kDportBase = 5000;
 
 // ---- gen ----
+// Flow i's source port: 4000 + i, or with spread_queues = Q a port whose
+// flow hash lands in queue i % Q of a switch that spreads unknown flows by
+// hash % Q (sluiced's pfc logic), so that Q flows use Q distinct queues.
+uint16_t gen_sport(const std::string& src, const std::string& dst, int i, int spread_queues, uint32_t& cursor) {
+  if (spread_queues <= 0) return uint16_t(kSportBase + i);
+  // Ports from 10000 up, each flow the first unused one that fits (about
+  // Q tries per flow).
+  for (; cursor < 65000; ++cursor) {
+    auto sport = uint16_t(cursor);
+    if (sw::flow_hash(src, dst, sport, uint16_t(kDportBase + i), IPPROTO_UDP) % uint32_t(spread_queues) ==
+        uint32_t(i % spread_queues)) {
+      ++cursor;
+      return sport;
+    }
+  }
+  throw Error("no source port puts flow " + std::to_string(i) + " in queue " + std::to_string(i % spread_queues));
+}
+
 int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t rate_bps, double secs,
-            int payload) {
+            int payload, int spread_queues) {
   std::vector<int> fds;
+  uint32_t cursor = 10000;
   for (int i = 0; i < flows; ++i) {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(kSportBase + i);
+    a.sin_port = htons(gen_sport(src, dst, i, spread_queues, cursor));
     inet_pton(AF_INET, src.c_str(), &a.sin_addr);
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a))) throw SysError("bind", errno);
     a.sin_port = htons(kDportBase + i);
@@ -515,6 +536,10 @@ int main(int argc, char** argv) {
   gen->add_option("--rate-bps", rate)->required();
   gen->add_option("--secs", secs);
   gen->add_option("--payload", payload)->check(CLI::Range(8, 1472));
+  int spread = 0;
+  gen->add_option("--spread-queues", spread,
+                  "pick source ports so flow i hashes to queue i % N (sluiced logics that hash flows)")
+      ->check(CLI::Range(0, SLUICE_SW_MAX_QUEUES));
   auto* swc = app.add_subcommand("switch", "design A switch port: classifier + pause over netlink");
   swc->add_option("--dev", dev)->required();
   swc->add_option("--queues", queues)->check(CLI::Range(1, SLUICE_SW_MAX_QUEUES));
@@ -536,7 +561,7 @@ int main(int argc, char** argv) {
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   try {
-    if (*gen) return run_gen(src, dst, flows, rate, secs, payload);
+    if (*gen) return run_gen(src, dst, flows, rate, secs, payload, spread);
     if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog);
     if (*swc) return run_switch(dev, queues, rate, src, dst, flows, limit);
     if (*sink) return run_sink(dev, flows, secs, samples, pause_queue, settle_ms);

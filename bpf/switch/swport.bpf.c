@@ -105,6 +105,13 @@ int sw_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 	}
+	if (port->num_queues == 1) {
+		/* One queue: every flow's answer is queue 0 (an entry >= 1 is
+		 * out of range and means queue 0 too); no hash, no lookup. */
+		skb->priority = (port->htb_major << 16) | 1;
+		sw_count(port->port_id, SL_SW_CNT_DATA_CLASSIFIED, skb);
+		return SL_TC_NEXT;
+	}
 	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sl_sw_skb_flow_hash(skb) };
 	__u32 queue = 0;
 	__u32 *q = bpf_map_lookup_elem(&sl_sw_flowq_v1, &key);

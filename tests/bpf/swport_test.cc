@@ -195,7 +195,12 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   PacketSpec c;
   c.sport = 555;
   EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | (spec_hash(c) % 32 + 1));
-  EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 6u);
+  // A one-queue port: queue 0 whatever the flow table or the hash says (the
+  // classifier's shortcut must give what the full path gives).
+  set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 1, 0x10, SL_SW_PORT_HASH_DEFAULT, 0});
+  EXPECT_EQ(priority_of(build(b)), (0x10u << 16) | 1);  // entry: queue 4
+  EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | 1);  // no entry, hashed
+  EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 8u);
 }
 
 // Fail open: with fail_open_ns set, a heartbeat older than it sends every

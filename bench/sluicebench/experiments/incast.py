@@ -34,6 +34,13 @@ PROFILES = {
                "help": "1 Gbit/s, GSO bursts into a TBF with 128 KB, 64 KB burst"},
     "100m-mtu": {"rate": 100.0, "mode": "mtu", "buffer": 32768,
                  "help": "100 Mbit/s, MTU frames, 32 KB buffer"},
+    # The 1 Gbit/s switch profile (docs/switch.md): MTU frames (GSO/TSO/GRO
+    # off, so a queue holds packets, not 64 KB super-packets) and the lab's
+    # default bucket, 100 us at the rate as in 100m-mtu. With 1g-gso's 64 KB
+    # bucket a 64 KB round leaves a port from its bucket, not at the rate, and
+    # one sender's round time is the CPU time of its 44 frames.
+    "1g-mtu": {"rate": 1000.0, "mode": "mtu", "buffer": 131072, "burst": 12500,
+               "help": "1 Gbit/s, MTU frames, 128 KB buffer, 12.5 KB burst (switch experiments)"},
 }
 
 
