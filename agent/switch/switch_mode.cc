@@ -12,6 +12,7 @@
 #include <netlink/route/tc.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -51,6 +52,13 @@ struct SwPort {
   uint64_t pause_changes = 0;
   std::vector<ClassCounters> cache;    // last read of the tree
   uint64_t cache_ns = 0;
+  // Pause/resume changes made for a control frame, the last kLatencySamples:
+  // frame at the ingress program -> change acknowledged by the kernel
+  // (react_us), and the netlink change alone (netlink_us).
+  static constexpr size_t kLatencySamples = 1024;
+  std::vector<uint32_t> react_us, netlink_us;
+  size_t latency_next = 0;
+  uint64_t latency_total = 0;
   ~SwPort() {
     if (tx_fd >= 0) close(tx_fd);
   }
@@ -97,6 +105,7 @@ class SwitchMode final : public HostService, public Substrate {
   boost::asio::steady_timer timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::unique_ptr<Logic> logic_;
+  uint64_t frame_rx_ns_ = 0;  // ingress time of the control frame being handed to the logic
 };
 
 SwitchMode::SwitchMode(const ServiceContext& ctx)
@@ -205,7 +214,9 @@ void SwitchMode::on_ctrl(const sl_sw_ctrl_event& ev) {
     }
     ++p.ctrl.in;
   }
+  frame_rx_ns_ = ev.rx_ns;
   logic_->on_control(f, PortId(ev.port_id));
+  frame_rx_ns_ = 0;
 }
 
 const std::vector<ClassCounters>& SwitchMode::counters(const SwPort& p, uint64_t max_age_ns) const {
@@ -244,8 +255,22 @@ bool SwitchMode::paused(PortId p, QueueId q) const {
 void SwitchMode::set_paused(PortId p, QueueId q, bool paused) {
   SwPort& sp = *ports_.at(p);
   if (q >= sp.paused.size()) return;
+  const uint64_t t0 = monotonic_ns();
   int rc = sp.tree->set_paused(q, paused);
+  const uint64_t t1 = monotonic_ns();
   std::lock_guard lk(mu_);
+  if (rc >= 0 && frame_rx_ns_ && t1 > frame_rx_ns_) {
+    auto us = [](uint64_t ns) { return uint32_t(std::min<uint64_t>(ns / 1000, UINT32_MAX)); };
+    if (sp.react_us.size() < SwPort::kLatencySamples) {
+      sp.react_us.push_back(us(t1 - frame_rx_ns_));
+      sp.netlink_us.push_back(us(t1 - t0));
+    } else {
+      sp.react_us[sp.latency_next] = us(t1 - frame_rx_ns_);
+      sp.netlink_us[sp.latency_next] = us(t1 - t0);
+    }
+    sp.latency_next = (sp.latency_next + 1) % SwPort::kLatencySamples;
+    ++sp.latency_total;
+  }
   if (rc < 0) {
     ++sp.pause_failures;
     SLOG_WARN("SWITCH_PAUSE_FAILED", "{} queue {}: {} failed: {}", sp.cfg.name, q, paused ? "pause" : "resume",
@@ -350,6 +375,11 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
     by_reason["RING_FULL"] = bc[SL_SW_CNT_CTRL_RING_FULL].packets;
   }
   if (p.agent_rejected) by_reason["AGENT_RECHECK"] = p.agent_rejected;
+  auto summary = [&](std::vector<uint32_t> v) {
+    std::sort(v.begin(), v.end());
+    auto pct = [&](double f) { return v.empty() ? 0u : v[size_t(f * double(v.size() - 1))]; };
+    return nlohmann::json{{"samples", v.size()}, {"p50", pct(0.5)}, {"p99", pct(0.99)}, {"max", pct(1.0)}};
+  };
   return {{"name", p.cfg.name},
           {"port_id", p.id},
           {"ifindex", p.ifindex},
@@ -363,6 +393,11 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
           {"fail_open_pkts", bc[SL_SW_CNT_DATA_FAIL_OPEN].packets},
           {"pause_changes", p.pause_changes},
           {"pause_failures", p.pause_failures},
+          // Control frame at the ingress program -> pause/resume in place,
+          // over the last 1024 changes a frame caused (us).
+          {"pause_apply_us", summary(p.react_us)},
+          {"pause_netlink_us", summary(p.netlink_us)},
+          {"pause_apply_total", p.latency_total},
           {"control",
            {{"in", p.ctrl.in},
             {"out", p.ctrl.out},

@@ -156,13 +156,12 @@ int PortTree::add_tbf(uint32_t q, bool paused, bool create, uint32_t bucket) {
   rtnl_tc_set_handle(TC_CAST(t), TC_HANDLE(kLeafMajorBase + q + 1, 0));
   rtnl_tc_set_kind(TC_CAST(t), "tbf");
   rtnl_qdisc_tbf_set_limit(t, int(std::min<uint32_t>(leaf_limit(), INT32_MAX)));
-  // The bucket stays >= two full frames while paused, or queued frames
-  // would be dropped as too big for it instead of held.
-  // Unpaused, the leaf never throttles (4x the link, the class's HTB rate
-  // shapes): one token bucket in series with HTB's, not two, so the port
-  // behaves as the plain shaper it replaces.
+  // Paused: one frame's bucket (kPausedBucketBytes: what the change lets
+  // out at once). Unpaused, the leaf never throttles (4x the link; the
+  // root TBF shapes), with the port's burst.
   uint64_t rate = paused ? kPausedRateBytes : spec_.rate_bps / 8 * kLeafRateFactor;
-  rtnl_qdisc_tbf_set_rate(t, int(std::min<uint64_t>(rate, INT32_MAX)), int(bucket ? bucket : burst_bytes()), 0);
+  if (!bucket) bucket = paused ? kPausedBucketBytes : burst_bytes();
+  rtnl_qdisc_tbf_set_rate(t, int(std::min<uint64_t>(rate, INT32_MAX)), int(bucket), 0);
   int rc = rtnl_qdisc_add(sk_, t, create ? NLM_F_CREATE | NLM_F_EXCL : 0);
   rtnl_qdisc_put(t);
   return rc;

@@ -44,6 +44,12 @@ constexpr uint32_t kLeafMajorBase = 0x5200;
 constexpr uint32_t kPausedRateBytes = 1000;  // bytes/s of a paused queue's TBF
 constexpr uint64_t kLeafRateFactor = 4;      // HTB classes and unpaused TBF leaves: 4x the link
 constexpr uint32_t kMinReleaseBytes = 1518;  // a release's bucket: one full frame (with VLAN tag)
+// A paused leaf's bucket. A TBF change refills the bucket and what it holds
+// leaves at once, so this is what a pause lets through: one full frame
+// (with VLAN tag, and margin for the kernel's rounding of the bucket to
+// time), not the link's burst (at 1 Gbit/s 12.5-64 KB: 8-43 frames). Not
+// less: TBF drops a frame larger than its bucket instead of holding it.
+constexpr uint32_t kPausedBucketBytes = 1600;
 
 struct TreeSpec {
   std::string ifname;

@@ -134,6 +134,20 @@ class Bench:
                 "[[switch.ports]]", f'name = "{self.s0}"', 'role = "switch-facing"']) + "\n")
         return cfg
 
+    def sluiced_state(self):
+        """sluiced's own view of the port: pause changes and how long each
+        took from the frame's arrival (pause_apply_us) and in netlink."""
+        ctl = os.path.join(os.path.dirname(self.sluiced), "sluicectl")
+        sock = os.path.join(self.lab.tmp, "sluiced", "sluiced.sock")
+        r = self.lab.nsexec(self.sw, f"{ctl} -s {sock} switch --json", check=False)
+        try:
+            port = json.loads(r.stdout)["ports"][0]
+        except (ValueError, KeyError, IndexError):
+            return {"error": (r.stdout + r.stderr)[-500:]}
+        keys = ("pause_apply_us", "pause_netlink_us", "pause_apply_total", "pause_changes", "pause_failures",
+                "fail_open_pkts", "control")
+        return {k: port.get(k) for k in keys}
+
     def start_switch(self, design, rate):
         if design == "plain":
             return None
@@ -219,9 +233,12 @@ def main():
                     if design != "plain" and args.pause_samples:
                         row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause",
                                                spread=spread)
+                    if sw and design == "sluiced":
+                        row["switch"] = b.sluiced_state()
                     if sw:
                         lab.stop(sw)
-                        row["switch"] = last_json(lab.log_of(sw)) if design != "sluiced" else {}
+                        if design != "sluiced":
+                            row["switch"] = last_json(lab.log_of(sw))
                     t = row["throughput"]
                     print(f"rate={rate:.0e} {design:6s} rep={rep} tput={t['bps'] / rate:.3f} "
                           f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "
@@ -229,7 +246,12 @@ def main():
                           + (f"pause p50={row['pause']['pause_react_us_p50']:.0f}us "
                              f"p99={row['pause']['pause_react_us_p99']:.0f}us n={row['pause']['pause_samples']} "
                              f"not_holding={row['pause']['pause_not_holding']} "
-                             f"not_resumed={row['pause']['pause_not_resumed']}" if "pause" in row else ""),
+                             f"not_resumed={row['pause']['pause_not_resumed']}" if "pause" in row else "")
+                          + (f" apply(frame->tc) p50={row['switch']['pause_apply_us']['p50']}us "
+                             f"p99={row['switch']['pause_apply_us']['p99']}us "
+                             f"netlink p99={row['switch']['pause_netlink_us']['p99']}us "
+                             f"n={row['switch']['pause_apply_us']['samples']}"
+                             if design == "sluiced" and row.get("switch", {}).get("pause_apply_us") else ""),
                           flush=True)
                     rows.append(row)
     with open(args.json, "w") as f:
