@@ -87,11 +87,15 @@ size_t Engine::held_at_level(size_t level) const {
   return level < held_per_level_.size() ? held_per_level_[level] : 0;
 }
 
+void Engine::make_levels() {
+  if (!rr_.empty()) return;
+  rr_.resize(levels());
+  ack_rr_.resize(levels());
+  held_per_level_.assign(levels(), 0);
+}
+
 Engine::Flow& Engine::flow(const sluice_pac_flow_key& k) {
-  if (rr_.empty()) {
-    rr_.resize(levels());
-    held_per_level_.assign(levels(), 0);
-  }
+  make_levels();
   auto [it, inserted] = flows_.try_emplace(k);
   if (inserted) it->second.key = k;
   return it->second;
@@ -112,20 +116,37 @@ uint32_t Engine::trigger(const Flow& f, const HeldAck& a) const {
 
 void Engine::enqueue_flow(Flow& f) {
   if (f.queued || f.q.empty()) return;
-  rr_[f.level].push_back(f.key);
+  f.rr_pos = rr_[f.level].insert(rr_[f.level].end(), &f);
+  f.rr_seq = rr_seq_next_++;
   f.queued = true;
+  head_changed(f);
 }
 
 void Engine::unlink_flow(Flow& f) {
   if (!f.queued) return;
-  auto& l = rr_[f.level];
-  FlowKeyEq eq;
-  for (auto it = l.begin(); it != l.end(); ++it)
-    if (eq(*it, f.key)) {
-      l.erase(it);
-      break;
-    }
+  rr_[f.level].erase(f.rr_pos);
   f.queued = false;
+  head_changed(f);
+}
+
+uint64_t Engine::hold_deadline(const HeldAck& a) const {
+  uint64_t limit = a.req_bytes ? p_.max_hold_request_ns : p_.max_hold_ns;
+  return a.enq_ns > ~uint64_t(0) - limit ? ~uint64_t(0) : a.enq_ns + limit;
+}
+
+void Engine::head_changed(Flow& f) {
+  if (f.queued) next_hold_deadline_ = std::min(next_hold_deadline_, hold_deadline(f.q.front()));
+  if (!p_.requests_yield) return;
+  bool ack_head = f.queued && !f.q.front().req_bytes;
+  if (f.ack_listed && (!ack_head || f.ack_level != f.level)) {
+    ack_rr_[f.ack_level].erase(f.rr_seq);
+    f.ack_listed = false;
+  }
+  if (ack_head && !f.ack_listed) {
+    ack_rr_[f.level].emplace(f.rr_seq, &f);
+    f.ack_listed = true;
+    f.ack_level = f.level;
+  }
 }
 
 void Engine::set_level(Flow& f, size_t level) {
@@ -158,7 +179,10 @@ size_t Engine::drop_before(Flow& f, uint32_t ack) {
     held_ -= n;
     held_per_level_[f.level] -= n;
     f.dropped += n;
-    if (f.q.empty()) unlink_flow(f);
+    if (f.q.empty())
+      unlink_flow(f);
+    else
+      head_changed(f);
   }
   return n;
 }
@@ -250,24 +274,22 @@ void Engine::on_event(const sluice_pac_event& ev, uint64_t now_ns) {
 
 Engine::Flow* Engine::head_flow() {
   for (auto& l : rr_)
-    if (!l.empty()) return &flows_.at(l.front());
+    if (!l.empty()) return l.front();
   return nullptr;
 }
 
-// With requests_yield: the first flow, in MLFQ order, whose head is an ACK.
-const Engine::Flow* Engine::first_ack_flow() const {
-  for (const auto& l : rr_)
-    for (const auto& k : l) {
-      const Flow& f = flows_.at(k);
-      if (!f.q.front().req_bytes) return &f;
-    }
+// With requests_yield: the first flow, in MLFQ order, whose head is an ACK
+// (ack_rr_ keeps them in each level's RR order).
+Engine::Flow* Engine::first_ack_flow() const {
+  for (const auto& l : ack_rr_)
+    if (!l.empty()) return l.begin()->second;
   return nullptr;
 }
 
 uint64_t Engine::head_trigger() const {
   for (const auto& l : rr_)
     if (!l.empty()) {
-      const Flow& f = flows_.at(l.front());
+      const Flow& f = *l.front();
       if (p_.requests_yield && f.q.front().req_bytes)
         if (uint64_t t = ack_trigger(); t != kNoAck) return t;
       return trigger(f, f.q.front());
@@ -325,12 +347,15 @@ size_t Engine::release(uint64_t now_ns) {
     send_head(*f, now_ns, ReleaseWhy::QueueFull);
     ++sent;
   }
-  if (held_ && p_.max_hold_ns) {
+  // The scan of every holding flow runs only once the bound says a head may
+  // be due; it sends what is due, in the same order as a scan at every call
+  // would, and recomputes the bound.
+  if (held_ && p_.max_hold_ns && now_ns > next_hold_deadline_) {
     for (auto& l : rr_) {
       // Copy: send_head reorders the list.
-      std::vector<sluice_pac_flow_key> keys(l.begin(), l.end());
-      for (const auto& k : keys) {
-        Flow& f = flows_.at(k);
+      std::vector<Flow*> fl(l.begin(), l.end());
+      for (Flow* fp : fl) {
+        Flow& f = *fp;
         // A held request waits for its turn longer than an ACK: releasing
         // it early sets a whole response going at once. (Its sender's TCP
         // believes it sent; past its RTO it resends, and the duplicate is
@@ -342,13 +367,16 @@ size_t Engine::release(uint64_t now_ns) {
         }
       }
     }
+    next_hold_deadline_ = ~uint64_t(0);
+    for (const auto& l : rr_)
+      for (const Flow* f : l) next_hold_deadline_ = std::min(next_hold_deadline_, hold_deadline(f->q.front()));
   }
   // Algorithm 1 lines 9-14. With requests_yield a held ACK goes before
   // any held request, whether the request fits or not: a request that took
   // the room would leave the ACK (and its response) waiting.
   while (Flow* f = head_flow()) {
     if (p_.requests_yield && f->q.front().req_bytes)
-      if (const Flow* a = first_ack_flow()) f = &flows_.at(a->key);
+      if (Flow* a = first_ack_flow()) f = a;
     if (!sluice_pac_fits(dp_.in_flight(), trigger(*f, f->q.front()), dp_.threshold())) break;
     send_head(*f, now_ns, ReleaseWhy::Threshold);
     ++sent;
@@ -379,16 +407,7 @@ void Engine::update_wake() {
 }
 
 void Engine::on_flow_sample(const sluice_pac_flow_key& key, uint64_t received, uint64_t triggered, bool ce_seen) {
-  auto it = flows_.find(key);
-  if (it == flows_.end()) {
-    it = flows_.try_emplace(key).first;
-    it->second.key = key;
-    if (rr_.empty()) {
-      rr_.resize(levels());
-      held_per_level_.assign(levels(), 0);
-    }
-  }
-  Flow& f = it->second;
+  Flow& f = flow(key);
   bool changed = false;
   if (ce_seen && !f.ce_ca) f.ce_ca = true;
   if (f.phase.on_interval(double(received), double(triggered), p_.lambda)) changed = true;
@@ -417,10 +436,10 @@ std::vector<std::pair<sluice_pac_flow_key, uint32_t>> Engine::order() const {
   std::vector<std::pair<sluice_pac_flow_key, uint32_t>> out;
   std::vector<std::list<std::pair<sluice_pac_flow_key, std::deque<uint32_t>>>> lv(rr_.size());
   for (size_t l = 0; l < rr_.size(); ++l)
-    for (const auto& k : rr_[l]) {
+    for (const Flow* f : rr_[l]) {
       std::deque<uint32_t> acks;
-      for (const auto& a : flows_.at(k).q) acks.push_back(a.ack);
-      lv[l].push_back({k, acks});
+      for (const auto& a : f->q) acks.push_back(a.ack);
+      lv[l].push_back({f->key, acks});
     }
   for (auto& l : lv) {
     while (!l.empty()) {
@@ -452,6 +471,39 @@ std::vector<sluice_pac_flow_key> Engine::holding_flows() const {
 bool Engine::flow_ca(const sluice_pac_flow_key& key) const {
   auto it = flows_.find(key);
   return it != flows_.end() && (it->second.phase.ca() || it->second.ce_ca);
+}
+
+std::string Engine::check() const {
+  size_t listed = 0;
+  for (size_t lv = 0; lv < rr_.size(); ++lv) {
+    uint64_t prev_seq = 0;
+    std::vector<const Flow*> acks;
+    for (auto it = rr_[lv].begin(); it != rr_[lv].end(); ++it) {
+      const Flow* f = *it;
+      auto m = flows_.find(f->key);
+      if (m == flows_.end() || &m->second != f) return "a listed flow is not in the flow table";
+      if (!f->queued || f->level != lv || f->rr_pos != it) return "a listed flow is not at its recorded place";
+      if (f->q.empty()) return "an empty flow is listed";
+      if (it != rr_[lv].begin() && f->rr_seq <= prev_seq) return "a level's list is not in append order";
+      prev_seq = f->rr_seq;
+      if (p_.max_hold_ns && hold_deadline(f->q.front()) < next_hold_deadline_) return "a head is due before the max_hold bound";
+      if (p_.requests_yield && !f->q.front().req_bytes) acks.push_back(f);
+      ++listed;
+    }
+    if (p_.requests_yield) {
+      if (acks.size() != ack_rr_[lv].size()) return "the ACK heads of a level differ from its queues";
+      size_t i = 0;
+      for (const auto& [seq, f] : ack_rr_[lv])
+        if (acks[i++] != f || f->rr_seq != seq || !f->ack_listed || f->ack_level != lv)
+          return "the ACK heads of a level are not in its RR order";
+    }
+  }
+  for (const auto& [k, f] : flows_) {
+    if (f.q.empty() == f.queued) return "a flow's queue and its listing disagree";
+    if (f.queued) --listed;
+  }
+  if (listed) return "list entries and queued flows differ";
+  return "";
 }
 
 }  // namespace sluice::pac

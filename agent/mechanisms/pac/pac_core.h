@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -178,6 +179,11 @@ class Engine {
   std::vector<uint32_t> queued_acks(const sluice_pac_flow_key& key) const;
   std::vector<sluice_pac_flow_key> holding_flows() const;
   bool flow_ca(const sluice_pac_flow_key& key) const;
+  // The bookkeeping release() relies on, recomputed from the queues (for
+  // tests): every listed flow at its recorded place, the lists of flows
+  // whose head is an ACK (requests_yield), and the max_hold bound at or
+  // below every head's deadline. Empty when consistent, else what is wrong.
+  std::string check() const;
 
  private:
   struct Flow {
@@ -194,7 +200,11 @@ class Engine {
     uint64_t dropped = 0;   // total dropped, mirrored into sl_pac_ctl_v1
     size_t level = 0;
     bool boosted = false;   // §III-D: stale flow moved to the top level
-    bool queued = false;    // present in a level's RR list
+    bool queued = false;    // present in a level's RR list, at rr_pos
+    std::list<Flow*>::iterator rr_pos{};
+    uint64_t rr_seq = 0;    // when it was appended to that list (its RR order)
+    bool ack_listed = false;  // in ack_rr_[ack_level] under rr_seq
+    size_t ack_level = 0;
   };
   using FlowMap = std::unordered_map<sluice_pac_flow_key, Flow, FlowKeyHash, FlowKeyEq>;
 
@@ -210,17 +220,34 @@ class Engine {
   // Sends the head ACK of f; returns false on failure (ACK dropped).
   void send_head(Flow& f, uint64_t now_ns, ReleaseWhy why);
   Flow* head_flow();
-  const Flow* first_ack_flow() const;
+  Flow* first_ack_flow() const;
   static constexpr uint64_t kNoAck = ~uint64_t(0);
   uint64_t ack_trigger() const;
   void update_wake();
+  // When the head ACK of f passes max_hold (saturating).
+  uint64_t hold_deadline(const HeldAck& a) const;
+  // After f's head or its place in the lists changed: lowers the max_hold
+  // bound and keeps ack_rr_ in step.
+  void head_changed(Flow& f);
+  void make_levels();
 
   Params p_;
   Datapath& dp_;
+  // Node-based: a Flow's address stays valid until it is erased (forget(),
+  // only for a flow that holds nothing and so is in no list).
   FlowMap flows_;
-  std::vector<std::list<sluice_pac_flow_key>> rr_;  // per level: flows with ACKs, RR order
+  std::vector<std::list<Flow*>> rr_;  // per level: flows with ACKs, RR order
+  // Per level, with requests_yield: the listed flows whose head is an ACK,
+  // by rr_seq, i.e. in the level's RR order (first_ack_flow() without a walk
+  // past the flows that hold only requests).
+  std::vector<std::map<uint64_t, Flow*>> ack_rr_;
+  uint64_t rr_seq_next_ = 0;
   std::vector<size_t> held_per_level_;
   size_t held_ = 0;
+  // No head ACK passes max_hold before this: a lower bound, lowered whenever
+  // a flow gets a new head, recomputed by the scan it lets through. A
+  // release() before it skips the scan of every holding flow.
+  uint64_t next_hold_deadline_ = ~uint64_t(0);
   EngineStats st_;
 };
 

@@ -572,6 +572,62 @@ TEST(PacEngine, AckOfAFlowTheAgentNeverSawUsesTheKernelsAckPrev) {
   EXPECT_EQ(dp.inflight, int64_t(2 * kMss));
 }
 
+// release() keeps a bound on the next max_hold deadline, each listed flow's
+// place, and (requests_yield) the flows whose head is an ACK, instead of
+// walking every holding flow per call. A random workload (holds, requests,
+// our own segments, resets, stale ACKs, forgets, sends that fail, releases
+// early and late) keeps that bookkeeping equal to what the queues say; a
+// release past every deadline empties the queue.
+TEST(PacEngine, BookkeepingSurvivesARandomWorkload) {
+  for (bool yield : {false, true})
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      uint64_t x = seed * 0x9e3779b97f4a7c15ull;
+      auto rnd = [&](uint64_t n) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x % n;
+      };
+      FakeDatapath dp;
+      Params p;
+      p.requests_yield = yield;
+      p.max_held = 64;
+      p.level_bytes = {4 * kMss, 16 * kMss};
+      p.max_hold_ns = 200'000;
+      p.max_hold_request_ns = 1'000'000;
+      Engine e(p, dp);
+      std::map<uint16_t, uint32_t> acked;
+      uint64_t now = 1'000'000;
+      for (int step = 0; step < 3000; ++step) {
+        now += rnd(20'000);
+        auto f = uint16_t(1 + rnd(40));
+        switch (rnd(10)) {
+          case 0:
+          case 1:
+          case 2: {
+            uint32_t prev = acked[f];
+            acked[f] += uint32_t(kMss * rnd(3));
+            auto ev = held(f, acked[f], acked[f], prev, 0, rnd(50) == 0 ? uint32_t(1 + step) : 0);
+            if (rnd(4) == 0) ev.req_bytes = uint32_t(kMss * (1 + rnd(20)));
+            e.on_event(ev, now);
+            break;
+          }
+          case 3: e.on_event(own_segment(f, acked[f], rnd(10) == 0 ? 0x04 : 0x10), now); break;
+          case 4: e.forget(key(f)); break;
+          case 5: dp.fail = rnd(8) == 0; break;
+          default:
+            dp.inflight = int64_t(rnd(20 * kMss));
+            e.release(now);
+            break;
+        }
+        ASSERT_EQ(e.check(), "") << "seed " << seed << " step " << step << " yield " << yield;
+      }
+      e.release(now + p.max_hold_request_ns + 1);
+      EXPECT_EQ(e.held(), 0u) << "everything is past max_hold";
+      EXPECT_EQ(e.check(), "");
+    }
+}
+
 // ---- re-injection checksum -------------------------------------------------
 
 TEST(PacReinject, CompletesPartialChecksums) {
