@@ -2,10 +2,18 @@
 //  1. BPF fast path per packet (BPF_PROG_TEST_RUN, `repeat` runs): pac_egress
 //     admitting a pure ACK, pac_egress diverting one to the ring buffer,
 //     pac_ingress accounting a data segment; flowstat's egress program on the
-//     same ACK as the reference of "a small tc program".
+//     same ACK as the reference of "a small tc program", and an empty tc
+//     program (the cost of BPF_PROG_TEST_RUN itself). The admit, ingress,
+//     flowstat and empty cases run in interleaved rounds (median, min, max)
+//     and are given as ratios to the empty program and to flowstat.
 //  2. Agent capacity: held ACKs per second through the whole agent path on
 //     one core (ring buffer -> MLFQ -> checksum completion -> AF_PACKET send
-//     on a veth in a private namespace).
+//     on a veth in a private namespace), pinned to one CPU, run
+//     --capacity-runs times under SCHED_OTHER and as many under SCHED_FIFO
+//     (as sluiced runs in the bench), interleaved; each run records the
+//     time in the ring-buffer consume (on_event) and in release() (the
+//     sends), its involuntary context switches and the CPU's steal time:
+//     what explains a slow run.
 //  2b. Engine::release() per call with 1 and with 256 flows holding ACKs
 //     (or requests, with requests_yield), none of which fits or is due: the
 //     agent's cost per event in an incast.
@@ -20,6 +28,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +37,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -37,9 +47,11 @@
 #include "sluice/pac.h"
 #include "flowstat.skel.h"
 #include "pac_tc.skel.h"
+#include "probe_basic.skel.h"
 
 SLUICE_SKELETON(pac_tc);
 SLUICE_SKELETON(flowstat);
+SLUICE_SKELETON(probe_basic);
 
 using namespace sluice;
 
@@ -176,17 +188,47 @@ struct Collector {
 
 int sh(const std::string& c) { return std::system(c.c_str()); }
 
+// Steal ticks of one CPU (/proc/stat, field 8: time the hypervisor ran
+// something else while this CPU wanted to run), 0 if unreadable.
+uint64_t steal_ticks(int cpu) {
+  std::ifstream f("/proc/stat");
+  std::string name = "cpu" + std::to_string(cpu), tok;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.compare(0, name.size() + 1, name + " ") != 0) continue;
+    std::istringstream is(line);
+    is >> tok;
+    uint64_t v[8] = {};
+    for (auto& x : v) is >> x;
+    return v[7];
+  }
+  return 0;
+}
+
+long involuntary_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_nivcsw;
+}
+
+nlohmann::json spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {{"median", v[v.size() / 2]}, {"min", v.front()}, {"max", v.back()}, {"runs", v.size()}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_out;
-  int repeat = 1'000'000;
+  int repeat = 1'000'000, rounds = 5, capacity_runs = 3;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_out = argv[++i];
     else if (a == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--capacity-runs" && i + 1 < argc) capacity_runs = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: sluice-pac-bench [--repeat N] [--json FILE]\n");
+      std::fprintf(stderr, "usage: sluice-pac-bench [--repeat N] [--rounds N] [--capacity-runs N] [--json FILE]\n");
       return 2;
     }
   }
@@ -204,8 +246,9 @@ int main(int argc, char** argv) {
     run_ns(in, data, 1);  // creates the flow
     Skeleton<flowstat> fs;
     fs.load();
+    Skeleton<probe_basic> empty;
+    empty.load();
     nlohmann::json fp;
-    fp["flowstat_egress_ack_ns"] = run_ns(bpf_program__fd(fs->progs.flowstat_out), ackf, repeat);
     // The agent's heartbeat, as sluiced writes it (every 10 ms), so the
     // programs take their normal paths, not fail-open.
     std::atomic<bool> stop_hb{false};
@@ -223,10 +266,36 @@ int main(int argc, char** argv) {
         t.join();
       }
     } hb_join{stop_hb, hb};
-    fp["pac_ingress_data_ns"] = run_ns(in, data, repeat);
-    st->in_flight = 0;
-    fp["pac_egress_admit_ns"] = run_ns(eg, ackf, repeat);
-    fp["pac_egress_reinjected_ns"] = run_ns(eg, ackf, repeat, 0x50ac);
+    {
+      // Interleaved rounds: every program sees the same machine.
+      std::vector<double> e, fl, ad, ing, re;
+      for (int r = 0; r < rounds; ++r) {
+        e.push_back(run_ns(bpf_program__fd(empty->progs.probe_tc), ackf, repeat));
+        fl.push_back(run_ns(bpf_program__fd(fs->progs.flowstat_out), ackf, repeat));
+        st->in_flight = 0;
+        ad.push_back(run_ns(eg, ackf, repeat));
+        ing.push_back(run_ns(in, data, repeat));
+        st->in_flight = 0;
+        re.push_back(run_ns(eg, ackf, repeat, 0x50ac));
+      }
+      std::vector<double> ad_e, ad_fl;
+      for (int r = 0; r < rounds; ++r) {
+        ad_e.push_back(ad[size_t(r)] / e[size_t(r)]);
+        ad_fl.push_back(ad[size_t(r)] / fl[size_t(r)]);
+      }
+      fp["rounds"] = rounds;
+      fp["empty_tc_ns"] = spread(e);
+      fp["flowstat_egress_ack_ns"] = spread(fl)["median"];
+      fp["flowstat_egress_ack"] = spread(fl);
+      fp["pac_egress_admit_ns"] = spread(ad)["median"];
+      fp["pac_egress_admit"] = spread(ad);
+      fp["pac_ingress_data_ns"] = spread(ing)["median"];
+      fp["pac_ingress_data"] = spread(ing);
+      fp["pac_egress_reinjected_ns"] = spread(re)["median"];
+      fp["admit_over_empty"] = spread(ad_e);
+      fp["admit_over_flowstat"] = spread(ad_fl);
+      st->in_flight = 0;
+    }
     // Divert: threshold 0 and something in flight; the ring (4 MiB) holds
     // ~14k records, so fewer runs, then drain.
     st->threshold = 0;
@@ -326,19 +395,73 @@ int main(int argc, char** argv) {
     // attached): the flow keeps "held" > 0, so every later ACK of it is
     // diverted whatever the threshold.
     nlohmann::json ag;
+    // One CPU for the whole measurement (the ring is filled by
+    // BPF_PROG_TEST_RUN on the same CPU, outside the timed part).
+    int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof(saved), &saved);
+    sched_setaffinity(0, sizeof(one), &one);
     const int batch = 8192, batches = 8;
-    uint64_t total_ns = 0, n = 0;
-    for (int b = 0; b < batches; ++b) {
-      run_ns(eg, ackf, batch);
-      uint64_t t0 = monotonic_ns();
-      ring_buffer__consume(rb);
-      n += engine.release(monotonic_ns());
-      total_ns += monotonic_ns() - t0;
+    std::vector<double> rate_other, rate_fifo;
+    nlohmann::json runs = nlohmann::json::array();
+    // Run -1 is a warm-up, not recorded: it also drains what the fast-path
+    // measurements left in the ring.
+    for (int r = -1; r < 2 * capacity_runs; ++r) {
+      bool fifo = r >= 0 && r % 2 == 1;
+      sched_param sp{};
+      sp.sched_priority = fifo ? 50 : 0;
+      bool sched_ok = sched_setscheduler(0, fifo ? SCHED_FIFO : SCHED_OTHER, &sp) == 0;
+      uint64_t consume_ns = 0, release_ns_sum = 0, n = 0;
+      uint64_t steal0 = steal_ticks(cpu);
+      long sw0 = involuntary_switches();
+      int cfd = bpf_map__fd(skel->maps.sl_counters);
+      auto rc0 = read_reason_counters(cfd);
+      for (int b = 0; b < batches; ++b) {
+        // The heartbeat from this thread: the heartbeat thread may share
+        // this CPU, where a SCHED_FIFO run starves it and the program
+        // would fail open.
+        __atomic_store_n(&st->heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
+        run_ns(eg, ackf, batch);
+        uint64_t t0 = monotonic_ns();
+        ring_buffer__consume(rb);
+        uint64_t t1 = monotonic_ns();
+        n += engine.release(t1);
+        uint64_t t2 = monotonic_ns();
+        consume_ns += t1 - t0;
+        release_ns_sum += t2 - t1;
+      }
+      sp.sched_priority = 0;
+      sched_setscheduler(0, SCHED_OTHER, &sp);
+      auto rc1 = read_reason_counters(cfd);
+      auto delta = [&](int r) { return rc1[size_t(r)].packets - rc0[size_t(r)].packets; };
+      uint64_t total_ns = consume_ns + release_ns_sum;
+      if (r < 0) continue;
+      double rate = n ? 1e9 * double(n) / double(total_ns) : 0;
+      (fifo ? rate_fifo : rate_other).push_back(rate);
+      runs.push_back({{"sched", fifo ? (sched_ok ? "fifo" : "fifo refused") : "other"},
+                      {"acks", n},
+                      {"acks_per_s", rate},
+                      {"ns_per_ack", double(total_ns) / double(std::max<uint64_t>(n, 1))},
+                      {"consume_ns_per_ack", double(consume_ns) / double(std::max<uint64_t>(n, 1))},
+                      {"release_ns_per_ack", double(release_ns_sum) / double(std::max<uint64_t>(n, 1))},
+                      {"involuntary_switches", involuntary_switches() - sw0},
+                      {"steal_ticks", steal_ticks(cpu) - steal0},
+                      {"diverted", delta(SLUICE_R_PAC_DIVERT)},
+                      {"not_diverted",
+                       delta(SLUICE_R_PAC_ADMIT) + delta(SLUICE_R_PAC_SUPERSEDE) + delta(SLUICE_R_PAC_RING_FULL) +
+                           delta(SLUICE_R_PAC_FAIL_OPEN)}});
     }
-    ag["acks"] = n;
+    sched_setaffinity(0, sizeof(saved), &saved);
+    ag["cpu"] = cpu;
+    ag["batch"] = batch;
+    ag["runs"] = runs;
     ag["send_failures"] = dp.failed;
-    ag["ns_per_ack"] = double(total_ns) / double(std::max<uint64_t>(n, 1));
-    ag["acks_per_s_one_core"] = n ? 1e9 * double(n) / double(total_ns) : 0;
+    ag["acks_per_s_sched_other"] = spread(rate_other);
+    ag["acks_per_s_sched_fifo"] = spread(rate_fifo);
+    ag["acks_per_s_one_core"] = spread(rate_other)["median"];
     out["agent_capacity"] = ag;
 
     // Added delay through an epoll wake-up, one ACK every 500 µs.
