@@ -40,7 +40,7 @@ def default_threshold(buffer: int) -> int:
     return buffer * 3 // 4
 
 
-def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> str:
+def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool, always: bool = False) -> str:
     """rwnd_cap_bytes for the agent (a TOML value): `arg` is "auto", "off" or
     a size. auto, for the variants that hold requests: a third of the
     threshold when one response is larger than the threshold (one released
@@ -48,14 +48,16 @@ def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool) -> s
     receive-window cap), so three responses are under way at once, else off.
     At 100 Mbit/s with a 24 KB threshold a third (8 KB) gave 95.0/93.7/94.5%
     of the link at N = 32/64/100 and a half 94.9/91.2/93.6% (docs/pac.md,
-    results). auto for the others: the agent's own "auto" (the threshold)."""
+    results). `always`: a third of the threshold whatever the response size
+    (pac-req-cap). auto for the others: the agent's own "auto" (the
+    threshold)."""
     if arg == "off":
         return "0"
     if arg != "auto":
         return str(util.size(arg))
     if not holds_requests:
         return '"auto"'
-    if response > threshold:
+    if response > threshold or always:
         return str(max(threshold // 3, 4096))
     return "0"
 
@@ -88,6 +90,9 @@ class Pac(Variant):
                                  "the paper's testbed: 15K (10 packets). 0 = no marking")
 
     extra_config = ""
+    # --pac-rwnd-cap auto caps windows at a third of the threshold even
+    # when one response fits the threshold (pac-req-cap).
+    cap_always = False
 
     def __init__(self, args):
         super().__init__(args)
@@ -105,7 +110,8 @@ class Pac(Variant):
         # The response size auto needs: --bytes-per-sender (with --total-bytes
         # it depends on the point's N; auto then leaves the cap off).
         response = 0 if getattr(args, "total_bytes", 0) else (getattr(args, "bytes_per_sender", 0) or 0)
-        cap = rwnd_cap(args.pac_rwnd_cap, thr, response, "hold_requests = true" in self.extra_config)
+        cap = rwnd_cap(args.pac_rwnd_cap, thr, response, "hold_requests = true" in self.extra_config,
+                       self.cap_always)
         self.point_no += 1
         bpffs = self.agents.bpffs(ctx)
         extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
@@ -202,6 +208,14 @@ class PacRequests(Pac):
     @classmethod
     def add_args(cls, parser):
         pass  # shares the --pac-* options
+
+
+@variant
+class PacRequestsCapped(PacRequests):
+    name = "pac-req-cap"
+    help = ("pac-req with every window capped at a third of the threshold (--pac-rwnd-cap auto), also when one "
+            "response fits the threshold: the in-flight bound counts new connections exactly")
+    cap_always = True
 
 
 @variant
