@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   size_t top = 20;
   flows->add_option("-i,--iface", iface, "only this interface");
   flows->add_option("-n,--top", top, "show at most N flows per interface (0 = all)");
-  for (auto* sc : {status, stats, flows, config, reload, sw, top_cmd}) sc->add_flag("--json", as_json, "print the raw JSON reply");
+  for (auto* sc : {status, stats, flows, config, reload, sw, top_cmd})
+    sc->add_flag("--json", as_json, "print the raw JSON reply");
   CLI11_PARSE(app, argc, argv);
 
   json req;
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
     }
     if (*top_cmd) {
       json v = sluice::top::view_from_stats(reply);
-      std::cout << (as_json ? v.dump(2, ' ', false, json::error_handler_t::replace) + "\n" : sluice::top::render_text(v));
+      std::cout << (as_json ? v.dump(2, ' ', false, json::error_handler_t::replace) + "\n"
+                            : sluice::top::render_text(v));
       return v.at("interfaces").empty() ? 3 : 0;
     }
     if (as_json) {

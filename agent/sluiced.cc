@@ -52,8 +52,7 @@ int run_check(const std::string& config_path, bool have_config) {
   if (cfg.agent.attach_mode == AttachMode::Clsact) tc_ok = rep[Feature::TcClsact].ok;
   std::printf("configuration %s:\n", config_path.c_str());
   for (const auto& ic : cfg.interfaces) {
-    std::printf("  interface %s (%s): %s\n", ic.name.c_str(), to_string(ic.role),
-                describe_interface(ic.name).c_str());
+    std::printf("  interface %s (%s): %s\n", ic.name.c_str(), to_string(ic.role), describe_interface(ic.name).c_str());
     for (const auto& m : ic.mechanisms) {
       const MechanismInfo* mi = find_mechanism(m);
       std::string why;

@@ -15,6 +15,7 @@ PKGS=(
   prometheus-cpp-dev libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  clang-format-14  # tc-scripts/format.sh, the format_check test
   # lab and runtime tools
   iproute2 iperf3 ethtool procps psmisc curl python3 python3-matplotlib jq
   linuxptp  # TOP: ptp4l/pmc, read by the clock manager (software timestamps in the lab)

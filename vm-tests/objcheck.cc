@@ -61,7 +61,8 @@ std::vector<Entry> read_manifest(const std::string& file) {
     std::stringstream ss(line);
     std::string c;
     while (std::getline(ss, c, '\t')) col.push_back(c);
-    if (col.size() != 3) throw std::runtime_error(file + ":" + std::to_string(lineno) + ": expected 3 tab-separated columns");
+    if (col.size() != 3)
+      throw std::runtime_error(file + ":" + std::to_string(lineno) + ": expected 3 tab-separated columns");
     Entry e{col[0], col[1], {}};
     if (col[2] != "-") {
       std::stringstream rs(col[2]);
@@ -113,8 +114,8 @@ std::string key_reason(const std::vector<std::string>& log) {
       "relo #",                              // other CO-RE relocation trouble
       "not found in kernel",                 // kfunc / ksym the kernel lacks
       "failed to find BTF for extern",
-      "failed to find kernel BTF type ID",   // tp_btf / fentry / struct_ops target missing
-      "struct_ops init_kern",                // struct_ops member the kernel lacks
+      "failed to find kernel BTF type ID",  // tp_btf / fentry / struct_ops target missing
+      "struct_ops init_kern",               // struct_ops member the kernel lacks
       "failed to find valid kernel BTF",
   };
   for (const char* p : kPatterns)
@@ -130,8 +131,7 @@ std::string key_reason(const std::vector<std::string>& log) {
       continue;
     }
     if (contains(l, "END PROG LOAD LOG")) break;
-    if (in_vlog && !contains(l, "processed ") && !contains(l, "verification time") &&
-        !contains(l, "stack depth"))
+    if (in_vlog && !contains(l, "processed ") && !contains(l, "verification time") && !contains(l, "stack depth"))
       last = l;
   }
   if (!last.empty()) return "verifier: " + last;
@@ -243,8 +243,7 @@ Result check(const Entry& e, const FeatureReport& rep, Attacher& at) {
         attached += (n++ ? ", " : "") + std::string(bpf_program__name(p)) + " " + how;
       }
       bpf_map* m;
-      if (failure.empty())
-        bpf_object__for_each_map(m, obj) {
+      if (failure.empty()) bpf_object__for_each_map(m, obj) {
           if (bpf_map__type(m) != BPF_MAP_TYPE_STRUCT_OPS) continue;
           std::string err = at.struct_ops(m);
           if (!err.empty()) {

@@ -165,8 +165,7 @@ std::vector<Agent::IfaceRuntime> Agent::build_all(const Config& cfg, std::vector
 void Agent::start_metrics() {
   metrics_.reset();
   if (!cfg_.metrics.enabled) return;
-  metrics_ = std::make_unique<MetricsServer>(cfg_.metrics.bind, cfg_.metrics.port,
-                                             [this] { return metric_samples(); });
+  metrics_ = std::make_unique<MetricsServer>(cfg_.metrics.bind, cfg_.metrics.port, [this] { return metric_samples(); });
   SLOG_INFO("METRICS_LISTENING", "Prometheus endpoint on http://{}/metrics", metrics_->address());
 }
 
@@ -286,8 +285,8 @@ bool Agent::reload(std::string* why) {
       try {
         sr.service = mi.service.make({next, loop_, attach_mode_, &features_});
       } catch (const std::exception& e) {
-        SLOG_ERROR("SERVICE_RELOAD_FAILED", "[{}] of the new configuration failed ({}); restoring the running one", mi.name,
-                   e.what());
+        SLOG_ERROR("SERVICE_RELOAD_FAILED", "[{}] of the new configuration failed ({}); restoring the running one",
+                   mi.name, e.what());
         try {
           sr.service = mi.service.make({cfg_, loop_, attach_mode_, &features_});
         } catch (const std::exception& e2) {
@@ -386,31 +385,42 @@ nlohmann::json Agent::flows(const std::string& iface, size_t limit) const {
 
 std::vector<MetricSample> Agent::metric_samples() const {
   std::vector<MetricSample> out;
-  out.push_back({"sluice_agent_info", "sluiced build and mode", false,
-                 {{"version", SLUICE_VERSION}, {"attach_mode", to_string(attach_mode_)}}, 1});
+  out.push_back({"sluice_agent_info",
+                 "sluiced build and mode",
+                 false,
+                 {{"version", SLUICE_VERSION}, {"attach_mode", to_string(attach_mode_)}},
+                 1});
   out.push_back({"sluice_agent_start_time_seconds", "Unix time sluiced started", false, {}, start_unix_});
-  out.push_back({"sluice_agent_config_reloads_total", "Configuration reloads", true, {{"result", "ok"}},
-                 double(reloads_ok_)});
-  out.push_back({"sluice_agent_config_reloads_total", "Configuration reloads", true, {{"result", "rejected"}},
+  out.push_back(
+      {"sluice_agent_config_reloads_total", "Configuration reloads", true, {{"result", "ok"}}, double(reloads_ok_)});
+  out.push_back({"sluice_agent_config_reloads_total",
+                 "Configuration reloads",
+                 true,
+                 {{"result", "rejected"}},
                  double(reloads_rejected_)});
   std::shared_lock lk(mu_);
   for (const auto& sr : services_)
     if (sr.service) sr.service->metrics(out);
   for (const auto& rt : ifaces_) {
-    out.push_back({"sluice_interface_modules", "Modules attached per interface", false, {{"iface", rt.cfg.name}},
+    out.push_back({"sluice_interface_modules",
+                   "Modules attached per interface",
+                   false,
+                   {{"iface", rt.cfg.name}},
                    double(rt.modules.size())});
     for (const auto& m : rt.modules) {
       for (const auto& pc : m->counters()) {
         for (uint32_t r = 0; r < pc.counters.size(); ++r) {
           const ReasonInfo* ri = reason_info(r);
           if (!ri) continue;
-          std::vector<std::pair<std::string, std::string>> l = {
-              {"iface", rt.cfg.name}, {"module", m->name()}, {"program", pc.program},
-              {"verdict", ri->verdict}, {"reason", ri->name}};
+          std::vector<std::pair<std::string, std::string>> l = {{"iface", rt.cfg.name},
+                                                                {"module", m->name()},
+                                                                {"program", pc.program},
+                                                                {"verdict", ri->verdict},
+                                                                {"reason", ri->name}};
           out.push_back({"sluice_verdict_packets_total", "Packets by BPF verdict and reason", true, l,
                          double(pc.counters[r].packets)});
-          out.push_back({"sluice_verdict_bytes_total", "Bytes by BPF verdict and reason", true, l,
-                         double(pc.counters[r].bytes)});
+          out.push_back(
+              {"sluice_verdict_bytes_total", "Bytes by BPF verdict and reason", true, l, double(pc.counters[r].bytes)});
         }
       }
       m->metrics(out);

@@ -36,8 +36,7 @@ class Agent {
  public:
   // `mechanisms`: the table (agent/mechanisms/mechanisms.cc); must outlive
   // the agent.
-  Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features,
-        const MechanismTable& mechanisms);
+  Agent(EventLoop& loop, std::string config_path, Config cfg, FeatureReport features, const MechanismTable& mechanisms);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -87,7 +86,7 @@ class Agent {
   AttachMode attach_mode_ = AttachMode::Clsact;
   std::vector<IfaceRuntime> ifaces_;
   std::vector<ServiceRuntime> services_;  // host-wide: alive while running
-  mutable std::shared_mutex mu_;  // guards ifaces_ against metric scrapes
+  mutable std::shared_mutex mu_;          // guards ifaces_ against metric scrapes
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<MetricsServer> metrics_;
   uint64_t start_ns_ = 0;

@@ -32,7 +32,7 @@ bool on_bpffs(const std::string& path) {
   std::error_code ec;
   while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
   if (p.empty()) return false;
-  struct statfs st{};
+  struct statfs st {};
   if (statfs(p.c_str(), &st) != 0) return false;
   return static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
 }
@@ -41,9 +41,8 @@ void ensure_bpffs(const std::string& pin_root) {
   if (on_bpffs(pin_root)) return;
   const std::string std_mount = "/sys/fs/bpf";
   if (pin_root.rfind(std_mount + "/", 0) == 0) {
-    struct statfs st{};
-    if (statfs(std_mount.c_str(), &st) == 0 &&
-        static_cast<unsigned long>(st.f_type) != BPF_FS_MAGIC) {
+    struct statfs st {};
+    if (statfs(std_mount.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) != BPF_FS_MAGIC) {
       if (mount("bpf", std_mount.c_str(), "bpf", 0, "mode=0700") != 0)
         throw SysError("mount bpffs on " + std_mount, errno);
       SLOG_INFO("BPFFS_MOUNTED", "mounted a bpf filesystem on {} (nothing was mounted there)", std_mount);

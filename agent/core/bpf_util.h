@@ -21,15 +21,13 @@ namespace sluice {
 template <typename T>
 struct SkelOps;
 
-#define SLUICE_SKELETON(name)                                                       \
-  template <>                                                                       \
-  struct sluice::SkelOps<struct name> {                                             \
-    static struct name* open(const struct bpf_object_open_opts* o) {                \
-      return name##__open_opts(o);                                                  \
-    }                                                                               \
-    static int load(struct name* s) { return name##__load(s); }                     \
-    static void destroy(struct name* s) { name##__destroy(s); }                     \
-    static constexpr const char* kName = #name;                                     \
+#define SLUICE_SKELETON(name)                                                                       \
+  template <>                                                                                       \
+  struct sluice::SkelOps<struct name> {                                                             \
+    static struct name* open(const struct bpf_object_open_opts* o) { return name##__open_opts(o); } \
+    static int load(struct name* s) { return name##__load(s); }                                     \
+    static void destroy(struct name* s) { name##__destroy(s); }                                     \
+    static constexpr const char* kName = #name;                                                     \
   }
 
 // Creates `dir` and its parents; the leaf must be on a bpf filesystem when it

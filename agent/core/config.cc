@@ -43,8 +43,7 @@ const InterfaceConfig* Config::find_interface(const std::string& name) const {
 
 bool Config::uses_mechanism(const std::string& mech) const {
   for (const auto& i : interfaces)
-    if (std::find(i.mechanisms.begin(), i.mechanisms.end(), mech) != i.mechanisms.end())
-      return true;
+    if (std::find(i.mechanisms.begin(), i.mechanisms.end(), mech) != i.mechanisms.end()) return true;
   return false;
 }
 
@@ -58,14 +57,10 @@ std::pair<std::string, std::string> InterfaceConfig::far_end() const {
 
 std::string render_toml(const toml::node& n) {
   std::ostringstream os;
-  if (auto s = n.as_string())
-    os << '"' << s->get() << '"';
-  else if (n.is_table())
-    os << "{table}";
-  else if (n.is_array())
-    os << "[array]";
-  else
-    n.visit([&](auto&& v) { os << v; });
+  if (auto s = n.as_string()) os << '"' << s->get() << '"';
+  else if (n.is_table()) os << "{table}";
+  else if (n.is_array()) os << "[array]";
+  else n.visit([&](auto&& v) { os << v; });
   return os.str();
 }
 
@@ -158,7 +153,7 @@ std::string config_context(const std::string& section_key, const std::vector<con
 const ConfigSection& agent_section() {
   using S = AgentConfig;
   static const std::vector<std::pair<std::string, std::string>> kLevels = {
-      {"trace", "trace"}, {"debug", "debug"}, {"info", "info"},         {"warn", "warn"},
+      {"trace", "trace"}, {"debug", "debug"},       {"info", "info"}, {"warn", "warn"},
       {"error", "error"}, {"critical", "critical"}, {"off", "off"}};
   static const ConfigSection s = make_section<S>(
       "agent",
@@ -171,8 +166,8 @@ const ConfigSection& agent_section() {
           field::integer("heartbeat_ms", &S::heartbeat_ms, 1, 1000),
       },
       [](ConfigReader& r, S& a) {
-        for (auto [k, v] : {std::pair{"pin_root", &a.pin_root}, {"state_dir", &a.state_dir},
-                            {"control_socket", &a.control_socket}})
+        for (auto [k, v] :
+             {std::pair{"pin_root", &a.pin_root}, {"state_dir", &a.state_dir}, {"control_socket", &a.control_socket}})
           if (!v->empty() && (*v)[0] != '/') r.problem(k, r.table().get(k), "must be an absolute path");
       });
   return s;
@@ -233,8 +228,7 @@ void parse_far_end(ConfigReader& r, IC& ic) {
   auto [ns, dev] = ic.far_end();
   auto bad_char = [](const std::string& x) { return x.find_first_of("/ \t\n:") != std::string::npos; };
   const char* why = nullptr;
-  if (!str)
-    why = "expected a string \"NETNS:IFNAME\" or \"IFNAME\"";
+  if (!str) why = "expected a string \"NETNS:IFNAME\" or \"IFNAME\"";
   else if (dev.empty() || dev.size() >= IF_NAMESIZE || bad_char(dev))
     why = "the interface name must be 1-15 characters without '/', ':' or spaces";
   else if (ic.link_far_end.find(':') != std::string::npos && (ns.empty() || bad_char(ns) || ns == "." || ns == ".."))
@@ -357,8 +351,7 @@ Config parse_config_string(const std::string& text, const std::string& origin, c
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
-    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-       << e.description();
+    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
     throw Error("TOML syntax error: " + os.str());
   }
   return parse_table(root, mechanisms);

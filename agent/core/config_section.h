@@ -236,8 +236,8 @@ template <class S>
 Field<S> number(const char* k, double S::*m, double lo, double hi) {
   double d = S{}.*m;
   double alt = d * 2 <= hi && d * 2 != d ? d * 2 : (lo + d) / 2;
-  return {k, [=](ConfigReader& r, S& s) { r.get(k, s.*m, lo, hi); },
-          [=](const S& s) { return nlohmann::json(s.*m); }, nlohmann::json(alt).dump()};
+  return {k, [=](ConfigReader& r, S& s) { r.get(k, s.*m, lo, hi); }, [=](const S& s) { return nlohmann::json(s.*m); },
+          nlohmann::json(alt).dump()};
 }
 
 // A non-empty string; `alt` is a valid other value (TOML, quoted).

@@ -68,8 +68,7 @@ std::string control_reply(const std::string& line, const ControlServer::Handler&
     auto req = nlohmann::json::parse(line);
     if (!req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
       resp = {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}};
-    else
-      resp = handler(req);
+    else resp = handler(req);
   } catch (const nlohmann::json::exception& e) {
     resp = {{"ok", false}, {"error", std::string("bad JSON: ") + e.what()}};
   } catch (const std::exception& e) {

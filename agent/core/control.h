@@ -40,7 +40,6 @@ class ControlServer {
 std::string control_reply(const std::string& line, const ControlServer::Handler& handler);
 
 // Client side (sluicectl): sends one request, returns the reply. Throws Error.
-nlohmann::json control_request(const std::string& path, const nlohmann::json& request,
-                               int timeout_ms = 5000);
+nlohmann::json control_request(const std::string& path, const nlohmann::json& request, int timeout_ms = 5000);
 
 }  // namespace sluice

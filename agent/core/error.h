@@ -19,8 +19,7 @@ class Error : public std::runtime_error {
 class SysError : public Error {
  public:
   SysError(const std::string& what, int err)
-      : Error(what + ": " + std::strerror(err < 0 ? -err : err)),
-        errno_(err < 0 ? -err : err) {}
+      : Error(what + ": " + std::strerror(err < 0 ? -err : err)), errno_(err < 0 ? -err : err) {}
   int code() const { return errno_; }
 
  private:

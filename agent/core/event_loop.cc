@@ -6,8 +6,7 @@
 
 namespace sluice {
 
-PeriodicTimer::PeriodicTimer(boost::asio::io_context& io, std::chrono::nanoseconds period,
-                             std::function<void()> fn)
+PeriodicTimer::PeriodicTimer(boost::asio::io_context& io, std::chrono::nanoseconds period, std::function<void()> fn)
     : timer_(io), period_(period), fn_(std::move(fn)), alive_(std::make_shared<bool>(true)) {
   arm();
 }
@@ -42,13 +41,12 @@ FdWatch::~FdWatch() {
 
 void FdWatch::arm() {
   std::weak_ptr<bool> alive = alive_;
-  sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                 [this, alive](const boost::system::error_code& ec) {
-                   auto a = alive.lock();
-                   if (ec || !a || !*a) return;
-                   fn_();
-                   if (*a) arm();
-                 });
+  sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read, [this, alive](const boost::system::error_code& ec) {
+    auto a = alive.lock();
+    if (ec || !a || !*a) return;
+    fn_();
+    if (*a) arm();
+  });
 }
 
 EventLoop::EventLoop() = default;

@@ -50,8 +50,8 @@ const char* to_string(Feature f) {
 }
 
 const std::vector<Feature>& all_features() {
-  static const std::vector<Feature> v = {Feature::Btf,         Feature::RingBuf,    Feature::TcClsact,
-                                         Feature::Tcx,         Feature::StructOpsCc, Feature::TpBtfQdisc,
+  static const std::vector<Feature> v = {Feature::Btf,           Feature::RingBuf,     Feature::TcClsact,
+                                         Feature::Tcx,           Feature::StructOpsCc, Feature::TpBtfQdisc,
                                          Feature::CastToKernCtx, Feature::Xdp};
   return v;
 }
@@ -251,7 +251,8 @@ std::string xdp_features(int ifindex) {
   }
   nl_socket_free(sk);
   if (bits >= 0) {
-    static const char* names[] = {"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"};
+    static const char* names[] = {"basic",      "redirect", "ndo-xmit",   "xsk-zerocopy",
+                                  "hw-offload", "rx-sg",    "ndo-xmit-sg"};
     out.clear();
     for (int i = 0; i < 7; ++i)
       if (bits & (1ll << i)) out += (out.empty() ? "" : ",") + std::string(names[i]);

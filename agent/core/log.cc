@@ -24,10 +24,8 @@ int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
   int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
   std::string s(buf, n > 0 ? std::min<size_t>(n, sizeof(buf) - 1) : 0);
   while (!s.empty() && s.back() == '\n') s.pop_back();
-  if (level == LIBBPF_WARN)
-    spdlog::warn("[LIBBPF] {}", s);
-  else
-    spdlog::debug("[LIBBPF] {}", s);
+  if (level == LIBBPF_WARN) spdlog::warn("[LIBBPF] {}", s);
+  else spdlog::debug("[LIBBPF] {}", s);
   return n;
 }
 }  // namespace

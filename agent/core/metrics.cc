@@ -27,10 +27,8 @@ std::vector<prometheus::MetricFamily> to_families(const std::vector<MetricSample
     }
     prometheus::ClientMetric m;
     for (const auto& [k, v] : s.labels) m.label.push_back({k, v});
-    if (s.counter)
-      m.counter.value = s.value;
-    else
-      m.gauge.value = s.value;
+    if (s.counter) m.counter.value = s.value;
+    else m.gauge.value = s.value;
     fams[it->second].metric.push_back(std::move(m));
   }
   return fams;

@@ -85,8 +85,8 @@ class HostService {
 // What a host-wide part is built with.
 struct ServiceContext {
   const Config& config;
-  EventLoop& loop;          // the agent's loop (timers, ring buffers, fds)
-  AttachMode attach_mode;   // resolved: Tcx or Clsact
+  EventLoop& loop;         // the agent's loop (timers, ring buffers, fds)
+  AttachMode attach_mode;  // resolved: Tcx or Clsact
   const FeatureReport* features = nullptr;
 };
 
@@ -111,7 +111,7 @@ struct MechanismInfo {
   std::vector<Feature> needs;   // all required
   bool needs_line_rate = false;
   std::string summary;
-  std::vector<Feature> needs_one_of;  // and at least one of these (when not empty)
+  std::vector<Feature> needs_one_of;      // and at least one of these (when not empty)
   ModuleFactory host_module = nullptr;    // its module on a host interface
   ModuleFactory switch_module = nullptr;  // its module on a switch port
   HostServiceHooks service;               // its host-wide part, if any

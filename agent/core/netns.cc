@@ -96,7 +96,8 @@ bool delete_link(const std::string& name) {
 
 ScopedVethPair::ScopedVethPair(const std::string& prefix) {
   std::string id;
-  for (unsigned long p = static_cast<unsigned long>(getpid()); p; p /= 36) id.insert(id.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[p % 36]);
+  for (unsigned long p = static_cast<unsigned long>(getpid()); p; p /= 36)
+    id.insert(id.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[p % 36]);
   a_ = prefix + id + "a";
   b_ = prefix + id + "b";
   if (a_.size() >= IFNAMSIZ) throw Error("veth name " + a_ + " longer than IFNAMSIZ");

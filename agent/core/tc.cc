@@ -48,7 +48,7 @@ void write_marker(const std::string& path) {
 const char* to_string(Hook h) { return h == Hook::Ingress ? "ingress" : "egress"; }
 
 uint64_t current_netns_id() {
-  struct stat st{};
+  struct stat st {};
   if (stat("/proc/self/ns/net", &st) != 0) return 0;
   return st.st_ino;
 }
@@ -115,9 +115,8 @@ int count_clsact_filters(int ifindex) {
   return total;
 }
 
-TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog_fd,
-                                  const std::string& prog_name, uint32_t prio, AttachMode mode,
-                                  const std::string& state_dir) {
+TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog_fd, const std::string& prog_name,
+                                  uint32_t prio, AttachMode mode, const std::string& state_dir) {
   TcAttachment a;
   a.ifname_ = ifname;
   a.prog_name_ = prog_name;
@@ -125,8 +124,8 @@ TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog
   a.hook_ = hook;
   a.mode_ = mode;
   a.prio_ = prio;
-  const std::string what = "attach " + prog_name + " to " + ifname + " " + to_string(hook) + " (" +
-                           to_string(mode) + ")";
+  const std::string what =
+      "attach " + prog_name + " to " + ifname + " " + to_string(hook) + " (" + to_string(mode) + ")";
   int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
   if (!ifindex) throw SysError(what + ": interface " + ifname, errno);
 
@@ -145,16 +144,15 @@ TcAttachment TcAttachment::attach(const std::string& ifname, Hook hook, int prog
     } else if (rc != -EEXIST) {
       throw SysError(what + ": create clsact qdisc", rc);
     }
-    DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE,
-                        .handle = kTcHandle, .priority = prio);
+    DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE, .handle = kTcHandle,
+                        .priority = prio);
     rc = bpf_tc_attach(&h, &o);
     if (rc) throw SysError(what, rc);
   } else {
     throw Error(what + ": attach mode must be resolved before attaching");
   }
   a.ifindex_ = ifindex;
-  SLOG_INFO("ATTACH_OK", "{} on {} {} via {} (prio {:#x})", prog_name, ifname, to_string(hook),
-            to_string(mode), prio);
+  SLOG_INFO("ATTACH_OK", "{} on {} {} via {} (prio {:#x})", prog_name, ifname, to_string(hook), to_string(mode), prio);
   return a;
 }
 

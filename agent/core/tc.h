@@ -40,9 +40,8 @@ class TcAttachment {
  public:
   // `mode` must be Tcx or Clsact (resolve Auto first). `state_dir` holds the
   // marker that remembers a clsact qdisc sluice created, across restarts.
-  static TcAttachment attach(const std::string& ifname, Hook hook, int prog_fd,
-                             const std::string& prog_name, uint32_t prio, AttachMode mode,
-                             const std::string& state_dir);
+  static TcAttachment attach(const std::string& ifname, Hook hook, int prog_fd, const std::string& prog_name,
+                             uint32_t prio, AttachMode mode, const std::string& state_dir);
 
   TcAttachment(TcAttachment&& o) noexcept;
   TcAttachment& operator=(TcAttachment&& o) noexcept;

@@ -18,13 +18,15 @@ unsigned long long count(const json& j, const char* key) {
   const json& v = j.at(key);
   unsigned long long n = 0;
   if (as_count(v, &n)) return n;
-  throw std::out_of_range(std::string("\"") + key + "\" is not a count: " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+  throw std::out_of_range(std::string("\"") + key +
+                          "\" is not a count: " + v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 long long integer(const json& j, const char* key) {
   const json& v = j.at(key);
   if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<long long>();
   if (v.is_number_unsigned() && v.get<unsigned long long>() <= 9223372036854775807ull) return v.get<long long>();
-  throw std::out_of_range(std::string("\"") + key + "\" is not an integer: " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+  throw std::out_of_range(std::string("\"") + key +
+                          "\" is not an integer: " + v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 double number(const json& j, const char* key) {
   const json& v = j.at(key);
@@ -85,8 +87,7 @@ void print_status(std::FILE* out, const json& j) {
   std::fprintf(out, "config %s  attach %s  pins %s\n", str(j, "config_path").c_str(), str(j, "attach_mode").c_str(),
                str(j, "pin_root").c_str());
   std::fprintf(out, "metrics %s  reloads ok %llu rejected %llu\n", str(j, "metrics").c_str(),
-               count(j.at("reloads"), "ok"),
-               count(j.at("reloads"), "rejected"));
+               count(j.at("reloads"), "ok"), count(j.at("reloads"), "rejected"));
   for (const auto& i : j.at("interfaces")) {
     std::fprintf(out, "interface %s (%s)\n", str(i, "name").c_str(), str(i, "role").c_str());
     for (const auto& m : i.at("modules")) {
@@ -103,8 +104,8 @@ void print_status(std::FILE* out, const json& j) {
   }
   if (j.contains("congestion_control"))
     for (const auto& c : j.at("congestion_control")) {
-      std::fprintf(out, "congestion control %s (%s) %s", c.value("name", "?").c_str(), c.value("algorithm", "?").c_str(),
-                   c.value("registered", false) ? "registered" : "NOT registered");
+      std::fprintf(out, "congestion control %s (%s) %s", c.value("name", "?").c_str(),
+                   c.value("algorithm", "?").c_str(), c.value("registered", false) ? "registered" : "NOT registered");
       for (auto it = c.begin(); it != c.end(); ++it)
         if (it.key() != "name" && it.key() != "algorithm" && it.key() != "registered")
           std::fprintf(out, " %s=%s", it.key().c_str(), dump(it.value()).c_str());
@@ -145,8 +146,7 @@ void print_flows(std::FILE* out, const json& j) {
       std::string flow = str(f, "src") + ":" + std::to_string(integer(f, "sport")) + " > " + str(f, "dst") + ":" +
                          std::to_string(integer(f, "dport"));
       std::fprintf(out, "  %-7s %-5s %-44s %10llu %12s %6llu %8llu\n", str(f, "dir").c_str(), str(f, "proto").c_str(),
-                   flow.c_str(), count(f, "packets"),
-                   human_bytes(number(f, "bytes")).c_str(), count(f, "ce_packets"),
+                   flow.c_str(), count(f, "packets"), human_bytes(number(f, "bytes")).c_str(), count(f, "ce_packets"),
                    count(f, "retrans_hints"));
     }
   }

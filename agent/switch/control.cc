@@ -84,8 +84,7 @@ uint32_t flow_hash(std::string_view src, std::string_view dst, uint16_t sport, u
 std::string addr_str(const Addr& a) {
   char buf[INET6_ADDRSTRLEN];
   static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(a.data(), kMapped, 12) == 0)
-    return inet_ntop(AF_INET, &a[12], buf, sizeof(buf)) ? buf : "?";
+  if (std::memcmp(a.data(), kMapped, 12) == 0) return inet_ntop(AF_INET, &a[12], buf, sizeof(buf)) ? buf : "?";
   return inet_ntop(AF_INET6, a.data(), buf, sizeof(buf)) ? buf : "?";
 }
 
@@ -102,12 +101,8 @@ std::string_view ctrl_type_name(CtrlType t) {
   return "unknown";
 }
 
-std::string_view ctrl_reason_name(int r) {
-  return r >= 0 && r < SL_CTRL_R_COUNT ? kReasons[r].name : "UNKNOWN_REASON";
-}
-std::string_view ctrl_reason_text(int r) {
-  return r >= 0 && r < SL_CTRL_R_COUNT ? kReasons[r].text : "unknown reason";
-}
+std::string_view ctrl_reason_name(int r) { return r >= 0 && r < SL_CTRL_R_COUNT ? kReasons[r].name : "UNKNOWN_REASON"; }
+std::string_view ctrl_reason_text(int r) { return r >= 0 && r < SL_CTRL_R_COUNT ? kReasons[r].text : "unknown reason"; }
 
 size_t ControlFrame::count() const {
   switch (type) {
@@ -215,9 +210,7 @@ int decode(const uint8_t* data, size_t len, ControlFrame* out) {
         break;
       }
       case CtrlType::kPause:
-      case CtrlType::kResume:
-        f.queues.push_back({get16(p), get32(p + 4)});
-        break;
+      case CtrlType::kResume: f.queues.push_back({get16(p), get32(p + 4)}); break;
       case CtrlType::kPauseBitmap: {
         BitmapRec b;
         b.first_queue = get16(p);
@@ -240,8 +233,7 @@ int decode(const uint8_t* data, size_t len, ControlFrame* out) {
   return SL_CTRL_R_OK;
 }
 
-std::vector<uint8_t> ethernet_frame(const std::array<uint8_t, 6>& src_mac,
-                                    const std::vector<uint8_t>& payload,
+std::vector<uint8_t> ethernet_frame(const std::array<uint8_t, 6>& src_mac, const std::vector<uint8_t>& payload,
                                     const std::array<uint8_t, 6>& dst_mac) {
   std::vector<uint8_t> f(14 + payload.size());
   std::memcpy(&f[0], dst_mac.data(), 6);

@@ -64,11 +64,11 @@ struct DstRec {
 // empty).
 struct ControlFrame {
   CtrlType type = CtrlType::kPause;
-  std::vector<CreditRec> credits;    // kCredit
-  std::vector<SwitchSynRec> syns;    // kSwitchSyn
-  std::vector<QueueRec> queues;      // kPause, kResume
-  std::vector<BitmapRec> bitmaps;    // kPauseBitmap
-  std::vector<DstRec> dsts;          // kDstPause, kDstResume
+  std::vector<CreditRec> credits;  // kCredit
+  std::vector<SwitchSynRec> syns;  // kSwitchSyn
+  std::vector<QueueRec> queues;    // kPause, kResume
+  std::vector<BitmapRec> bitmaps;  // kPauseBitmap
+  std::vector<DstRec> dsts;        // kDstPause, kDstResume
   size_t count() const;
 };
 
@@ -85,8 +85,7 @@ int decode(const uint8_t* data, size_t len, ControlFrame* out);
 // A whole Ethernet frame: 14-byte header (+ optional 802.1Q tag) with
 // EtherType 0x88B5, then the payload, padded to 60 bytes.
 constexpr std::array<uint8_t, 6> kCtrlGroupMac{0x01, 0x80, 0xC2, 0x00, 0x00, 0x0E};
-std::vector<uint8_t> ethernet_frame(const std::array<uint8_t, 6>& src_mac,
-                                    const std::vector<uint8_t>& payload,
+std::vector<uint8_t> ethernet_frame(const std::array<uint8_t, 6>& src_mac, const std::vector<uint8_t>& payload,
                                     const std::array<uint8_t, 6>& dst_mac = kCtrlGroupMac);
 // Finds the control payload in an Ethernet frame; returns its offset or -1
 // when the frame is not a control frame (other EtherType, or truncated L2).

@@ -85,19 +85,19 @@ constexpr QueueId kNoQueue = 0xffff;
 // What the substrate knows about a data packet. Addresses are IPv6 or
 // IPv4-mapped (as in control frames), network order; ports host order.
 struct PacketMeta {
-  uint64_t id = 0;            // substrate-unique, for matching enqueue/dequeue
-  uint32_t wire_bytes = 0;    // Ethernet header onward
-  uint16_t segs = 1;          // wire segments (gso_segs; 1 without GSO)
+  uint64_t id = 0;          // substrate-unique, for matching enqueue/dequeue
+  uint32_t wire_bytes = 0;  // Ethernet header onward
+  uint16_t segs = 1;        // wire segments (gso_segs; 1 without GSO)
   PortId in_port = 0;
-  PortId out_port = 0;        // chosen by forwarding (bridge/FIB) before the logic
+  PortId out_port = 0;  // chosen by forwarding (bridge/FIB) before the logic
   Addr src{};
   Addr dst{};
   uint16_t sport = 0, dport = 0;
-  uint8_t proto = 0;          // IP protocol, 0 if not IP
-  uint8_t tos = 0;            // IPv4 TOS / IPv6 traffic class
+  uint8_t proto = 0;               // IP protocol, 0 if not IP
+  uint8_t tos = 0;                 // IPv4 TOS / IPv6 traffic class
   uint16_t upstream_q = kNoQueue;  // BFC upstreamQ the previous hop tagged, if any
-  uint32_t flow_hash = 0;     // stable hash of the 5-tuple
-  uint64_t enqueue_ns = 0;    // set by the substrate when queued
+  uint32_t flow_hash = 0;          // stable hash of the 5-tuple
+  uint64_t enqueue_ns = 0;         // set by the substrate when queued
 };
 
 struct Verdict {
@@ -114,14 +114,14 @@ struct QueueDepth {
 };
 
 struct QueueConfig {
-  uint8_t priority = 0;          // 0 = highest; strict priority between levels
-  uint32_t quantum = 1514;       // DRR quantum, bytes
-  uint64_t limit_bytes = 0;      // tail-drop limit, 0 = unlimited
-  int shaper_group = -1;         // index into PortConfig::groups, -1 = none
+  uint8_t priority = 0;      // 0 = highest; strict priority between levels
+  uint32_t quantum = 1514;   // DRR quantum, bytes
+  uint64_t limit_bytes = 0;  // tail-drop limit, 0 = unlimited
+  int shaper_group = -1;     // index into PortConfig::groups, -1 = none
 };
 
 struct ShaperGroup {
-  uint64_t rate_bps = 0;         // the queues of the group share this rate
+  uint64_t rate_bps = 0;  // the queues of the group share this rate
   uint32_t burst_bytes = 3028;
 };
 
@@ -133,7 +133,7 @@ enum class PortRole : uint8_t {
 };
 
 struct PortConfig {
-  std::string name;              // interface name in sluiced, free text in the model
+  std::string name;  // interface name in sluiced, free text in the model
   PortRole role = PortRole::kSwitchFacing;
   uint64_t rate_bps = 100'000'000;
   // One default queue. Built by count, not from an initializer list: GCC 12

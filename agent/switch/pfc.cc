@@ -55,8 +55,7 @@ void PfcLogic::on_control(const ControlFrame& f, PortId port) {
         }
       }
       break;
-    default:
-      break;  // credits, switchSYN, dstPause: not this logic's
+    default: break;  // credits, switchSYN, dstPause: not this logic's
   }
 }
 

@@ -15,8 +15,7 @@ uint64_t tx_time_ns(uint64_t bytes, uint64_t rate_bps) {
 
 PortModel::PortModel(PortConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.queues.empty() || cfg_.queues.size() > SLUICE_SW_MAX_QUEUES)
-    throw std::invalid_argument("port " + cfg_.name + ": needs 1.." +
-                                std::to_string(SLUICE_SW_MAX_QUEUES) + " queues");
+    throw std::invalid_argument("port " + cfg_.name + ": needs 1.." + std::to_string(SLUICE_SW_MAX_QUEUES) + " queues");
   if (!cfg_.rate_bps) throw std::invalid_argument("port " + cfg_.name + ": rate must be > 0");
   for (const auto& g : cfg_.groups) {
     if (!g.rate_bps) throw std::invalid_argument("port " + cfg_.name + ": shaper group rate must be > 0");
@@ -27,22 +26,18 @@ PortModel::PortModel(PortConfig cfg) : cfg_(std::move(cfg)) {
     const auto& qc = cfg_.queues[i];
     if (!qc.quantum) throw std::invalid_argument("port " + cfg_.name + ": quantum must be > 0");
     if (qc.shaper_group >= int(groups_.size()))
-      throw std::invalid_argument("port " + cfg_.name + ": queue " + std::to_string(i) +
-                                  " names shaper group " + std::to_string(qc.shaper_group) +
-                                  " that does not exist");
+      throw std::invalid_argument("port " + cfg_.name + ": queue " + std::to_string(i) + " names shaper group " +
+                                  std::to_string(qc.shaper_group) + " that does not exist");
     queues_[i].cfg = qc;
     levels_[qc.priority].queues.push_back(static_cast<QueueId>(i));
   }
 }
 
 PortModel::Queue& PortModel::at(QueueId q) {
-  if (q >= queues_.size())
-    throw std::out_of_range("port " + cfg_.name + " has no queue " + std::to_string(q));
+  if (q >= queues_.size()) throw std::out_of_range("port " + cfg_.name + " has no queue " + std::to_string(q));
   return queues_[q];
 }
-const PortModel::Queue& PortModel::at(QueueId q) const {
-  return const_cast<PortModel*>(this)->at(q);
-}
+const PortModel::Queue& PortModel::at(QueueId q) const { return const_cast<PortModel*>(this)->at(q); }
 
 bool PortModel::enqueue(QueueId q, const PacketMeta& pkt) {
   Queue& Q = at(q);
@@ -63,8 +58,7 @@ QueueDepth PortModel::depth(QueueId q) const { return at(q).depth; }
 
 void PortModel::refill(Group& g, uint64_t now) const {
   if (now > g.last_ns) {
-    g.tokens = std::min<double>(g.cfg.burst_bytes,
-                                g.tokens + double(now - g.last_ns) * double(g.cfg.rate_bps) / 8e9);
+    g.tokens = std::min<double>(g.cfg.burst_bytes, g.tokens + double(now - g.last_ns) * double(g.cfg.rate_bps) / 8e9);
     g.last_ns = now;
   }
 }
@@ -147,8 +141,7 @@ uint64_t PortModel::next_shaper_ns(uint64_t now) const {
     const Group& g = groups_[Q.cfg.shaper_group];
     // Tokens as of now (refill() is lazy).
     double tokens = std::min<double>(
-        g.cfg.burst_bytes, g.tokens + double(now > g.last_ns ? now - g.last_ns : 0) *
-                                          double(g.cfg.rate_bps) / 8e9);
+        g.cfg.burst_bytes, g.tokens + double(now > g.last_ns ? now - g.last_ns : 0) * double(g.cfg.rate_bps) / 8e9);
     if (tokens >= 0) continue;
     uint64_t wait = uint64_t(std::ceil(-tokens * 8e9 / double(g.cfg.rate_bps)));
     best = std::min(best, now + std::max<uint64_t>(wait, 1));
@@ -196,8 +189,7 @@ void SwitchModel::deliver(Event& e) {
   if (e.control) {
     PortModel& port = ports_[e.port];
     ControlFrame f;
-    int r = accept_control(static_cast<uint8_t>(port.config().role), e.payload.data(),
-                           e.payload.size(), &f);
+    int r = accept_control(static_cast<uint8_t>(port.config().role), e.payload.data(), e.payload.size(), &f);
     if (r != SL_CTRL_R_OK) {
       ++port.ctrl().rejected;
       ++port.ctrl().by_reason[r];

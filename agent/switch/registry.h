@@ -23,7 +23,7 @@
 namespace sluice {
 struct Config;
 struct ServiceContext;
-}
+}  // namespace sluice
 
 namespace sluice::sw {
 

@@ -18,9 +18,9 @@ struct QueueStats {
 };
 
 struct CtrlStats {
-  uint64_t in = 0;        // accepted and handed to the logic
-  uint64_t out = 0;       // sent
-  uint64_t rejected = 0;  // arrived and dropped (sum of by_reason)
+  uint64_t in = 0;            // accepted and handed to the logic
+  uint64_t out = 0;           // sent
+  uint64_t rejected = 0;      // arrived and dropped (sum of by_reason)
   uint64_t out_rejected = 0;  // a logic asked to send an invalid frame
   std::array<uint64_t, SL_CTRL_R_COUNT> by_reason{};
 };

@@ -58,8 +58,7 @@ Field<S> ports_field() {
       SwitchPortEntry p;
       p.where = toml_where(e);
       parse_port(*t, i, r.problems(), p);
-      if (!p.name.empty() && !names.insert(p.name).second)
-        r.problem(k + ".name", t->get("name"), "port listed twice");
+      if (!p.name.empty() && !names.insert(p.name).second) r.problem(k + ".name", t->get("name"), "port listed twice");
       s.ports.push_back(std::move(p));
     }
   };
@@ -97,16 +96,16 @@ Field<S> logic_field() {
 }  // namespace
 
 const ConfigSection& switch_section() {
-  static const ConfigSection s = make_section<S>(
-      S::kSection, {
-                       logic_field(),
-                       field::integer("queues", &S::queues, 1, SLUICE_SW_MAX_QUEUES),
-                       field::integer("rate_mbit", &S::rate_mbit, 1, 100000),
-                       field::integer("buffer_bytes", &S::buffer_bytes, 1514, 1 << 30),
-                       field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
-                       field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
-                       ports_field(),
-                   });
+  static const ConfigSection s =
+      make_section<S>(S::kSection, {
+                                       logic_field(),
+                                       field::integer("queues", &S::queues, 1, SLUICE_SW_MAX_QUEUES),
+                                       field::integer("rate_mbit", &S::rate_mbit, 1, 100000),
+                                       field::integer("buffer_bytes", &S::buffer_bytes, 1514, 1 << 30),
+                                       field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
+                                       field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
+                                       ports_field(),
+                                   });
   return s;
 }
 

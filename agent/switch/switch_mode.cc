@@ -42,15 +42,15 @@ struct SwPort {
   PortConfig cfg;
   int ifindex = 0;
   std::array<uint8_t, 6> mac{};
-  std::unique_ptr<PortTree> tree;      // declared before att: detached first, removed after
+  std::unique_ptr<PortTree> tree;  // declared before att: detached first, removed after
   std::vector<TcAttachment> att;
   int tx_fd = -1;
   std::vector<uint8_t> paused;
-  CtrlStats ctrl;                      // agent side: in, out, out_rejected
-  uint64_t agent_rejected = 0;         // passed the BPF gate, failed the agent's re-check
-  uint64_t pause_failures = 0;         // netlink changes that failed
+  CtrlStats ctrl;               // agent side: in, out, out_rejected
+  uint64_t agent_rejected = 0;  // passed the BPF gate, failed the agent's re-check
+  uint64_t pause_failures = 0;  // netlink changes that failed
   uint64_t pause_changes = 0;
-  std::vector<ClassCounters> cache;    // last read of the tree
+  std::vector<ClassCounters> cache;  // last read of the tree
   uint64_t cache_ns = 0;
   // Pause/resume changes made for a control frame, the last kLatencySamples:
   // frame at the ingress program -> change acknowledged by the kernel
@@ -109,20 +109,16 @@ class SwitchMode final : public HostService, public Substrate {
 };
 
 SwitchMode::SwitchMode(const ServiceContext& ctx)
-    : cfg_(ctx.config.get<SwitchConfig>()),
-      info_(find_logic(cfg_.logic)),
-      loop_(ctx.loop),
-      timer_(ctx.loop.io()) {
+    : cfg_(ctx.config.get<SwitchConfig>()), info_(find_logic(cfg_.logic)), loop_(ctx.loop), timer_(ctx.loop.io()) {
   if (!info_) throw Error("[switch] logic \"" + cfg_.logic + "\" is not a switch logic (" + logic_names() + ")");
   skel_->rodata->fail_open_ns = uint64_t(cfg_.fail_open_ms) * 1'000'000;
   skel_.load();
   // Alive before anything is attached, then every fail_open_ms / 4 by the
   // heartbeat thread (core/heartbeat.h), while this loop has run within
   // fail_open_ms: a stuck loop fails open as before, a busy CPU does not.
-  beat_ = loop_.heartbeats().add(&skel_->bss->sw_heartbeat_ns,
-                                 std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
-                                 std::chrono::milliseconds(cfg_.fail_open_ms),
-                                 std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
+  beat_ = loop_.heartbeats().add(
+      &skel_->bss->sw_heartbeat_ns, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
+      std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
       const SwitchPortEntry& e = cfg_.ports[i];
@@ -144,14 +140,18 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
       p->tree = std::make_unique<PortTree>(spec);
 
-      sl_sw_port sp{uint32_t(i), uint32_t(e.role), uint32_t(p->cfg.queues.size()), kHtbMajor,
-                    info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u, 0};
+      sl_sw_port sp{uint32_t(i),
+                    uint32_t(e.role),
+                    uint32_t(p->cfg.queues.size()),
+                    kHtbMajor,
+                    info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u,
+                    0};
       uint32_t key = uint32_t(p->ifindex);
       check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_sw_ports_v1), &key, &sp, BPF_ANY), "port table");
       p->att.push_back(TcAttachment::attach(e.name, Hook::Ingress, bpf_program__fd(skel_->progs.sw_ingress),
                                             "sw_ingress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
-      p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress),
-                                            "sw_egress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
+      p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress), "sw_egress",
+                                            kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
 
       // Control frames this switch sends: raw, not receiving (protocol 0),
       // into the never-paused fallback class (HTB honours skb->priority).
@@ -352,9 +352,8 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
   auto bc = bpf_counters(p.id);
   nlohmann::json qs = nlohmann::json::array();
   auto row = [](const ClassCounters& c) {
-    return nlohmann::json{{"depth_bytes", c.backlog},     {"depth_pkts", c.qlen},
-                          {"pkts_in", c.packets + c.drops + c.qlen}, {"pkts_out", c.packets},
-                          {"bytes_out", c.bytes},         {"dropped", c.drops}};
+    return nlohmann::json{{"depth_bytes", c.backlog}, {"depth_pkts", c.qlen}, {"pkts_in", c.packets + c.drops + c.qlen},
+                          {"pkts_out", c.packets},    {"bytes_out", c.bytes}, {"dropped", c.drops}};
   };
   for (size_t q = 0; q < p.cfg.queues.size(); ++q) {
     nlohmann::json j = q < cc.size() ? row(cc[q]) : nlohmann::json::object();
@@ -432,27 +431,32 @@ void SwitchMode::metrics(std::vector<MetricSample>& out) const {
       std::vector<std::pair<std::string, std::string>> l = {{"port", port},
                                                             {"queue", std::to_string(q["queue"].get<int>())}};
       auto num = [&](const char* k) { return q.contains(k) ? q[k].get<double>() : 0.0; };
-      out.push_back({"sluice_switch_queue_depth_bytes", "Bytes queued in a switch port's queue", false, l,
-                     num("depth_bytes")});
+      out.push_back(
+          {"sluice_switch_queue_depth_bytes", "Bytes queued in a switch port's queue", false, l, num("depth_bytes")});
       out.push_back({"sluice_switch_queue_depth_packets", "Packets queued in a switch port's queue", false, l,
                      num("depth_pkts")});
-      out.push_back({"sluice_switch_queue_paused", "1 while the queue is paused", false, l,
-                     q["paused"].get<bool>() ? 1.0 : 0.0});
+      out.push_back(
+          {"sluice_switch_queue_paused", "1 while the queue is paused", false, l, q["paused"].get<bool>() ? 1.0 : 0.0});
       for (const auto& [k, what] : {std::pair{"pkts_in", "in"}, {"pkts_out", "out"}, {"dropped", "dropped"}}) {
         auto lw = l;
         lw.emplace_back("what", what);
-        out.push_back({"sluice_switch_queue_packets_total", "Packets into, out of and dropped by a switch queue",
-                       true, lw, num(k)});
+        out.push_back({"sluice_switch_queue_packets_total", "Packets into, out of and dropped by a switch queue", true,
+                       lw, num(k)});
       }
     }
     const auto& c = p["control"];
     for (const char* dir : {"in", "out", "rejected"})
       out.push_back({"sluice_switch_control_frames_total",
-                     "Control frames per switch port: in (to the logic), out (sent), rejected (dropped)", true,
-                     {{"port", port}, {"dir", dir}}, c[dir].get<double>()});
+                     "Control frames per switch port: in (to the logic), out (sent), rejected (dropped)",
+                     true,
+                     {{"port", port}, {"dir", dir}},
+                     c[dir].get<double>()});
     for (auto it = c["rejected_by_reason"].begin(); it != c["rejected_by_reason"].end(); ++it)
-      out.push_back({"sluice_switch_control_rejected_total", "Control frames rejected per switch port and reason",
-                     true, {{"port", port}, {"reason", it.key()}}, it.value().get<double>()});
+      out.push_back({"sluice_switch_control_rejected_total",
+                     "Control frames rejected per switch port and reason",
+                     true,
+                     {{"port", port}, {"reason", it.key()}},
+                     it.value().get<double>()});
   }
 }
 
@@ -463,8 +467,6 @@ std::unique_ptr<HostService> make_switch_service(const ServiceContext& ctx) {
   return std::make_unique<SwitchMode>(ctx);
 }
 
-std::string switch_used_by(const Config& cfg) {
-  return cfg.get<SwitchConfig>().ports.empty() ? "" : "[switch] ports";
-}
+std::string switch_used_by(const Config& cfg) { return cfg.get<SwitchConfig>().ports.empty() ? "" : "[switch] ports"; }
 
 }  // namespace sluice

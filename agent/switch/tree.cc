@@ -122,8 +122,8 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
     sk_ = nullptr;
     throw;
   }
-  SLOG_INFO("SWITCH_TREE_BUILT", "{}: tbf {} at {} bit/s over htb {} with {} queue(s), {} B per queue",
-            spec_.ifname, hex_handle(TC_HANDLE(kTreeMajor, 0)), spec_.rate_bps, hex_handle(TC_HANDLE(kHtbMajor, 0)),
+  SLOG_INFO("SWITCH_TREE_BUILT", "{}: tbf {} at {} bit/s over htb {} with {} queue(s), {} B per queue", spec_.ifname,
+            hex_handle(TC_HANDLE(kTreeMajor, 0)), spec_.rate_bps, hex_handle(TC_HANDLE(kHtbMajor, 0)),
             spec_.queues.size(), spec_.buffer_bytes);
 }
 
@@ -213,8 +213,8 @@ void PortTree::remove() noexcept {
       if (rc < 0)
         SLOG_WARN("SWITCH_TREE_REMOVE_FAILED", "{}: deleting tbf 51: failed: {}", spec_.ifname, nl_geterror(rc));
       else
-        SLOG_INFO("SWITCH_TREE_REMOVED", "{}: removed the queue tree (51: and its {} classes and leaves)",
-                  spec_.ifname, 2 * spec_.queues.size() + 4);
+        SLOG_INFO("SWITCH_TREE_REMOVED", "{}: removed the queue tree (51: and its {} classes and leaves)", spec_.ifname,
+                  2 * spec_.queues.size() + 4);
     } else {
       SLOG_WARN("SWITCH_TREE_GONE", "{}: the root qdisc is no longer sluice's; left alone", spec_.ifname);
     }

@@ -59,7 +59,8 @@ std::string render_switch_text(const nlohmann::json& sw) {
     if (p.is_object() && p.contains("fallback")) row("fb", member(p, "fallback"), "never");
   }
   if (sw.is_object() && sw.contains("logic_state"))
-    s += "logic state: " + member(sw, "logic_state").dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    s += "logic state: " + member(sw, "logic_state").dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
   return s;
 }
 

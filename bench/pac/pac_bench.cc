@@ -93,9 +93,8 @@ double run_ns(int prog_fd, const std::vector<uint8_t>& pkt, int repeat, uint32_t
   __sk_buff ctx{};
   ctx.mark = mark;
   std::vector<uint8_t> out(pkt.size() + 256);
-  LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_out = out.data(),
-              .data_size_in = uint32_t(pkt.size()), .data_size_out = uint32_t(out.size()), .ctx_in = &ctx,
-              .ctx_size_in = sizeof(ctx), .repeat = repeat);
+  LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_out = out.data(), .data_size_in = uint32_t(pkt.size()),
+              .data_size_out = uint32_t(out.size()), .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = repeat);
   if (bpf_prog_test_run_opts(prog_fd, &o) != 0) throw SysError("BPF_PROG_TEST_RUN", errno);
   return o.duration;
 }
@@ -169,7 +168,8 @@ double release_ns(int flows, bool requests = false) {
   uint64_t t0 = monotonic_ns();
   for (int i = 0; i < calls; ++i) sent += e.release(t + 1000 + uint64_t(i));
   uint64_t dt = monotonic_ns() - t0;
-  if (sent || e.held() != size_t((requests ? 1 : 4) * flows)) throw Error("engine bench: an ACK left while nothing fit");
+  if (sent || e.held() != size_t((requests ? 1 : 4) * flows))
+    throw Error("engine bench: an ACK left while nothing fit");
   return double(dt) / calls;
 }
 
@@ -450,9 +450,8 @@ int main(int argc, char** argv) {
                       {"involuntary_switches", involuntary_switches() - sw0},
                       {"steal_ticks", steal_ticks(cpu) - steal0},
                       {"diverted", delta(SLUICE_R_PAC_DIVERT)},
-                      {"not_diverted",
-                       delta(SLUICE_R_PAC_ADMIT) + delta(SLUICE_R_PAC_SUPERSEDE) + delta(SLUICE_R_PAC_RING_FULL) +
-                           delta(SLUICE_R_PAC_FAIL_OPEN)}});
+                      {"not_diverted", delta(SLUICE_R_PAC_ADMIT) + delta(SLUICE_R_PAC_SUPERSEDE) +
+                                           delta(SLUICE_R_PAC_RING_FULL) + delta(SLUICE_R_PAC_FAIL_OPEN)}});
     }
     sched_setaffinity(0, sizeof(saved), &saved);
     ag["cpu"] = cpu;
@@ -489,7 +488,9 @@ int main(int argc, char** argv) {
     agent.join();
     std::sort(delays.begin(), delays.end());
     nlohmann::json dl;
-    auto pct = [&](double q) { return delays.empty() ? 0.0 : double(delays[size_t(q * (delays.size() - 1))]) / 1000.0; };
+    auto pct = [&](double q) {
+      return delays.empty() ? 0.0 : double(delays[size_t(q * (delays.size() - 1))]) / 1000.0;
+    };
     dl["samples"] = delays.size();
     dl["p50_us"] = pct(0.5);
     dl["p90_us"] = pct(0.9);

@@ -101,8 +101,8 @@ uint16_t gen_sport(const std::string& src, const std::string& dst, int i, int sp
   throw Error("no source port puts flow " + std::to_string(i) + " in queue " + std::to_string(i % spread_queues));
 }
 
-int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t rate_bps, double secs,
-            int payload, int spread_queues) {
+int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t rate_bps, double secs, int payload,
+            int spread_queues) {
   std::vector<int> fds;
   uint32_t cursor = 10000;
   for (int i = 0; i < flows; ++i) {
@@ -137,10 +137,8 @@ int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t 
     }
     uint64_t ts = mono_ns();
     std::memcpy(buf.data(), &ts, 8);
-    if (send(fds[f], buf.data(), buf.size(), MSG_DONTWAIT) < 0)
-      ++errors;
-    else
-      ++sent;
+    if (send(fds[f], buf.data(), buf.size(), MSG_DONTWAIT) < 0) ++errors;
+    else ++sent;
     f = (f + 1) % flows;
     next += gap_ns;
   }
@@ -153,8 +151,7 @@ int run_gen(const std::string& src, const std::string& dst, int flows, uint64_t 
 // ---- switch (design A) ----
 class TbfPauser {
  public:
-  TbfPauser(int ifindex, uint64_t rate_bps, uint32_t limit)
-      : ifindex_(ifindex), rate_(rate_bps), limit_(limit) {
+  TbfPauser(int ifindex, uint64_t rate_bps, uint32_t limit) : ifindex_(ifindex), rate_(rate_bps), limit_(limit) {
     sk_ = nl_socket_alloc();
     if (!sk_ || nl_connect(sk_, NETLINK_ROUTE)) throw Error("netlink connect");
   }
@@ -204,18 +201,18 @@ int on_ctrl(void* ctx, void* data, size_t) {
   return 0;
 }
 
-int run_switch(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src,
-               const std::string& dst, int flows, uint32_t limit) {
+int run_switch(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src, const std::string& dst,
+               int flows, uint32_t limit) {
   int ifindex = int(if_nametoindex(dev.c_str()));
   if (!ifindex) throw Error("no interface " + dev);
   Skeleton<swport> skel;
   skel.load();
   auto mode = AttachMode::Clsact;
   std::vector<TcAttachment> att;
-  att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(skel->progs.sw_ingress), "sw_ingress",
-                                     0xA300, mode, "/run/sluice-swbench"));
-  att.push_back(TcAttachment::attach(dev, Hook::Egress, bpf_program__fd(skel->progs.sw_egress), "sw_egress",
-                                     0xA300, mode, "/run/sluice-swbench"));
+  att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(skel->progs.sw_ingress), "sw_ingress", 0xA300,
+                                     mode, "/run/sluice-swbench"));
+  att.push_back(TcAttachment::attach(dev, Hook::Egress, bpf_program__fd(skel->progs.sw_egress), "sw_egress", 0xA300,
+                                     mode, "/run/sluice-swbench"));
   sl_sw_port p{0, SL_PORT_SWITCH_FACING, uint32_t(queues), 0x10, 0, 0};
   uint32_t key = uint32_t(ifindex);
   check(bpf_map_update_elem(bpf_map__fd(skel->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
@@ -242,7 +239,8 @@ int run_switch(const std::string& dev, int queues, uint64_t rate_bps, const std:
          {"netlink_failed", ctx.failed},
          {"apply_us_p50", pct(0.5)},
          {"apply_us_p99", pct(0.99)},
-         {"cpu_s", double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6}};
+         {"cpu_s",
+          double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6}};
   std::cout << j.dump() << std::endl;
   return 0;
 }
@@ -285,8 +283,8 @@ int on_hold_ctrl(void* ctx, void* data, size_t) {
   return 0;
 }
 
-int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src,
-                 const std::string& dst, int flows, uint32_t limit, uint32_t backlog) {
+int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src, const std::string& dst,
+                 int flows, uint32_t limit, uint32_t backlog) {
   int ifindex = int(if_nametoindex(dev.c_str()));
   if (!ifindex) throw Error("no interface " + dev);
   const uint32_t mark = 0x5e1d;
@@ -302,10 +300,10 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   if (!tp) throw SysError("attach qdisc_dequeue", errno);
   auto mode = AttachMode::Clsact;
   std::vector<TcAttachment> att;
-  att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(gate->progs.sw_ingress), "sw_ingress",
+  att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(gate->progs.sw_ingress), "sw_ingress", 0xA300,
+                                     mode, "/run/sluice-swbench"));
+  att.push_back(TcAttachment::attach(dev, Hook::Egress, bpf_program__fd(hold->progs.sw_hold_egress), "sw_hold_egress",
                                      0xA300, mode, "/run/sluice-swbench"));
-  att.push_back(TcAttachment::attach(dev, Hook::Egress, bpf_program__fd(hold->progs.sw_hold_egress),
-                                     "sw_hold_egress", 0xA300, mode, "/run/sluice-swbench"));
   sl_sw_port p{0, SL_PORT_SWITCH_FACING, uint32_t(queues), 0, 0, 0};
   uint32_t key = uint32_t(ifindex);
   check(bpf_map_update_elem(bpf_map__fd(gate->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
@@ -341,8 +339,8 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
     uint32_t qlen = __atomic_load_n(&st->qlen, __ATOMIC_SEQ_CST);
     return uint64_t(qlen) + (sent >= at ? sent - at : 0);
   };
-  std::cerr << "swbench switch: ready on " << dev << " (design B, " << queues << " queues, backlog " << backlog
-            << ")" << std::endl;
+  std::cerr << "swbench switch: ready on " << dev << " (design B, " << queues << " queues, backlog " << backlog << ")"
+            << std::endl;
   while (!g_stop) {
     ring_buffer__poll(rb, 100);
     for (;;) {
@@ -357,13 +355,11 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
         auto it = ctx.frames.find(m.id);
         if (sendto(fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&ll), sizeof(ll)) < 0)
           ++send_errors;
-        else
-          __atomic_store_n(&st->agent_sent, sent + 1, __ATOMIC_RELAXED);
+        else __atomic_store_n(&st->agent_sent, sent + 1, __ATOMIC_RELAXED);
         ctx.frames.erase(it);
       }
       bool waiting = false;
-      for (uint16_t q = 0; q < port.num_queues() && !waiting; ++q)
-        waiting = port.depth(q).pkts && !port.paused(q);
+      for (uint16_t q = 0; q < port.num_queues() && !waiting; ++q) waiting = port.depth(q).pkts && !port.paused(q);
       if (!waiting) break;
       // Ask the dequeue hook for a wake-up, then re-check: the backlog may
       // have drained between the check and the request.
@@ -394,7 +390,8 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
          {"want_wake", st->want_wake},
          {"queue_drops", ctx.dropped},
          {"send_errors", send_errors},
-         {"cpu_s", double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6}};
+         {"cpu_s",
+          double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6}};
   std::cout << j.dump() << std::endl;
   return 0;
 }
@@ -437,8 +434,8 @@ int run_sink(const std::string& dev, int flows, double secs, int samples, int pa
   skel->rodata->n_flows = uint32_t(flows);
   skel.load();
   auto mode = AttachMode::Clsact;
-  auto att = TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(skel->progs.swprobe_ingress),
-                                  "swprobe_ingress", 0xA300, mode, "/run/sluice-swbench");
+  auto att = TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(skel->progs.swprobe_ingress), "swprobe_ingress",
+                                  0xA300, mode, "/run/sluice-swbench");
   Sink s{&skel, flows};
   std::cerr << "swbench sink: ready on " << dev << std::endl;
   // Warm-up, then a window.

@@ -19,9 +19,9 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set before load. */
-const volatile __u32 num_queues = 32;         /* 1..SLUICE_BFC_MAX_QUEUES */
-const volatile __u32 htb_major = 0;           /* 0: do not steer into classes */
-const volatile __u64 sticky_ns = 1000000;     /* idle time after which a flow may move */
+const volatile __u32 num_queues = 32;     /* 1..SLUICE_BFC_MAX_QUEUES */
+const volatile __u32 htb_major = 0;       /* 0: do not steer into classes */
+const volatile __u64 sticky_ns = 1000000; /* idle time after which a flow may move */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

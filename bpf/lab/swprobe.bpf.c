@@ -48,8 +48,7 @@ int swprobe_ingress(struct __sk_buff *skb)
 		f->last_ns = now;
 	}
 	__u64 sent = 0;
-	if (p.payload_len >= 8 && !bpf_skb_load_bytes(skb, p.l4_off + 8, &sent, sizeof(sent)) &&
-	    sent && sent <= now) {
+	if (p.payload_len >= 8 && !bpf_skb_load_bytes(skb, p.l4_off + 8, &sent, sizeof(sent)) && sent && sent <= now) {
 		__u64 us = (now - sent) / 1000;
 		__u32 b = us >= SLUICE_SWPROBE_LAT_BUCKETS ? SLUICE_SWPROBE_LAT_BUCKETS - 1 : (__u32)us;
 		__u64 *h = bpf_map_lookup_elem(&sl_swp_lat_v1, &b);

@@ -70,8 +70,8 @@ static __always_inline int sl_ctrl_validate_skb(struct __sk_buff *skb, __u32 off
  * then drops it: control frames are never forwarded): SL_CTRL_R_OK when
  * handed over, an sl_ctrl_reason (< SL_CTRL_R_COUNT) when refused, or
  * `ring_full_slot`. */
-static __always_inline __u32 sl_ctrl_ingress(struct __sk_buff *skb, void *ring, __u32 off, __u32 role,
-					     __u32 port_id, __u32 ring_full_slot)
+static __always_inline __u32 sl_ctrl_ingress(struct __sk_buff *skb, void *ring, __u32 off, __u32 role, __u32 port_id,
+					     __u32 ring_full_slot)
 {
 	__u32 type = 0;
 	int r = sl_ctrl_validate_skb(skb, off, &type);

@@ -38,13 +38,13 @@ static __always_inline void sl_addr16(__u8 *out, const struct sl_pkt *p, const _
 /* Fills the 5-tuple fields of key `k` (any struct with src[16], dst[16],
  * sport, dport and proto) from the parsed packet `p`; other fields are left
  * as they are (zero them first). */
-#define sl_flow_tuple_fill(k, p)                                   \
-	do {                                                       \
-		sl_addr16((k)->src, (p), (p)->saddr);              \
-		sl_addr16((k)->dst, (p), (p)->daddr);              \
-		(k)->sport = (p)->sport;                           \
-		(k)->dport = (p)->dport;                           \
-		(k)->proto = (p)->proto;                           \
+#define sl_flow_tuple_fill(k, p)                      \
+	do {                                          \
+		sl_addr16((k)->src, (p), (p)->saddr); \
+		sl_addr16((k)->dst, (p), (p)->daddr); \
+		(k)->sport = (p)->sport;              \
+		(k)->dport = (p)->dport;              \
+		(k)->proto = (p)->proto;              \
 	} while (0)
 
 /* sl_sw_flow_hash() of skb's 5-tuple, the hash the switch logic writes

@@ -54,14 +54,14 @@ static __always_inline void sl_cursor_init(struct sl_cursor *c, void *data, void
 
 /* Returns a pointer to `len` bytes at the cursor and advances it, or NULL
  * when the packet is shorter. */
-#define cursor_pull(c, len)                                                   \
-	({                                                                    \
-		void *__p = (c)->pos;                                         \
-		if ((void *)((char *)__p + (len)) > (c)->end)                 \
-			__p = NULL;                                           \
-		else                                                          \
-			(c)->pos = (char *)__p + (len);                       \
-		__p;                                                          \
+#define cursor_pull(c, len)                                   \
+	({                                                    \
+		void *__p = (c)->pos;                         \
+		if ((void *)((char *)__p + (len)) > (c)->end) \
+			__p = NULL;                           \
+		else                                          \
+			(c)->pos = (char *)__p + (len);       \
+		__p;                                          \
 	})
 
 enum sl_parse_result {
@@ -97,18 +97,18 @@ struct sl_pkt {
 	__u16 dport;
 	__u16 l3_off;
 	__u16 l4_off;
-	__u32 payload_len;  /* L4 payload, from the IP length (not skb length) */
+	__u32 payload_len; /* L4 payload, from the IP length (not skb length) */
 	__u32 seq;
 	__u32 ack_seq;
-	__u16 window;       /* raw TCP window field (unscaled) */
-	__u16 vlan_id;      /* 0 when untagged */
-	__u8 family;        /* 4 or 6 */
+	__u16 window;  /* raw TCP window field (unscaled) */
+	__u16 vlan_id; /* 0 when untagged */
+	__u8 family;   /* 4 or 6 */
 	__u8 proto;
-	__u8 tos;           /* IPv4 TOS / IPv6 traffic class */
-	__u8 ecn;           /* tos & 3 */
+	__u8 tos; /* IPv4 TOS / IPv6 traffic class */
+	__u8 ecn; /* tos & 3 */
 	__u8 tcp_flags;
-	__u8 tcp_doff;      /* TCP header length in bytes */
-	__u8 tcp_res;       /* the 4 reserved bits of byte 12 (EIN echo lives here) */
+	__u8 tcp_doff; /* TCP header length in bytes */
+	__u8 tcp_res;  /* the 4 reserved bits of byte 12 (EIN echo lives here) */
 	__u8 has_vlan;
 };
 

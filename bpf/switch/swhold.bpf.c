@@ -78,8 +78,7 @@ int sw_hold_egress(struct __sk_buff *skb)
 }
 
 SEC("tp_btf/qdisc_dequeue")
-int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
-	     struct sk_buff *skb)
+int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
 {
 	/* Only what the agent re-injected: other frames (ARP, frames too long
 	 * to divert) would make the backlog estimate negative. */

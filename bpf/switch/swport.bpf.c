@@ -81,8 +81,8 @@ int sw_ingress(struct __sk_buff *skb)
 		sw_count(port_id, SL_CTRL_R_UNKNOWN_PORT, skb);
 		return SL_TC_SHOT;
 	}
-	sw_count(port_id, sl_ctrl_ingress(skb, &sl_sw_ctrl_v1, (__u32)off, port->role, port_id, SL_SW_CNT_CTRL_RING_FULL),
-		 skb);
+	sw_count(port_id,
+		 sl_ctrl_ingress(skb, &sl_sw_ctrl_v1, (__u32)off, port->role, port_id, SL_SW_CNT_CTRL_RING_FULL), skb);
 	return SL_TC_SHOT;
 }
 

@@ -49,20 +49,20 @@ static inline __u16 sl_bfc_queue_tci(__u32 queue)
  * sl_sw_flow_tuple (sluice/switch.h). */
 
 struct sl_bfc_flow {
-	__u32 queue;   /* this host's queue for the flow = the upstreamQ it sends */
-	__u16 tci;     /* the tag it gets */
+	__u32 queue; /* this host's queue for the flow = the upstreamQ it sends */
+	__u16 tci;   /* the tag it gets */
 	__u16 pad;
 	__u64 last_ns; /* last packet (bpf_ktime_get_ns) */
 };
 
 /* Per-CPU counters, one {packets, bytes} per slot. */
 enum sl_bfc_src_slot {
-	SL_BFC_SRC_TAGGED = 0,   /* tagged with its flow's queue */
-	SL_BFC_SRC_NEW_FLOW,     /* a flow took a (new) queue */
-	SL_BFC_SRC_TO_PAUSED,    /* tagged for a queue the switch has paused (held in its class) */
-	SL_BFC_SRC_PASS_NOT_IP,  /* not IPv4/IPv6, or malformed: untouched */
-	SL_BFC_SRC_PASS_TAGGED,  /* already carries an 802.1Q tag: untouched */
-	SL_BFC_SRC_TAG_FAILED,   /* the kernel refused the tag push: sent untagged */
+	SL_BFC_SRC_TAGGED = 0,  /* tagged with its flow's queue */
+	SL_BFC_SRC_NEW_FLOW,    /* a flow took a (new) queue */
+	SL_BFC_SRC_TO_PAUSED,   /* tagged for a queue the switch has paused (held in its class) */
+	SL_BFC_SRC_PASS_NOT_IP, /* not IPv4/IPv6, or malformed: untouched */
+	SL_BFC_SRC_PASS_TAGGED, /* already carries an 802.1Q tag: untouched */
+	SL_BFC_SRC_TAG_FAILED,  /* the kernel refused the tag push: sent untagged */
 	SL_BFC_SRC_SLOTS,
 };
 

@@ -20,12 +20,12 @@
 /* sl_fg_port_v1: ifindex -> the port as Floodgate runs it. */
 struct sl_fg_port {
 	__u32 port_id;
-	__u32 windowed;     /* egress keeps per-dst windows (switch-facing, >= 2 queues) */
-	__u32 credits;      /* ingress returns credits (switch-facing) */
-	__u32 nvoq;         /* VOQs = queues 1..nvoq */
-	__u32 htb_major;    /* class of queue q = major:(q + 1) */
+	__u32 windowed;  /* egress keeps per-dst windows (switch-facing, >= 2 queues) */
+	__u32 credits;   /* ingress returns credits (switch-facing) */
+	__u32 nvoq;      /* VOQs = queues 1..nvoq */
+	__u32 htb_major; /* class of queue q = major:(q + 1) */
 	__u32 pad;
-	__u64 init_window;  /* bytes: BDP_nextHop + C_out * T (§3.2) */
+	__u64 init_window; /* bytes: BDP_nextHop + C_out * T (§3.2) */
 };
 
 /* Key of every per-destination map: a port and an IPv6 / IPv4-mapped dst. */
@@ -38,17 +38,17 @@ struct sl_fg_key {
 struct sl_fg_tx {
 	__u64 direct_bytes; /* passed with window, default queue */
 	__u64 direct_pkts;
-	__u64 voq_bytes;    /* put into a VOQ (held until credits release them) */
+	__u64 voq_bytes; /* put into a VOQ (held until credits release them) */
 	__u64 voq_pkts;
-	__u32 voq_q;        /* the VOQ (queue) BPF last chose */
+	__u32 voq_q; /* the VOQ (queue) BPF last chose */
 	__u32 pad;
 };
 
 /* sl_fg_ag_v1 (agent): per (egress port, dst). */
 struct sl_fg_ag {
-	__u64 credit_psn;   /* bytes the downstream has credited (cumulative) */
-	__u64 voq_out;      /* bytes that left the VOQ (agent's estimate) */
-	__u32 voq;          /* queue of the VOQ the dst is held in, 0 = none */
+	__u64 credit_psn; /* bytes the downstream has credited (cumulative) */
+	__u64 voq_out;    /* bytes that left the VOQ (agent's estimate) */
+	__u32 voq;        /* queue of the VOQ the dst is held in, 0 = none */
 	__u32 pad;
 };
 
@@ -56,7 +56,7 @@ struct sl_fg_ag {
 struct sl_fg_rx {
 	__u64 bytes;
 	__u64 pkts;
-	__u32 out_port;     /* egress port_id the dst's packets last took */
+	__u32 out_port; /* egress port_id the dst's packets last took */
 	__u32 pad;
 };
 

@@ -138,10 +138,10 @@ struct sluice_pac_state {
 	 * releases from the queue head). */
 	__u64 ack_room;
 	/* Diagnostics of new connections (docs/pac.md, "New connections"). */
-	__u64 new_flows;        /* flows started by our SYN, SYN-ACK or first data segment */
-	__u64 first_window;     /* bytes counted for new flows' first windows (SYN-ACK, first request) */
-	__u64 resp_cut;         /* eq. (3) trigger bytes removed by the response cap (cap_to_response) */
-	__u64 uncounted;        /* payload that arrived while the estimate was already 0: data PAC did not count */
+	__u64 new_flows;    /* flows started by our SYN, SYN-ACK or first data segment */
+	__u64 first_window; /* bytes counted for new flows' first windows (SYN-ACK, first request) */
+	__u64 resp_cut;     /* eq. (3) trigger bytes removed by the response cap (cap_to_response) */
+	__u64 uncounted;    /* payload that arrived while the estimate was already 0: data PAC did not count */
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */

@@ -16,11 +16,11 @@
 
 /* sl_sw_ports_v1: ifindex -> the port's configuration (written by the agent). */
 struct sl_sw_port {
-	__u32 port_id;     /* 0 .. SLUICE_SW_MAX_PORTS-1 */
-	__u32 role;        /* enum sl_port_role */
-	__u32 num_queues;  /* data queues on this egress port (HTB leaf classes) */
-	__u32 htb_major;   /* HTB root handle major: class = major:(queue + 1) */
-	__u32 flags;       /* SL_SW_PORT_* */
+	__u32 port_id;    /* 0 .. SLUICE_SW_MAX_PORTS-1 */
+	__u32 role;       /* enum sl_port_role */
+	__u32 num_queues; /* data queues on this egress port (HTB leaf classes) */
+	__u32 htb_major;  /* HTB root handle major: class = major:(queue + 1) */
+	__u32 flags;      /* SL_SW_PORT_* */
 	__u32 pad;
 };
 #define SL_SW_PORT_HASH_DEFAULT 0x1 /* unknown flows: queue = hash % num_queues (else queue 0) */
@@ -92,8 +92,8 @@ struct sl_sw_ctrl_event {
 #define SLUICE_SW_HOLD_FRAME_MAX 1536
 struct sl_sw_hold_event {
 	__u32 queue;
-	__u32 len;       /* bytes in frame[] */
-	__u32 wire_len;  /* skb->len (a longer frame is not diverted) */
+	__u32 len;      /* bytes in frame[] */
+	__u32 wire_len; /* skb->len (a longer frame is not diverted) */
 	__u32 pad;
 	__u64 rx_ns;
 	__u8 frame[SLUICE_SW_HOLD_FRAME_MAX];
@@ -101,23 +101,22 @@ struct sl_sw_hold_event {
 /* Shared through the object's .bss: written by BPF except agent_sent and
  * want_wake, which the agent writes. */
 struct sl_sw_hold_state {
-	__u64 dequeued;    /* packets the port's root qdisc handed to the device */
-	__u64 agent_sent;  /* packets the agent re-injected */
+	__u64 dequeued;   /* packets the port's root qdisc handed to the device */
+	__u64 agent_sent; /* packets the agent re-injected */
 	__u64 diverted;
-	__u64 passed_big;  /* too long to copy: passed (fail open) */
-	__u64 ring_full;   /* ring full: passed (fail open) */
+	__u64 passed_big; /* too long to copy: passed (fail open) */
+	__u64 ring_full;  /* ring full: passed (fail open) */
 	__u64 wakeups;
 	__u32 want_wake;   /* agent: wake me when backlog <= low_water */
 	__u32 qlen;        /* root qdisc packets right after the last dequeue */
 	__u64 sent_at_deq; /* agent_sent as of that dequeue: the kernel backlog is
-	                    * qlen + agent_sent - sent_at_deq, which a packet lost
-	                    * between the agent and the qdisc cannot skew */
+			    * qlen + agent_sent - sent_at_deq, which a packet lost
+			    * between the agent and the qdisc cannot skew */
 };
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_counter) == 16, "sl_sw_counter size");
-SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX,
-		     "sl_sw_ctrl_event size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX, "sl_sw_ctrl_event size");
 
 #endif

@@ -13,8 +13,8 @@
 
 struct sl_swprobe_flow {
 	__u64 pkts;
-	__u64 bytes;    /* skb->len: Ethernet header onward */
-	__u64 last_ns;  /* bpf_ktime_get_ns() of the last packet */
+	__u64 bytes;   /* skb->len: Ethernet header onward */
+	__u64 last_ns; /* bpf_ktime_get_ns() of the last packet */
 };
 
 #endif

@@ -47,16 +47,16 @@ enum sluice_top_type {
 };
 
 struct sluice_top_hdr {
-	__u16 magic;       /* SLUICE_TOP_MAGIC */
-	__u8 version;      /* SLUICE_TOP_VERSION */
-	__u8 type;         /* enum sluice_top_type */
-	__u8 priority;     /* token class, 0 .. SLUICE_TOP_PRIORITIES-1 */
+	__u16 magic;   /* SLUICE_TOP_MAGIC */
+	__u8 version;  /* SLUICE_TOP_VERSION */
+	__u8 type;     /* enum sluice_top_type */
+	__u8 priority; /* token class, 0 .. SLUICE_TOP_PRIORITIES-1 */
 	__u8 flags;
-	__u16 len;         /* DATA: payload bytes after this header */
+	__u16 len; /* DATA: payload bytes after this header */
 	__u64 flow_id;
 	__u32 seq;
 	__u32 aux;
-	__u64 tstamp_ns;   /* TAI nanoseconds */
+	__u64 tstamp_ns; /* TAI nanoseconds */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_hdr) == 32, "sluice_top_hdr is 32 bytes on the wire");
 
@@ -64,11 +64,11 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_hdr) == 32, "sluice_top_hdr is 32 
 
 /* After the header of SYNC and FIN. */
 struct sluice_top_sync {
-	__u64 size_bytes;     /* flow size (SYNC with SIZED, FIN: final size) */
-	__u64 deadline_ns;    /* relative to the SYNC's tstamp_ns; 0 = none */
-	__u16 mss;            /* payload bytes of a full data packet */
-	__u8 sync_flags;      /* SLUICE_TOP_SYNC_* */
-	__u8 prio_class;      /* 0xff: the receiver's objective decides */
+	__u64 size_bytes;  /* flow size (SYNC with SIZED, FIN: final size) */
+	__u64 deadline_ns; /* relative to the SYNC's tstamp_ns; 0 = none */
+	__u16 mss;         /* payload bytes of a full data packet */
+	__u8 sync_flags;   /* SLUICE_TOP_SYNC_* */
+	__u8 prio_class;   /* 0xff: the receiver's objective decides */
 	__u32 reserved;
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_sync) == 24, "sluice_top_sync is 24 bytes on the wire");
@@ -79,10 +79,10 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_sync) == 24, "sluice_top_sync is 2
 
 /* sl_top_cfg_v1[0]. The agent writes it; the program reads it per token. */
 struct sluice_top_expiry_config {
-	__u64 threshold_ns;   /* T = base one-way delay + 2 x max per-hop token queueing (§5.1) */
-	__u64 widen_ns;       /* added to T while the clock is unsynced or off by more than the bound */
+	__u64 threshold_ns;    /* T = base one-way delay + 2 x max per-hop token queueing (§5.1) */
+	__u64 widen_ns;        /* added to T while the clock is unsynced or off by more than the bound */
 	__s64 local_offset_ns; /* added to this host's clock reading: the lab's injected skew */
-	__u32 enabled;        /* 0: count tokens, never drop (top-noexpiry) */
+	__u32 enabled;         /* 0: count tokens, never drop (top-noexpiry) */
 	__u32 reserved;
 };
 
@@ -90,8 +90,8 @@ struct sluice_top_expiry_config {
  * added to a token's sojourn time: how far that host's clock runs ahead of
  * ours (offset_peer - offset_local, both against the PTP master). Absent: 0. */
 struct sluice_top_peer_key {
-	__u32 family;         /* 4 or 6 */
-	__u32 addr[4];        /* network order; IPv4 in addr[0] */
+	__u32 family;  /* 4 or 6 */
+	__u32 addr[4]; /* network order; IPv4 in addr[0] */
 };
 
 /* sl_top_stats_v1: per-CPU, index priority * SLUICE_TOP_EXPIRY_VERDICTS + verdict. */
@@ -109,8 +109,8 @@ enum sluice_top_expiry_verdict {
  * Tokens sent (egress) on the receiver host; tokens valid/expired (XDP)
  * and data sent on the sender host; data received on the receiver host. */
 struct sluice_top_flow_key {
-	__u32 family;         /* 4 or 6 */
-	__u32 addr[4];        /* the peer, network order; IPv4 in addr[0] */
+	__u32 family;  /* 4 or 6 */
+	__u32 addr[4]; /* the peer, network order; IPv4 in addr[0] */
 	__u32 pad;
 	__u64 flow_id;
 };
@@ -122,8 +122,8 @@ struct sluice_top_flow_stats {
 	__u64 tokens_expired; /* failed it (dropped unless expiry is off) */
 	__u64 data_sent;
 	__u64 data_received;
-	__u64 last_ns;        /* bpf_ktime_get_ns() of the last packet */
-	__u32 last_priority;  /* token class of the last token */
+	__u64 last_ns;       /* bpf_ktime_get_ns() of the last packet */
+	__u32 last_priority; /* token class of the last token */
 	__u32 pad;
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_top_flow_stats) == 56, "sluice_top_flow_stats layout");

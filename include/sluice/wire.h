@@ -146,26 +146,28 @@ SLUICE_STATIC_ASSERT(sizeof(struct sl_ctrl_bitmap) == 16, "sl_ctrl_bitmap size")
 SLUICE_STATIC_ASSERT(sizeof(struct sl_ctrl_dst) == 24, "sl_ctrl_dst size");
 
 /* Why a frame was accepted or rejected. Append only (counters are ABI). */
-#define SLUICE_CTRL_REASONS(X)                                               \
-	X(OK,            "valid")                                            \
-	X(TRUNCATED,     "shorter than its header or its length field")      \
-	X(BAD_VERSION,   "unknown version")                                  \
-	X(BAD_TYPE,      "unknown type")                                     \
-	X(BAD_LENGTH,    "length not header + whole records")                \
-	X(BAD_REC_SIZE,  "record size does not match the type")              \
-	X(BAD_COUNT,     "too few or too many records")                      \
-	X(BAD_RESERVED,  "reserved field not zero")                          \
-	X(QUEUE_RANGE,   "queue number out of range")                        \
-	X(BAD_DST,       "unspecified destination address")                  \
-	X(BITMAP_RANGE,  "bitmap base not aligned or bits past the last queue") \
-	X(WRONG_PORT,    "type not accepted on this port's role")            \
-	X(UNKNOWN_PORT,  "arrived on a port that is not a switch port")
+/* clang-format off: a table, aligned by hand */
+#define SLUICE_CTRL_REASONS(X)                                                 \
+	X(OK, "valid")                                                         \
+	X(TRUNCATED, "shorter than its header or its length field")            \
+	X(BAD_VERSION, "unknown version")                                      \
+	X(BAD_TYPE, "unknown type")                                            \
+	X(BAD_LENGTH, "length not header + whole records")                     \
+	X(BAD_REC_SIZE, "record size does not match the type")                 \
+	X(BAD_COUNT, "too few or too many records")                            \
+	X(BAD_RESERVED, "reserved field not zero")                             \
+	X(QUEUE_RANGE, "queue number out of range")                            \
+	X(BAD_DST, "unspecified destination address")                          \
+	X(BITMAP_RANGE, "bitmap base not aligned or bits past the last queue") \
+	X(WRONG_PORT, "type not accepted on this port's role")                 \
+	X(UNKNOWN_PORT, "arrived on a port that is not a switch port")
+/* clang-format on */
 
 enum sl_ctrl_reason {
 #define SL_CTRL_REASON_ENUM(name, text) SL_CTRL_R_##name,
 	SLUICE_CTRL_REASONS(SL_CTRL_REASON_ENUM)
 #undef SL_CTRL_REASON_ENUM
-	SL_CTRL_R_COUNT
+		SL_CTRL_R_COUNT
 };
 
 /* Port roles (sluiced switch config). A link is switch-facing (switch to
@@ -175,10 +177,10 @@ enum sl_port_role {
 	SL_PORT_NONE = 0,          /* not a switch port: every control frame rejected */
 	SL_PORT_SWITCH_FACING = 1, /* credits, switchSYN, pause/resume, bitmap */
 	SL_PORT_HOST_FACING = 2,   /* a switch's port to a host: accepts nothing
-	                            * (hosts send no control frames; one that
-	                            * arrives there is spoofed), sends dstPause */
+				    * (hosts send no control frames; one that
+				    * arrives there is spoofed), sends dstPause */
 	SL_PORT_HOST_UPLINK = 3,   /* a host's port to its first-hop switch:
-	                            * dstPause/dstResume only */
+				    * dstPause/dstResume only */
 };
 
 /* Byte order without libc: BPF (clang -target bpf) and C++ both see
@@ -252,8 +254,8 @@ static inline int sl_ctrl_dst_ok(const __u8 *dst)
 /* The bitmap's 64 bits, bit i = queue first_queue + i. */
 static inline __u64 sl_ctrl_bitmap_bits(const __u8 *p)
 {
-	return (__u64)p[0] | (__u64)p[1] << 8 | (__u64)p[2] << 16 | (__u64)p[3] << 24 |
-	       (__u64)p[4] << 32 | (__u64)p[5] << 40 | (__u64)p[6] << 48 | (__u64)p[7] << 56;
+	return (__u64)p[0] | (__u64)p[1] << 8 | (__u64)p[2] << 16 | (__u64)p[3] << 24 | (__u64)p[4] << 32 |
+	       (__u64)p[5] << 40 | (__u64)p[6] << 48 | (__u64)p[7] << 56;
 }
 
 /* Checks one record of `type` (already validated by sl_ctrl_check_hdr);
@@ -278,8 +280,7 @@ static inline int sl_ctrl_check_rec(__u32 type, const void *rec)
 		const struct sl_ctrl_queue *r = (const struct sl_ctrl_queue *)rec;
 		if (r->reserved)
 			return SL_CTRL_R_BAD_RESERVED;
-		return SL_CTRL_BE16(r->queue) < SLUICE_SW_MAX_QUEUES ? SL_CTRL_R_OK
-								     : SL_CTRL_R_QUEUE_RANGE;
+		return SL_CTRL_BE16(r->queue) < SLUICE_SW_MAX_QUEUES ? SL_CTRL_R_OK : SL_CTRL_R_QUEUE_RANGE;
 	}
 	case SL_CTRL_PAUSE_BITMAP: {
 		const struct sl_ctrl_bitmap *r = (const struct sl_ctrl_bitmap *)rec;

@@ -75,10 +75,8 @@ class AqmTest : public ::testing::TestWithParam<std::string> {
     require_root();
     skel_.reset();
     compat_skel_.reset();
-    if (compat())
-      load_into(compat_skel_, p);
-    else
-      load_into(skel_, p);
+    if (compat()) load_into(compat_skel_, p);
+    else load_into(skel_, p);
   }
   template <typename S>
   void load_into(std::unique_ptr<Skeleton<S>>& sk, const AqmParams& p) {

@@ -76,11 +76,12 @@ class BfcSrcTest : public ::testing::Test {
   };
   Out run(const Bytes& pkt) {
     Out r;
-    struct __sk_buff in {}, out {};
+    struct __sk_buff in {
+    }, out{};
     r.frame.assign(pkt.size() + 64, 0);
     LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_out = r.frame.data(),
-                .data_size_in = uint32_t(pkt.size()), .data_size_out = uint32_t(r.frame.size()),
-                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+                .data_size_in = uint32_t(pkt.size()), .data_size_out = uint32_t(r.frame.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
     EXPECT_EQ(bpf_prog_test_run_opts(prog_, &o), 0) << strerror(errno);
     r.verdict = int(o.retval);
     r.frame.resize(o.data_size_out);
@@ -107,7 +108,7 @@ TEST_F(BfcSrcTest, FlowsTakeQueuesRoundRobinAndKeepThem) {
     const char* desc;
     PacketSpec spec;
     std::function<void()> before;
-    uint32_t queue;   // expected queue of the flow after the packet
+    uint32_t queue;  // expected queue of the flow after the packet
     bool new_flow;
   };
   PacketSpec v6 = tcp(7000);
@@ -124,8 +125,8 @@ TEST_F(BfcSrcTest, FlowsTakeQueuesRoundRobinAndKeepThem) {
       {"IPv6 flow wraps around to queue 0 (2 still paused)", v6, nullptr, 0, true},
       {"UDP flow takes queue 1", udp, nullptr, 1, true},
       {"queue 2 resumed: next flow takes it", tcp(1003), [&] { pause(2, false); }, 2, true},
-      {"a flow in a paused queue keeps it (sticky, §3.3.2) and is counted",
-       tcp(1001), [&] { pause(1, true); }, 1, false},
+      {"a flow in a paused queue keeps it (sticky, §3.3.2) and is counted", tcp(1001), [&] { pause(1, true); }, 1,
+       false},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.desc);

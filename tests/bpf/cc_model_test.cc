@@ -100,18 +100,18 @@ TEST_F(CcModelTest, PulserBrakesAndRestores) {
   // desc, ein ece state cwnd ssthresh inflight una nxt -> event set_cwnd set_ssthresh braking prev
   std::vector<Ack> script = {
       {"no echo, not braking: nothing", 0, 0, kOpen, 40, kInfinite, 40, 1000, 2000, kNone, 0, 0, 0, 0},
-      {"echo in Open: save 40, cwnd = cwnd_safe (eq. 1, 2)", 1, 0, kOpen, 40, kInfinite, 40, 1000, 61000, kBrake, 4,
-       0, 1, 40},
-      {"echo again: the window restarts, cwnd already safe", 1, 0, kOpen, 4, kInfinite, 39, 2448, 62448, kExtend, 0,
-       0, 1, 40},
+      {"echo in Open: save 40, cwnd = cwnd_safe (eq. 1, 2)", 1, 0, kOpen, 40, kInfinite, 40, 1000, 61000, kBrake, 4, 0,
+       1, 40},
+      {"echo again: the window restarts, cwnd already safe", 1, 0, kOpen, 4, kInfinite, 39, 2448, 62448, kExtend, 0, 0,
+       1, 40},
       {"no echo, window not over: keep braking", 0, 0, kOpen, 4, kInfinite, 30, 30000, 62448, kNone, 0, 0, 1, 40},
-      {"ECE in Open while braking: PRR will scale from the data in flight", 0, 1, kOpen, 4, kInfinite, 25, 40000,
-       62448, kNone, 25, 0, 1, 40},
-      {"a window without echo: restore the saved 40 at once (eq. 3)", 0, 0, kOpen, 4, 4, 3, 62448, 66792, kRestore,
-       40, 0, 0, 40},
+      {"ECE in Open while braking: PRR will scale from the data in flight", 0, 1, kOpen, 4, kInfinite, 25, 40000, 62448,
+       kNone, 25, 0, 1, 40},
+      {"a window without echo: restore the saved 40 at once (eq. 3)", 0, 0, kOpen, 4, 4, 3, 62448, 66792, kRestore, 40,
+       0, 0, 40},
       {"after the restore: nothing", 0, 0, kOpen, 40, 4, 40, 70000, 120000, kNone, 0, 0, 0, 40},
-      {"echo with a cwnd the flow never filled: the window in use (in flight) is saved", 1, 0, kOpen, 700, 4,
-       115, 130000, 300000, kBrake, 4, 0, 1, 115},
+      {"echo with a cwnd the flow never filled: the window in use (in flight) is saved", 1, 0, kOpen, 700, 4, 115,
+       130000, 300000, kBrake, 4, 0, 1, 115},
       {"restore to it", 0, 0, kOpen, 4, 4, 2, 300000, 305000, kRestore, 115, 0, 0, 115},
       {"in flight below cwnd_safe: saves cwnd_safe", 1, 0, kOpen, 50, 4, 2, 305000, 310000, kBrake, 4, 0, 1, 4},
   };
@@ -127,8 +127,8 @@ TEST_F(CcModelTest, PulserInReductionStatesGoesThroughSsthresh) {
        30},
       {"window over in CWR: ssthresh = saved window, TCP sets cwnd to it when CWR ends", 0, 0, kCwr, 6, 4, 5, 50000,
        60000, kRestore, 0, 30, 0, 30},
-      {"echo again while CWR still heads to 30: 30 is the window to save", 1, 0, kCwr, 10, 30, 10, 50100, 60000,
-       kBrake, 0, 4, 1, 30},
+      {"echo again while CWR still heads to 30: 30 is the window to save", 1, 0, kCwr, 10, 30, 10, 50100, 60000, kBrake,
+       0, 4, 1, 30},
       {"window over in Recovery", 0, 0, kRecovery, 5, 4, 4, 60000, 61000, kRestore, 0, 30, 0, 30},
       {"echo with ECE in Open: CWR follows; cwnd raised to the data in flight for PRR", 1, 1, kOpen, 40, kInfinite, 45,
        70000, 130000, kBrake, 45, 0, 1, 40},
@@ -148,8 +148,8 @@ TEST_F(CcModelTest, PulserEdgeCases) {
       {"infinite ssthresh in CWR is not a window", 1, 0, kCwr, 12, kInfinite, 12, 3000, 9000, kBrake, 0, 4, 1, 12},
       // Sequence numbers wrap: brake_end just below 2^32, snd_una past it.
       {"echo near the wrap", 1, 0, kOpen, 4, 4, 4, 0xfffff000u, 0xfffffff0u, kExtend, 0, 0, 1, 12},
-      {"snd_una wrapped past the window end: restore", 0, 0, kOpen, 4, 4, 0, 0x00000100u, 0x00001000u, kRestore, 12,
-       0, 0, 12},
+      {"snd_una wrapped past the window end: restore", 0, 0, kOpen, 4, 4, 0, 0x00000100u, 0x00001000u, kRestore, 12, 0,
+       0, 12},
   };
   run_script(this, m, script, [this](sl_cc_model& s) { step(s); });
   // cwnd_safe is a parameter.

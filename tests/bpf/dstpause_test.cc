@@ -41,10 +41,12 @@ class DstPauseTest : public ::testing::Test {
     skel_->load();
     ports_ = bpf_map__fd((*skel_)->maps.sl_fg_ports_v1);
     held_ = bpf_map__fd((*skel_)->maps.sl_fg_held_v1);
-    held_ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_hring_v1), &collect_record<sl_dp_frame>, &frames_, nullptr);
+    held_ring_ =
+        ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_hring_v1), &collect_record<sl_dp_frame>, &frames_, nullptr);
     ASSERT_NE(held_ring_, nullptr);
     counters_ = bpf_map__fd((*skel_)->maps.sl_fg_cnt_v1);
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_, nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_,
+                             nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
@@ -58,15 +60,14 @@ class DstPauseTest : public ::testing::Test {
     ASSERT_EQ(bpf_map_update_elem(held_, a.data(), &v, BPF_ANY), 0);
   }
   uint64_t counter(uint32_t slot) { return percpu_packets<sl_sw_counter>(counters_, slot); }
-  int run_ingress(const Bytes& frame) {
-    return run_tc(bpf_program__fd((*skel_)->progs.dp_ingress), frame).retval;
-  }
+  int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.dp_ingress), frame).retval; }
   int run_egress(const Bytes& p, uint32_t mark = 0, uint32_t gso_segs = 0) {
-    struct __sk_buff in {}, out {};
+    struct __sk_buff in {
+    }, out{};
     in.mark = mark;
     in.gso_segs = gso_segs;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()),
-                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
     EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.dp_egress), &o), 0);
     return int(o.retval);
   }
@@ -134,8 +135,9 @@ TEST_F(DstPauseTest, EveryFrameOfTheTableOnAnUplinkOrAnyOtherPort) {
         // The frame's own verdict, as the C++ gate gives it on an uplink.
         long off = sw::ctrl_payload_offset(c.frame.data(), c.frame.size());
         sw::ControlFrame f;
-        want = off < 0 ? SL_CTRL_R_TRUNCATED
-                       : sw::accept_control(SL_PORT_HOST_UPLINK, c.frame.data() + off, c.frame.size() - size_t(off), &f);
+        want = off < 0
+                   ? SL_CTRL_R_TRUNCATED
+                   : sw::accept_control(SL_PORT_HOST_UPLINK, c.frame.data() + off, c.frame.size() - size_t(off), &f);
       }
       const uint64_t before = counter(uint32_t(want));
       events_.clear();

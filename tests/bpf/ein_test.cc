@@ -71,8 +71,10 @@ std::unique_ptr<Conn> connect_pair(bool v6) {
   sockaddr_storage cs{};
   socklen_t l3 = sizeof(cs);
   getsockname(c->client, reinterpret_cast<sockaddr*>(&cs), &l3);
-  c->sport = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  c->cport = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&cs)->sin6_port : reinterpret_cast<sockaddr_in*>(&cs)->sin_port);
+  c->sport =
+      ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  c->cport =
+      ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&cs)->sin6_port : reinterpret_cast<sockaddr_in*>(&cs)->sin_port);
   return c;
 }
 
@@ -103,9 +105,7 @@ class EinTest : public ::testing::Test {
     ASSERT_EQ(bpf_map_update_elem(map(), &fd, &v, BPF_NOEXIST), 0) << strerror(errno);
   }
   bool entry(int fd, sluice_ein_sk* out) const { return bpf_map_lookup_elem(map(), &fd, out) == 0; }
-  uint64_t reason(uint32_t r) const {
-    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
-  }
+  uint64_t reason(uint32_t r) const { return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets; }
   Bytes ingress(const Bytes& p) {
     RunResult r = run_tc(bpf_program__fd((*skel_)->progs.ein_ingress), p);
     EXPECT_EQ(r.retval, kNext);

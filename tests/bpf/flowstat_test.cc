@@ -27,9 +27,7 @@ class FlowstatTest : public ::testing::Test {
   int prog(bool egress = false) const {
     return bpf_program__fd(egress ? (*skel_)->progs.flowstat_out : (*skel_)->progs.flowstat_in);
   }
-  uint64_t reason(uint32_t r) const {
-    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
-  }
+  uint64_t reason(uint32_t r) const { return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets; }
   // The flow entry of a packet built from spec, seen at `dir`.
   bool flow(const PacketSpec& s, uint8_t dir, sluice_flow_stats* out) const {
     sluice_flow_key k{};

@@ -105,9 +105,7 @@ class PacBpfTest : public ::testing::Test {
     sluice_pac_flow f{};
     return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v1), &k, &f) == 0;
   }
-  uint64_t reason(uint32_t r) const {
-    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
-  }
+  uint64_t reason(uint32_t r) const { return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets; }
   void drain() {
     events_.clear();
     ring_buffer__consume(rb_);
@@ -139,8 +137,7 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
 
   Bytes held_ack = build(ack(1000 + 2 * kMss));
   std::vector<BpfCase> out = {
-      {"a pure ACK whose trigger fits is admitted in the kernel (first ACK: MSS + MSS)",
-       build(ack(1000 + kMss)), kNext,
+      {"a pure ACK whose trigger fits is admitted in the kernel (first ACK: MSS + MSS)", build(ack(1000 + kMss)), kNext,
        [&](const RunResult&) {
          EXPECT_EQ(st_->in_flight, int64_t(2 * kMss));
          auto f = flow();
@@ -328,7 +325,7 @@ class PacBpfWatchTest : public PacBpfTest {
 TEST_F(PacBpfWatchTest, AQuietFlowsExpectedBytesAreWrittenOffByOtherFlowsData) {
   st_->threshold = 1 << 20;
   ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
-  ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);  // trigger 2 MSS
+  ASSERT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext);    // trigger 2 MSS
   ASSERT_EQ(run_tc(ingress(), build(data(1000 + kMss))).retval, kNext);  // listed: 1 MSS still expected
   EXPECT_EQ(flow().expect, kMss);
   EXPECT_EQ(st_->in_flight, int64_t(kMss));
@@ -359,8 +356,7 @@ TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {
   PacketSpec rst = ack(1000 + kMss, 0x14);
   PacketSpec syn = ack(0, 0x02);
   std::vector<BpfCase> cases = {
-      {"a data segment (request) is never held", build(req), kNext, nullptr,
-       [&] { st_->in_flight = 1 << 30; }},
+      {"a data segment (request) is never held", build(req), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
       {"FIN is never held", build(fin), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
       {"RST is never held", build(rst), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
       {"SYN is never held", build(syn), kNext, nullptr, [&] { st_->in_flight = 1 << 30; }},
@@ -604,8 +600,7 @@ TEST_F(PacBpfRequestsTest, ANewConnectionsResponseIsCountedPastItsFirstWindow) {
   ASSERT_EQ(run_tc(egress(), build(ack_on(40001, 5000 + SLUICE_PAC_IW_SEGS * kMss))).retval, kNext);
   EXPECT_EQ(st_->in_flight, int64_t(10 * kMss)) << "what is left of the measured response";
   EXPECT_EQ(st_->resp_cut - cut0, 10u * kMss);
-  for (uint32_t i = 10; i < 20; ++i)
-    ASSERT_EQ(run_tc(ingress(), build(seg_on(40001, 5000 + i * kMss))).retval, kNext);
+  for (uint32_t i = 10; i < 20; ++i) ASSERT_EQ(run_tc(ingress(), build(seg_on(40001, 5000 + i * kMss))).retval, kNext);
   EXPECT_EQ(st_->in_flight, 0);
   EXPECT_EQ(st_->uncounted, 10u * kMss) << "only A's, the first response ever, arrived uncounted";
   // A response larger than the measured one is uncapped from then on.
@@ -613,7 +608,6 @@ TEST_F(PacBpfRequestsTest, ANewConnectionsResponseIsCountedPastItsFirstWindow) {
   ASSERT_EQ(run_tc(egress(), build(ack_on(40001, 5000 + 21 * kMss))).retval, kNext);
   EXPECT_EQ(st_->in_flight, int64_t(22 * kMss)) << "eq. (3) in slow start: 11 + 11 segments";
 }
-
 
 }  // namespace
 
@@ -779,7 +773,6 @@ TEST_F(PacBpfBoundTest, CappedRequestResponseFlowsAreCountedByTheirWindow) {
   EXPECT_EQ(events_.size(), 1u) << "one held request, not two";
   EXPECT_EQ(reason(SLUICE_R_PAC_REQUEST_DUP), 1u);
 }
-
 
 // Shares that outlive their response, and what a new flow guesses: with a
 // short quiet time (the watch's floor is trigger_age_min_ns).

@@ -55,8 +55,10 @@ class FrameGen {
     }
     Bytes b = build(spec());
     switch (kind) {
-      case 1: case 2: return truncate(b, 14 + pick(uint32_t(b.size() - 13)));
-      case 3: case 4: {
+      case 1:
+      case 2: return truncate(b, 14 + pick(uint32_t(b.size() - 13)));
+      case 3:
+      case 4: {
         for (uint32_t i = 0, n = 1 + pick(8); i < n; ++i) b[pick(uint32_t(b.size()))] ^= uint8_t(1u << pick(8));
         return b;
       }
@@ -133,12 +135,22 @@ class FrameGen {
       uint32_t n = 1 + pick(6);
       for (uint32_t i = 0; i < n && s.tcp_options.size() < 40; ++i) {
         switch (pick(6)) {
-          case 0: { auto t = tcp_opt_timestamps(uint32_t(rng_()), uint32_t(rng_())); s.tcp_options.insert(s.tcp_options.end(), t.begin(), t.end()); break; }
-          case 1: { auto t = tcp_opt_sack({{uint32_t(rng_()), uint32_t(rng_())}}); s.tcp_options.insert(s.tcp_options.end(), t.begin(), t.end()); break; }
-          case 2: s.tcp_options.push_back(1); break;                                      // NOP
+          case 0: {
+            auto t = tcp_opt_timestamps(uint32_t(rng_()), uint32_t(rng_()));
+            s.tcp_options.insert(s.tcp_options.end(), t.begin(), t.end());
+            break;
+          }
+          case 1: {
+            auto t = tcp_opt_sack({{uint32_t(rng_()), uint32_t(rng_())}});
+            s.tcp_options.insert(s.tcp_options.end(), t.begin(), t.end());
+            break;
+          }
+          case 2: s.tcp_options.push_back(1); break;                                          // NOP
           case 3: s.tcp_options.insert(s.tcp_options.end(), {uint8_t(pick(256)), 0}); break;  // zero length
-          case 4: s.tcp_options.insert(s.tcp_options.end(), {uint8_t(pick(256)), uint8_t(40 + pick(216))}); break;  // oversized
-          case 5: s.tcp_options.push_back(0); break;                                      // EOL
+          case 4:
+            s.tcp_options.insert(s.tcp_options.end(), {uint8_t(pick(256)), uint8_t(40 + pick(216))});
+            break;                                    // oversized
+          case 5: s.tcp_options.push_back(0); break;  // EOL
         }
       }
       if (s.tcp_options.size() > 40) s.tcp_options.resize(40);
@@ -201,8 +213,8 @@ double drive(const char* name, int prog_fd, const std::set<int>& verdicts, int c
     EXPECT_EQ(counted, n) << name << ": every frame counted under exactly one reason";
   }
   double rate = double(n) / secs;
-  std::printf("%-16s %zu frames in %.1f s: %.0f inputs/s (seed %llu, %llu counted, %zu refused by the kernel)\n",
-              name, n, secs, rate, (unsigned long long)seed, (unsigned long long)counted, refused);
+  std::printf("%-16s %zu frames in %.1f s: %.0f inputs/s (seed %llu, %llu counted, %zu refused by the kernel)\n", name,
+              n, secs, rate, (unsigned long long)seed, (unsigned long long)counted, refused);
   return rate;
 }
 

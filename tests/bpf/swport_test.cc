@@ -53,7 +53,8 @@ class SwportTest : public ::testing::Test {
       fk = next;
       bpf_map_delete_elem(flows_, &fk);
     }
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_, nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_,
+                             nullptr);
     ASSERT_NE(ring_, nullptr);
   }
   void TearDown() override {
@@ -62,16 +63,12 @@ class SwportTest : public ::testing::Test {
       ring_buffer__free(ring_);
     }
   }
-  void set_port(uint32_t ifindex, sl_sw_port p) {
-    ASSERT_EQ(bpf_map_update_elem(ports_, &ifindex, &p, BPF_ANY), 0);
-  }
+  void set_port(uint32_t ifindex, sl_sw_port p) { ASSERT_EQ(bpf_map_update_elem(ports_, &ifindex, &p, BPF_ANY), 0); }
   uint64_t counter(uint32_t port_id, uint32_t slot) {
     return percpu_packets<sl_sw_counter>(counters_, port_id * SL_SW_CNT_SLOTS + slot);
   }
   int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_ingress), frame).retval; }
-  RunResult run_egress(const Bytes& frame) {
-    return run_tc(bpf_program__fd((*skel_)->progs.sw_egress), frame);
-  }
+  RunResult run_egress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_egress), frame); }
 
   static Skeleton<swport>* skel_;
   int ports_ = -1, flows_ = -1, counters_ = -1;
@@ -148,16 +145,15 @@ TEST_F(SwportTest, OtherTrafficIsNotOurs) {
 }
 
 // The flow hash of a PacketSpec, computed as the logic does.
-uint32_t spec_hash(const PacketSpec& s) {
-  return sw::flow_hash(s.src, s.dst, s.sport, s.dport, s.proto);
-}
+uint32_t spec_hash(const PacketSpec& s) { return sw::flow_hash(s.src, s.dst, s.sport, s.dport, s.proto); }
 
 TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   auto priority_of = [&](const Bytes& p) {
-    struct __sk_buff in {}, out {};
+    struct __sk_buff in {
+    }, out{};
     in.priority = 7;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()),
-                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
     EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.sw_egress), &o), 0);
     EXPECT_EQ(int(o.retval), kNext);
     return out.priority;
@@ -221,10 +217,11 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   uint32_t q = 2;
   ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_sw_flowq_v1), &k, &q, BPF_ANY), 0);
   auto priority_of = [&](const Bytes& pkt, uint32_t prio_in = 7) {
-    struct __sk_buff in {}, out {};
+    struct __sk_buff in {
+    }, out{};
     in.priority = prio_in;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_size_in = uint32_t(pkt.size()),
-                .ctx_in = &in, .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_size_in = uint32_t(pkt.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
     EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd(s->progs.sw_egress), &o), 0);
     EXPECT_EQ(int(o.retval), kNext);
     return out.priority;

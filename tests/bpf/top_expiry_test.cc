@@ -37,8 +37,7 @@ uint64_t tai_now() {
 }
 
 // A UDP frame to the TOP port carrying `p` (plus `extra` bytes of payload).
-Bytes top_frame(const top::Packet& p, bool v6 = false, uint16_t dport = SLUICE_TOP_DEFAULT_PORT,
-                size_t cut = 0) {
+Bytes top_frame(const top::Packet& p, bool v6 = false, uint16_t dport = SLUICE_TOP_DEFAULT_PORT, size_t cut = 0) {
   PacketSpec s;
   s.proto = 17;
   s.ipv6 = v6;
@@ -90,9 +89,7 @@ class TopExpiryTest : public ::testing::Test {
     inet_pton(AF_INET, addr, k.addr);
     ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_top_corr_v1), &k, &corr, 0), 0);
   }
-  uint64_t reason(uint32_t r) const {
-    return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets;
-  }
+  uint64_t reason(uint32_t r) const { return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets; }
   uint64_t stat(int prio, int verdict) const {
     uint32_t slot = prio * SLUICE_TOP_EXPIRY_VERDICTS + verdict;
     std::vector<sluice_counter> v(num_possible_cpus());
@@ -121,14 +118,14 @@ TEST_F(TopExpiryTest, Verdicts) {
   sync.type = top::Type::kSync;
   sync.mss = 1440;
   std::vector<Row> rows = {
-      {"fresh token", [] { return top_frame(token(0, tai_now() - 100'000)); }, kPass,
-       SLUICE_R_TOP_TOKEN_VALID, 0, SLUICE_TOP_X_VALID},
-      {"token 5 units old, T = 1 unit: dropped", [] { return top_frame(token(3, tai_now() - 5 * kUnit)); },
-       kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 3, SLUICE_TOP_X_EXPIRED},
+      {"fresh token", [] { return top_frame(token(0, tai_now() - 100'000)); }, kPass, SLUICE_R_TOP_TOKEN_VALID, 0,
+       SLUICE_TOP_X_VALID},
+      {"token 5 units old, T = 1 unit: dropped", [] { return top_frame(token(3, tai_now() - 5 * kUnit)); }, kDrop,
+       SLUICE_R_TOP_TOKEN_EXPIRED, 3, SLUICE_TOP_X_EXPIRED},
       {"lowest priority expired", [] { return top_frame(token(5, tai_now() - 2 * kUnit)); }, kDrop,
        SLUICE_R_TOP_TOKEN_EXPIRED, 5, SLUICE_TOP_X_EXPIRED},
-      {"token from the future (skew): passed", [] { return top_frame(token(1, tai_now() + 50 * kUnit)); },
-       kPass, SLUICE_R_TOP_TOKEN_VALID, 1, SLUICE_TOP_X_FUTURE},
+      {"token from the future (skew): passed", [] { return top_frame(token(1, tai_now() + 50 * kUnit)); }, kPass,
+       SLUICE_R_TOP_TOKEN_VALID, 1, SLUICE_TOP_X_FUTURE},
       {"IPv6 token expired", [] { return top_frame(token(2, tai_now() - 5 * kUnit), true); }, kDrop,
        SLUICE_R_TOP_TOKEN_EXPIRED, 2, SLUICE_TOP_X_EXPIRED},
       {"data packet on the TOP port", [=] { return top_frame(data); }, kPass, SLUICE_R_TOP_NOT_TOKEN},
@@ -136,7 +133,8 @@ TEST_F(TopExpiryTest, Verdicts) {
       {"old token to another UDP port", [] { return top_frame(token(0, 1), false, 9999); }, kPass,
        SLUICE_R_TOP_NOT_TOP},
       {"TCP", [] { return build(PacketSpec{}); }, kPass, SLUICE_R_TOP_NOT_TOP},
-      {"not IP", [] {
+      {"not IP",
+       [] {
          PacketSpec s;
          s.ethertype = 0x0806;
          return build(s);
@@ -144,44 +142,46 @@ TEST_F(TopExpiryTest, Verdicts) {
        kPass, SLUICE_R_PASS_NOT_IP},
       {"header cut short", [] { return top_frame(token(0, 1), false, SLUICE_TOP_DEFAULT_PORT, 4); }, kPass,
        SLUICE_R_TOP_MALFORMED},
-      {"bad magic", [] {
+      {"bad magic",
+       [] {
          Bytes b = top_frame(token(0, 1));
          b[l4_offset(b) + 8] ^= 0xff;
          return b;
        },
        kPass, SLUICE_R_TOP_MALFORMED},
-      {"bad version", [] {
+      {"bad version",
+       [] {
          Bytes b = top_frame(token(0, 1));
          b[l4_offset(b) + 8 + 2] = 77;
          return b;
        },
        kPass, SLUICE_R_TOP_MALFORMED},
-      {"priority 6", [] {
+      {"priority 6",
+       [] {
          Bytes b = top_frame(token(0, 1));
          b[l4_offset(b) + 8 + 4] = 6;
          return b;
        },
        kPass, SLUICE_R_TOP_MALFORMED},
-      {"correction for the source covers the 5 units", [] { return top_frame(token(4, tai_now() - 5 * kUnit)); },
-       kPass, SLUICE_R_TOP_TOKEN_VALID, 4, SLUICE_TOP_X_VALID,
+      {"correction for the source covers the 5 units", [] { return top_frame(token(4, tai_now() - 5 * kUnit)); }, kPass,
+       SLUICE_R_TOP_TOKEN_VALID, 4, SLUICE_TOP_X_VALID,
        [this] { set_correction("10.0.0.1", -5 * static_cast<int64_t>(kUnit)); }},
-      {"a correction the other way expires a fresh token",
-       [] { return top_frame(token(4, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 4,
-       SLUICE_TOP_X_EXPIRED, [this] { set_correction("10.0.0.1", 3 * static_cast<int64_t>(kUnit)); }},
+      {"a correction the other way expires a fresh token", [] { return top_frame(token(4, tai_now())); }, kDrop,
+       SLUICE_R_TOP_TOKEN_EXPIRED, 4, SLUICE_TOP_X_EXPIRED,
+       [this] { set_correction("10.0.0.1", 3 * static_cast<int64_t>(kUnit)); }},
       {"unsynced: widened by 10 units, the 5-unit token passes",
        [] { return top_frame(token(0, tai_now() - 5 * kUnit)); }, kPass, SLUICE_R_TOP_TOKEN_VALID, 0,
-       SLUICE_TOP_X_VALID, [this] {
+       SLUICE_TOP_X_VALID,
+       [this] {
          set_correction("10.0.0.1", 0);
          set_config(kThreshold, 10 * kUnit, 0, true);
        }},
-      {"local clock offset (lab injection) ages the token",
-       [] { return top_frame(token(0, tai_now())); }, kDrop, SLUICE_R_TOP_TOKEN_EXPIRED, 0,
-       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 4 * kUnit, true); }},
-      {"expiry off (top-noexpiry): counted, passed",
-       [] { return top_frame(token(2, tai_now() - 5 * kUnit)); }, kPass, SLUICE_R_TOP_EXPIRED_KEPT, 2,
-       SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 0, false); }},
-      {"no threshold configured: passed", [] { return top_frame(token(0, 1)); }, kPass,
-       SLUICE_R_TOP_NO_CONFIG, -1, -1, [this] { set_config(0, 0, 0, true); }},
+      {"local clock offset (lab injection) ages the token", [] { return top_frame(token(0, tai_now())); }, kDrop,
+       SLUICE_R_TOP_TOKEN_EXPIRED, 0, SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 4 * kUnit, true); }},
+      {"expiry off (top-noexpiry): counted, passed", [] { return top_frame(token(2, tai_now() - 5 * kUnit)); }, kPass,
+       SLUICE_R_TOP_EXPIRED_KEPT, 2, SLUICE_TOP_X_EXPIRED, [this] { set_config(kThreshold, 0, 0, false); }},
+      {"no threshold configured: passed", [] { return top_frame(token(0, 1)); }, kPass, SLUICE_R_TOP_NO_CONFIG, -1, -1,
+       [this] { set_config(0, 0, 0, true); }},
   };
   for (auto& r : rows) {
     SCOPED_TRACE(r.desc);

@@ -52,10 +52,10 @@ class Input {
 
 // A broken invariant: abort, so libFuzzer (or the replay driver) reports
 // the input.
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
+#define FUZZ_CHECK(cond)                                                                \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
       std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                       \
-    }                                                                                     \
+      std::abort();                                                                     \
+    }                                                                                   \
   } while (0)

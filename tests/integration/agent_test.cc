@@ -119,8 +119,7 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
   // in socket buffers never crosses the wire), 0 on failure.
   uint64_t transfer(const std::string& bytes = "8M") {
     iperf_ = lab_->spawn(b_, {"iperf3", "-s", "-1", "-B", "10.201.0.2"}, "iperf3-server");
-    bool listening = eventually(
-        [&] { return lab_->nsh(b_, "ss -ltn | grep -q :5201") == 0; }, std::chrono::seconds(5));
+    bool listening = eventually([&] { return lab_->nsh(b_, "ss -ltn | grep -q :5201") == 0; }, std::chrono::seconds(5));
     if (!listening) return 0;
     int st = -1;
     std::string o = lab_->out("ip netns exec " + a_ + " timeout 20 iperf3 -J -c 10.201.0.2 -n " + bytes, &st);
@@ -225,7 +224,8 @@ TEST_P(AgentTest, OldMapNamesStayBesideNewOnesUntilPurge) {
   EXPECT_GE(ingress_tcp_bytes(), b1) << "the restarted agent did not adopt sl_fs_flows_v1";
   EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
   int st = -1;
-  std::string o = lab_->out("ip netns exec " + b_ + " " + build_path("agent/sluiced") + " -c " + cfg_ + " --purge", &st);
+  std::string o =
+      lab_->out("ip netns exec " + b_ + " " + build_path("agent/sluiced") + " -c " + cfg_ + " --purge", &st);
   EXPECT_EQ(st, 0) << o;
   EXPECT_EQ(lab_->out("ls -A " + root + " 2>&1"), "") << "pins left after --purge: " << lab_->out("find " + root);
 }
@@ -275,8 +275,8 @@ TEST_P(AgentTest, ForeignProgramsOnEveryHookSurviveAttachKillRestartAndDetach) {
     std::vector<uint64_t> after = seen();
     for (size_t i = 0; i < 4; ++i) {
       if (i >= 2 && progs.tcx_in < 0) continue;
-      EXPECT_GT(after[i], before[i] + (i % 2 ? 10 : 100)) << "the foreign " << names[i] << " program saw no traffic "
-                                                          << when;
+      EXPECT_GT(after[i], before[i] + (i % 2 ? 10 : 100))
+          << "the foreign " << names[i] << " program saw no traffic " << when;
     }
   };
   all_saw_traffic("before sluiced started");
@@ -408,11 +408,12 @@ TEST(Check, ProbesLeaveNothingInTheAgentsNamespaceOrOnBpffs) {
   Lab lab("c");
   std::string ns = lab.add_ns("p");
   int st = -1;
-  std::string o = lab.out("ip netns exec " + ns + " unshare -m --propagation private sh -c 'mount -t bpf sluice /sys/fs/bpf && " +
-                              build_path("agent/sluiced") +
-                              " --check >/dev/null 2>&1; echo rc=$?; ip -o link show; tc qdisc show; echo pins:; "
-                              "find /sys/fs/bpf -mindepth 1 ! -name maps.debug ! -name progs.debug'",
-                          &st);
+  std::string o =
+      lab.out("ip netns exec " + ns + " unshare -m --propagation private sh -c 'mount -t bpf sluice /sys/fs/bpf && " +
+                  build_path("agent/sluiced") +
+                  " --check >/dev/null 2>&1; echo rc=$?; ip -o link show; tc qdisc show; echo pins:; "
+                  "find /sys/fs/bpf -mindepth 1 ! -name maps.debug ! -name progs.debug'",
+              &st);
   EXPECT_EQ(st, 0) << o;
   EXPECT_NE(o.find("rc=0\n"), std::string::npos) << o;
   EXPECT_EQ(o.find("slprobe"), std::string::npos) << o;

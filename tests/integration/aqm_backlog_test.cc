@@ -192,9 +192,10 @@ TEST_F(AqmBacklogTest, HeldQueueIsExactlyWhatTheQdiscReports) {
   close(s);
   auto [bytes, pkts] = qs().read();
   auto b = backlog();
-  std::printf("after %d datagrams: qdisc reports %llu B %llu packets; tracepoint backlog %llu B %llu packets (%llu events)\n",
-              kSent, (unsigned long long)bytes, (unsigned long long)pkts, (unsigned long long)b.bytes,
-              (unsigned long long)b.packets, (unsigned long long)b.events);
+  std::printf(
+      "after %d datagrams: qdisc reports %llu B %llu packets; tracepoint backlog %llu B %llu packets (%llu events)\n",
+      kSent, (unsigned long long)bytes, (unsigned long long)pkts, (unsigned long long)b.bytes,
+      (unsigned long long)b.packets, (unsigned long long)b.events);
   EXPECT_GE(pkts, uint64_t(kSent - 2)) << "the TBF should hold nearly all of them";
   EXPECT_EQ(b.bytes, bytes);
   EXPECT_EQ(b.packets, pkts);
@@ -295,9 +296,10 @@ TEST_F(AqmBacklogTest, FollowsTheQdiscUnderTcpTraffic) {
   auto [qbytes, qpkts] = qs().sent();
   std::printf("TCP flow: the TBF sent %.2f MB in %llu segments in 1.5 s; %llu skbs sampled by aqm_compat\n",
               double(qbytes) / 1e6, (unsigned long long)qpkts, (unsigned long long)state(compat_).samples);
-  std::printf("%d reads, queue up to %llu B: tracepoint backlog vs netlink mean |diff| %.0f B (mean queue %.0f B); "
-              "%d reads with no tracepoint event in between, %d of them equal\n",
-              reads, (unsigned long long)max_q, sum_abs / reads, sum_q / reads, bracketed, equal);
+  std::printf(
+      "%d reads, queue up to %llu B: tracepoint backlog vs netlink mean |diff| %.0f B (mean queue %.0f B); "
+      "%d reads with no tracepoint event in between, %d of them equal\n",
+      reads, (unsigned long long)max_q, sum_abs / reads, sum_q / reads, bracketed, equal);
   ASSERT_GT(max_q, 15000u) << "the flow must build a queue";
   ASSERT_GT(bracketed, 10) << "too few quiet reads to compare";
   // Unequal only when the netlink dump (which does not take the qdisc
@@ -323,10 +325,11 @@ TEST_F(AqmBacklogTest, FollowsTheQdiscUnderTcpTraffic) {
     sum_d += double(d);
     worst = std::max(worst, d);
   }
-  std::printf("per packet, aqm_compat vs aqm (kfunc): %d packets compared (of %zu/%zu sampled, offset %lld), %d equal "
-              "(%.2f%%), mean |diff| %.3f packets, worst %llu packets apart\n",
-              common, cq.size(), kq.size(), (long long)offset, same, common ? 100.0 * same / common : 0.0,
-              common ? sum_d / common : 0.0, (unsigned long long)worst);
+  std::printf(
+      "per packet, aqm_compat vs aqm (kfunc): %d packets compared (of %zu/%zu sampled, offset %lld), %d equal "
+      "(%.2f%%), mean |diff| %.3f packets, worst %llu packets apart\n",
+      common, cq.size(), kq.size(), (long long)offset, same, common ? 100.0 * same / common : 0.0,
+      common ? sum_d / common : 0.0, (unsigned long long)worst);
   ASSERT_GT(common, 200) << "too few packets sampled by both";
   // Dequeues on another CPU between the two programs' reads make them
   // differ now and then; tracepoints that missed changes would make them

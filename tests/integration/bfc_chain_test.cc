@@ -100,7 +100,8 @@ TEST_F(BfcChain, CongestedEgressPausesTheUpstreamQueueOtherQueueKeepsFlowing) {
         return s["logic_state"]["counters"]["pauses_rx"].get<uint64_t>() > 0;
       },
       5s))
-      << "A received no PAUSE; B: " << B_->state().dump(2) << "\nB log:\n" << B_->proc().log();
+      << "A received no PAUSE; B: " << B_->state().dump(2) << "\nB log:\n"
+      << B_->proc().log();
 
   uint64_t h0 = heavy_rx.got(), l0 = light_rx.got(), ls0 = light.sent();
   std::this_thread::sleep_for(3s);
@@ -108,14 +109,15 @@ TEST_F(BfcChain, CongestedEgressPausesTheUpstreamQueueOtherQueueKeepsFlowing) {
   json sa = A_->state(), sb = B_->state();
   const json& ca = sa["logic_state"]["counters"];
   const json& cb = sb["logic_state"]["counters"];
-  std::printf("3 s: heavy delivered %lu datagrams (%.1f Mbit/s), light %lu of %lu sent; B pauses %lu resumes %lu "
-              "bitmaps %lu; A pauses_rx %lu resumes_rx %lu\n",
-              (unsigned long)heavy_got, heavy_got * 1042 * 8 / 3e6, (unsigned long)light_got,
-              (unsigned long)light_sent, (unsigned long)cb["pauses_sent"].get<uint64_t>(),
-              (unsigned long)cb["resumes_sent"].get<uint64_t>(), (unsigned long)cb["bitmaps_sent"].get<uint64_t>(),
-              (unsigned long)ca["pauses_rx"].get<uint64_t>(), (unsigned long)ca["resumes_rx"].get<uint64_t>());
-  std::printf("A port %s: %s\nB port %s: %s\n", a2_.c_str(), SwitchAgent::port(sa, a2_)["queues"].dump().c_str(), b2_.c_str(),
-              SwitchAgent::port(sb, b2_)["queues"].dump().c_str());
+  std::printf(
+      "3 s: heavy delivered %lu datagrams (%.1f Mbit/s), light %lu of %lu sent; B pauses %lu resumes %lu "
+      "bitmaps %lu; A pauses_rx %lu resumes_rx %lu\n",
+      (unsigned long)heavy_got, heavy_got * 1042 * 8 / 3e6, (unsigned long)light_got, (unsigned long)light_sent,
+      (unsigned long)cb["pauses_sent"].get<uint64_t>(), (unsigned long)cb["resumes_sent"].get<uint64_t>(),
+      (unsigned long)cb["bitmaps_sent"].get<uint64_t>(), (unsigned long)ca["pauses_rx"].get<uint64_t>(),
+      (unsigned long)ca["resumes_rx"].get<uint64_t>());
+  std::printf("A port %s: %s\nB port %s: %s\n", a2_.c_str(), SwitchAgent::port(sa, a2_)["queues"].dump().c_str(),
+              b2_.c_str(), SwitchAgent::port(sb, b2_)["queues"].dump().c_str());
 
   // B paused and resumed A's heavy queue, repeatedly, and only that queue.
   EXPECT_GT(cb["pauses_sent"].get<uint64_t>(), 1u);

@@ -55,7 +55,8 @@ class FloodgateSwitch : public ::testing::Test {
     // of wire frames, as the lab's 100m-mtu profile).
     for (const auto& [ns, ifs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {sa_, {"sah", "sab"}}, {sb_, {"sba", "sb3", "sb4"}}})
-      for (const auto& i : ifs) lab_->nsh(ns, "ethtool -K " + lab_->name(i) + " gro off gso off tso off >/dev/null 2>&1");
+      for (const auto& i : ifs)
+        lab_->nsh(ns, "ethtool -K " + lab_->name(i) + " gro off gso off tso off >/dev/null 2>&1");
     const std::string keys = "logic = \"floodgate\"\nqueues = 4\nrate_mbit = 100\nfail_open_ms = 500\n";
     A_ = std::make_unique<SwitchAgent>(*lab_, sa_, "a");
     B_ = std::make_unique<SwitchAgent>(*lab_, sb_, "b");
@@ -101,7 +102,8 @@ TEST_F(FloodgateSwitch, CreditsFlowVoqHoldsTheIncastOtherDestinationPasses) {
   while (std::chrono::steady_clock::now() - t0 < 3s) {
     sb = B_->state();
     sa = A_->state();
-    sb3_max = std::max<uint64_t>(sb3_max, SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
+    sb3_max = std::max<uint64_t>(sb3_max,
+                                 SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
     voq_held_max = std::max<uint64_t>(voq_held_max, window_of(sa, "10.72.3.2").value("voq_held_bytes", 0));
     std::this_thread::sleep_for(50ms);
   }

@@ -108,14 +108,16 @@ TEST_F(LabInstruments, TgFctMatchesShaperCounters) {
   constexpr uint64_t kBytes = 1000000, kBurst = 3028;
   ASSERT_EQ(lab_->nsh(a_, "ethtool -K " + a0_ + " tso off gso off"), 0);
   ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root tbf rate 50mbit burst " + std::to_string(kBurst) +
-                              " limit 2000000"), 0);
+                              " limit 2000000"),
+            0);
   Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
   ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
   json before = tc_root(a_, a0_);
   std::string out = lab_->tmpdir() + "/fct.json";
-  Process cli = lab_->spawn(b_, {tg(), "incast", "--to", "10.203.0.1", "--conns", "1", "--bytes",
-                                 std::to_string(kBytes), "--rounds", "1", "--warmup", "0", "--cc", "cubic",
-                                 "--link-mbps", "50", "--json", out}, "cli");
+  Process cli = lab_->spawn(b_,
+                            {tg(), "incast", "--to", "10.203.0.1", "--conns", "1", "--bytes", std::to_string(kBytes),
+                             "--rounds", "1", "--warmup", "0", "--cc", "cubic", "--link-mbps", "50", "--json", out},
+                            "cli");
   int st = cli.wait(std::chrono::seconds(30));
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
   json after = tc_root(a_, a0_);
@@ -152,14 +154,17 @@ TEST_F(LabInstruments, TgRetransmissionsCoverShaperDrops) {
   lab_->add_veth(s, "s1", "", c, "c0", "10.204.0.2/24");
   std::string br = lab_->name("br"), s1 = lab_->name("s1");
   ASSERT_EQ(lab_->nsh(s, "ip link add " + br + " type bridge && ip link set " + br + " up && ip link set " +
-                             lab_->name("s0") + " master " + br + " && ip link set " + s1 + " master " + br), 0);
+                             lab_->name("s0") + " master " + br + " && ip link set " + s1 + " master " + br),
+            0);
   ASSERT_EQ(lab_->nsh(s, "tc qdisc replace dev " + s1 + " root tbf rate 50mbit burst 3028 limit 20000"), 0);
   Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
   ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
   json before = tc_root(s, s1);
   std::string out = lab_->tmpdir() + "/loss.json";
-  Process cli = lab_->spawn(c, {tg(), "incast", "--to", "10.204.0.1", "--conns", "4", "--bytes", "500000",
-                                "--rounds", "1", "--warmup", "0", "--cc", "cubic", "--json", out}, "cli");
+  Process cli = lab_->spawn(c,
+                            {tg(), "incast", "--to", "10.204.0.1", "--conns", "4", "--bytes", "500000", "--rounds", "1",
+                             "--warmup", "0", "--cc", "cubic", "--json", out},
+                            "cli");
   int st = cli.wait(std::chrono::seconds(60));
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
   json after = tc_root(s, s1);
@@ -177,10 +182,14 @@ TEST_F(LabInstruments, TgRetransmissionsCoverShaperDrops) {
 class QmonTest : public LabInstruments, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(QmonTest, MaxBacklogEqualsTcBacklog) {
-  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root handle 1: htb default 10 && "
-                              "tc class add dev " + a0_ + " parent 1: classid 1:10 htb rate 8kbit ceil 8kbit "
-                              "burst 1600 cburst 1600 && tc qdisc add dev " + a0_ +
-                              " parent 1:10 handle 10: bfifo limit 30000"), 0);
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ +
+                              " root handle 1: htb default 10 && "
+                              "tc class add dev " +
+                              a0_ +
+                              " parent 1: classid 1:10 htb rate 8kbit ceil 8kbit "
+                              "burst 1600 cburst 1600 && tc qdisc add dev " +
+                              a0_ + " parent 1:10 handle 10: bfifo limit 30000"),
+            0);
   // Permanent neighbour entries: no ARP request or reply joins the datagrams
   // in the queue.
   std::string mac_b = json::parse(lab_->out("ip -n " + b_ + " -j link show " + b0_))[0]["address"];
@@ -190,8 +199,10 @@ TEST_P(QmonTest, MaxBacklogEqualsTcBacklog) {
   json before = tc_root(a_, a0_);
   std::string out = lab_->tmpdir() + "/qmon.json";
   std::string series = lab_->tmpdir() + "/qmon.csv";
-  Process q = lab_->spawn("", {qmon(), "--method", GetParam(), "--port", "edge=" + a_ + ":" + a0_,
-                               "--interval-us", "1000", "--json", out, "--series", series}, "qmon");
+  Process q = lab_->spawn("",
+                          {qmon(), "--method", GetParam(), "--port", "edge=" + a_ + ":" + a0_, "--interval-us", "1000",
+                           "--json", out, "--series", series},
+                          "qmon");
   ASSERT_TRUE(eventually([&] { return q.log().find("monitoring") != std::string::npos; }, std::chrono::seconds(10)))
       << q.log();
   send_udp(a_, "10.203.0.2", 9, 40, 1000, 0);
@@ -207,7 +218,8 @@ TEST_P(QmonTest, MaxBacklogEqualsTcBacklog) {
   ASSERT_GT(backlog, 20000u) << "the burst should be waiting in the bfifo";
   EXPECT_LE(backlog, 30000u);
   EXPECT_GT(drops, 0u);
-  EXPECT_EQ(sent + qlen + drops, 40u) << "sent " << sent << " qlen " << qlen << " drops " << drops << " before " << before.dump() << " now " << now.dump();
+  EXPECT_EQ(sent + qlen + drops, 40u) << "sent " << sent << " qlen " << qlen << " drops " << drops << " before "
+                                      << before.dump() << " now " << now.dump();
   EXPECT_EQ(p["max_backlog_bytes"].get<uint64_t>(), backlog);
   EXPECT_EQ(p["max_backlog_pkts"].get<uint64_t>(), qlen);
   EXPECT_EQ(p["tc"]["drops"].get<uint64_t>(), drops);
@@ -248,8 +260,10 @@ TEST_F(LabInstruments, FaultInjectionIsCountedAndSeeded) {
       return std::stoull(s.empty() ? "0" : s);
     };
     uint64_t e0 = ip_errs();
-    Process f = lab_->spawn(b_, {fault(), "--dev", b0_, "--hook", "ingress", "--drop", "0.2", "--corrupt", "0.1",
-                                 "--proto", "udp", "--seed", std::to_string(seed), "--json", out}, tag);
+    Process f = lab_->spawn(b_,
+                            {fault(), "--dev", b0_, "--hook", "ingress", "--drop", "0.2", "--corrupt", "0.1", "--proto",
+                             "udp", "--seed", std::to_string(seed), "--json", out},
+                            tag);
     ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, std::chrono::seconds(10)))
         << f.log();
     std::set<int> got;
@@ -313,8 +327,9 @@ TEST_F(LabInstruments, TgJitterSpreadsTheRequestsOfARound) {
   ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
   auto round = [&](const std::string& name, const std::vector<std::string>& extra) {
     std::string out = lab_->tmpdir() + "/" + name + ".json";
-    std::vector<std::string> argv = {tg(), "incast", "--to", "10.203.0.1", "--conns", "8", "--bytes", "1000",
-                                     "--rounds", "3", "--warmup", "1", "--per-flow", "--cc", "cubic", "--json", out};
+    std::vector<std::string> argv = {tg(),         "incast", "--to",     "10.203.0.1", "--conns",  "8",
+                                     "--bytes",    "1000",   "--rounds", "3",          "--warmup", "1",
+                                     "--per-flow", "--cc",   "cubic",    "--json",     out};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Process cli = lab_->spawn(b_, argv, name);
     int st = cli.wait(std::chrono::seconds(30));
@@ -345,18 +360,20 @@ TEST_F(LabInstruments, WireAddsItsDelayToEveryRoundTrip) {
   lab_->add_veth(a_, "a1", "10.205.0.1/24", w, "wa", "");
   lab_->add_veth(w, "wb", "", c, "c0", "10.205.0.2/24");
   std::string wout = lab_->tmpdir() + "/wire.json";
-  Process wp = lab_->spawn(w, {wire(), "--a", lab_->name("wa"), "--b", lab_->name("wb"), "--delay-us",
-                               std::to_string(int(kDelayUs)), "--json", wout}, "wire");
+  Process wp = lab_->spawn(w,
+                           {wire(), "--a", lab_->name("wa"), "--b", lab_->name("wb"), "--delay-us",
+                            std::to_string(int(kDelayUs)), "--json", wout},
+                           "wire");
   ASSERT_TRUE(eventually([&] { return wp.log().find("<->") != std::string::npos; }, std::chrono::seconds(5)))
       << wp.log();
   Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
   ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
-  auto rounds = [&](const std::string& ns, const std::string& to, const std::string& name, uint64_t bytes,
-                    int n) {
+  auto rounds = [&](const std::string& ns, const std::string& to, const std::string& name, uint64_t bytes, int n) {
     std::string out = lab_->tmpdir() + "/" + name + ".json";
-    Process cli = lab_->spawn(ns, {tg(), "incast", "--to", to, "--conns", "1", "--bytes", std::to_string(bytes),
-                                   "--rounds", std::to_string(n), "--warmup", "1", "--gap-ms", "5", "--cc", "cubic",
-                                   "--json", out}, name);
+    Process cli = lab_->spawn(ns,
+                              {tg(), "incast", "--to", to, "--conns", "1", "--bytes", std::to_string(bytes), "--rounds",
+                               std::to_string(n), "--warmup", "1", "--gap-ms", "5", "--cc", "cubic", "--json", out},
+                              name);
     int st = cli.wait(std::chrono::seconds(60));
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
     return read_json(out);
@@ -402,12 +419,19 @@ TEST_F(LabInstruments, WireRefusesBadArguments) {
 
 // Delay by marking: delayed packets land in the HTB class the program names.
 TEST_F(LabInstruments, FaultDelayMarksIntoHtbClass) {
-  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root handle 1: htb default 10 && "
-                              "tc class add dev " + a0_ + " parent 1: classid 1:10 htb rate 1gbit && "
-                              "tc class add dev " + a0_ + " parent 1: classid 1:20 htb rate 10mbit"), 0);
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ +
+                              " root handle 1: htb default 10 && "
+                              "tc class add dev " +
+                              a0_ +
+                              " parent 1: classid 1:10 htb rate 1gbit && "
+                              "tc class add dev " +
+                              a0_ + " parent 1: classid 1:20 htb rate 10mbit"),
+            0);
   std::string out = lab_->tmpdir() + "/delay.json";
-  Process f = lab_->spawn(a_, {fault(), "--dev", a0_, "--hook", "egress", "--delay", "0.5", "--delay-class", "1:20",
-                               "--proto", "udp", "--seed", "3", "--json", out}, "fault");
+  Process f = lab_->spawn(a_,
+                          {fault(), "--dev", a0_, "--hook", "egress", "--delay", "0.5", "--delay-class", "1:20",
+                           "--proto", "udp", "--seed", "3", "--json", out},
+                          "fault");
   ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, std::chrono::seconds(10)))
       << f.log();
   send_udp(a_, "10.203.0.2", 9, 200, 100, 100);
@@ -472,8 +496,10 @@ TEST(BenchRun, IncastWritesJsonRowsAndPlot) {
   Lab lab("l");  // for its temp dir
   std::string out = lab.tmpdir() + "/incast.json";
   setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
-  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "1,4", "--rounds", "3", "--rate", "100",
-                             "--mode", "mtu", "--buffer", "32K", "--no-build", "--json", out}, "bench");
+  Process p = lab.spawn("",
+                        {bench_run(), "incast", "--senders", "1,4", "--rounds", "3", "--rate", "100", "--mode", "mtu",
+                         "--buffer", "32K", "--no-build", "--json", out},
+                        "bench");
   int st = p.wait(std::chrono::seconds(120));
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << p.log();
   json r = read_json(out);
@@ -483,8 +509,8 @@ TEST(BenchRun, IncastWritesJsonRowsAndPlot) {
   int i = 0;
   for (int n : {1, 4}) {
     const json& row = r["variants"]["baseline"][i++];
-    for (auto k : {"senders", "goodput_mbps", "link_mbps", "rto_rounds", "rounds", "drops", "retrans_segs",
-                   "max_queue_bytes"})
+    for (auto k :
+         {"senders", "goodput_mbps", "link_mbps", "rto_rounds", "rounds", "drops", "retrans_segs", "max_queue_bytes"})
       EXPECT_TRUE(row.contains(k)) << k << " missing in " << row.dump();
     EXPECT_EQ(row["senders"], n);
     EXPECT_EQ(row["rounds"], 3);
@@ -509,8 +535,8 @@ TEST(BenchRun, ProfileBurstReachesTheBottleneck) {
   };
   for (const Case& c : {Case{{}, 65536}, Case{{"--rate", "100"}, 3028}}) {
     std::string out = lab.tmpdir() + "/burst.json";
-    std::vector<std::string> argv = {bench_run(), "incast", "--senders", "1", "--rounds", "1", "--repeat", "1",
-                                     "--no-build", "--no-plot", "--keep", "--json", out};
+    std::vector<std::string> argv = {bench_run(), "incast",     "--senders", "1",      "--rounds", "1", "--repeat",
+                                     "1",         "--no-build", "--no-plot", "--keep", "--json",   out};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     Process p = lab.spawn("", argv, "bench");
     int st = p.wait(std::chrono::seconds(120));
@@ -538,14 +564,16 @@ TEST(BenchRun, CtrlCLeavesNothingBehind) {
   ASSERT_EQ(geteuid(), 0u);
   Lab lab("l");
   setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
-  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100",
-                             "--no-build", "--no-plot", "--json", lab.tmpdir() + "/never.json"}, "bench");
+  Process p = lab.spawn("",
+                        {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100", "--no-build",
+                         "--no-plot", "--json", lab.tmpdir() + "/never.json"},
+                        "bench");
   const std::string prefix = "sll" + base36(static_cast<unsigned long>(p.pid())) + "-";
   // Wait until the traffic runs: the receiver namespace exists and the
   // runner has started its sluice-tg client there.
-  ASSERT_TRUE(eventually([&] { return p.log().find("tg-incast") != std::string::npos ||
-                                      children_of(p.pid()).size() >= 6; },
-                         std::chrono::seconds(60)))
+  ASSERT_TRUE(
+      eventually([&] { return p.log().find("tg-incast") != std::string::npos || children_of(p.pid()).size() >= 6; },
+                 std::chrono::seconds(60)))
       << p.log();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_FALSE(lab_namespaces(prefix).empty()) << "the run did not build its lab";
@@ -574,16 +602,16 @@ TEST(BenchRun, DeadRunsAreReaped) {
   const std::string stale = dead_run + "-x";
   const std::string live = "sll" + base36(static_cast<unsigned long>(getpid())) + "-keep";
   const std::string other = "sllz" + base36(static_cast<unsigned long>(dead)) + "-other";
-  ASSERT_EQ(std::system(("mkdir -p /run/sluice-lab && echo " + std::to_string(dead) + " > /run/sluice-lab/" +
-                         dead_run + " && ip netns add " + stale + " && ip netns add " + live +
-                         " && ip netns add " + other).c_str()),
+  ASSERT_EQ(std::system(("mkdir -p /run/sluice-lab && echo " + std::to_string(dead) + " > /run/sluice-lab/" + dead_run +
+                         " && ip netns add " + stale + " && ip netns add " + live + " && ip netns add " + other)
+                            .c_str()),
             0);
   int rc = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo reap").c_str());
   bool stale_gone = lab_namespaces(stale).empty(), live_kept = !lab_namespaces(live).empty(),
        other_kept = !lab_namespaces(other).empty();
   bool marker_gone = access(("/run/sluice-lab/" + dead_run).c_str(), F_OK) != 0;
-  std::system(("ip netns del " + live + " 2>/dev/null; ip netns del " + stale + " 2>/dev/null; ip netns del " +
-               other + " 2>/dev/null; rm -f /run/sluice-lab/" + dead_run)
+  std::system(("ip netns del " + live + " 2>/dev/null; ip netns del " + stale + " 2>/dev/null; ip netns del " + other +
+               " 2>/dev/null; rm -f /run/sluice-lab/" + dead_run)
                   .c_str());
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(stale_gone) << "namespace of a dead run left";
@@ -601,8 +629,7 @@ namespace {
 // suffix:ifname suffix), saves their root qdisc stats. Returns the tg JSON.
 json transfer_in_topology(Lab& lab, const std::string& topo_args, const std::string& server,
                           const std::string& server_ip, const std::string& client, int conns,
-                          const std::vector<std::pair<std::string, std::string>>& tc_ports,
-                          std::vector<json>* tc_out) {
+                          const std::vector<std::pair<std::string, std::string>>& tc_ports, std::vector<json>* tc_out) {
   std::string out = lab.tmpdir() + "/topo-" + server + ".json";
   std::string script = lab.tmpdir() + "/topo-" + server + ".sh";
   {
@@ -617,7 +644,8 @@ json transfer_in_topology(Lab& lab, const std::string& topo_args, const std::str
       f << "tc -n ${P}" << ns << " -s -j qdisc show dev ${P}" << dev << " > " << out << ".tc" << i++ << "\n";
   }
   int rc = std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo up " + topo_args + " --run 'sh " +
-                        script + "' > " + out + ".log 2>&1").c_str());
+                        script + "' > " + out + ".log 2>&1")
+                           .c_str());
   std::ifstream lf(out + ".log");
   std::stringstream log;
   log << lf.rdbuf();
@@ -655,8 +683,8 @@ TEST(Topologies, CarryTrafficEndToEnd) {
     EXPECT_LE(r["summary"]["goodput_mbps"].get<double>(), 100.0) << c.args;
   }
   std::vector<json> uplinks;
-  json r = transfer_in_topology(lab, "leaf-spine --tors 2 --spines 2 --hosts-per-tor 2 --rate 200", "t1h1",
-                                "10.1.1.2", "t2h2", 16, {{"t1", "t1u1"}, {"t1", "t1u2"}}, &uplinks);
+  json r = transfer_in_topology(lab, "leaf-spine --tors 2 --spines 2 --hosts-per-tor 2 --rate 200", "t1h1", "10.1.1.2",
+                                "t2h2", 16, {{"t1", "t1u1"}, {"t1", "t1u2"}}, &uplinks);
   EXPECT_GT(r["summary"]["goodput_mbps"].get<double>(), 10.0);
   ASSERT_EQ(uplinks.size(), 2u);
   // 16 x 200 KB x 2 rounds = 6.4 MB leave rack 1 over the two spines.
@@ -672,18 +700,22 @@ TEST(BenchRun, KilledRunIsCleanedByTheNext) {
   ASSERT_EQ(geteuid(), 0u);
   Lab lab("l");
   setenv("SLUICE_BUILD_DIR", build_path("").c_str(), 1);
-  Process p = lab.spawn("", {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100",
-                             "--no-build", "--no-plot", "--json", lab.tmpdir() + "/never.json"}, "bench");
+  Process p = lab.spawn("",
+                        {bench_run(), "incast", "--senders", "4", "--rounds", "100000", "--rate", "100", "--no-build",
+                         "--no-plot", "--json", lab.tmpdir() + "/never.json"},
+                        "bench");
   const std::string prefix = "sll" + base36(static_cast<unsigned long>(p.pid())) + "-";
   ASSERT_TRUE(eventually([&] { return children_of(p.pid()).size() >= 6; }, std::chrono::seconds(60))) << p.log();
   std::vector<pid_t> kids = children_of(p.pid());
   p.kill9();
   // Its children (servers, client, queue monitor) follow it.
-  EXPECT_TRUE(eventually([&] {
-    for (pid_t k : kids)
-      if (::kill(k, 0) == 0) return false;
-    return true;
-  }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (pid_t k : kids)
+          if (::kill(k, 0) == 0) return false;
+        return true;
+      },
+      std::chrono::seconds(10)));
   EXPECT_FALSE(lab_namespaces(prefix).empty()) << "SIGKILL leaves the namespaces (nothing can run)";
   // The next run (here: the reaper every run calls first) removes them.
   ASSERT_EQ(std::system((std::string(SLUICE_SOURCE_DIR) + "/tc-scripts/lab/topo reap").c_str()), 0);

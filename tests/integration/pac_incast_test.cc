@@ -56,17 +56,16 @@ class PacIncast : public ::testing::Test {
       lab_->nsh(s, "ip route add default via " + net + ".1");
       // Sender uplinks shaped to the link rate (veth is otherwise infinitely
       // fast); MTU frames: no TSO/GSO toward the switch, no GRO on it.
-      lab_->nsh(s, "tc qdisc add dev " + lab_->name("s" + std::to_string(i)) +
-                       " root tbf rate 100mbit burst 16kb limit 4mb");
+      lab_->nsh(
+          s, "tc qdisc add dev " + lab_->name("s" + std::to_string(i)) + " root tbf rate 100mbit burst 16kb limit 4mb");
       lab_->nsh(s, "ethtool -K " + lab_->name("s" + std::to_string(i)) + " tso off gso off >/dev/null 2>&1");
       lab_->nsh(w_, "ethtool -K " + lab_->name("w" + std::to_string(i)) + " gro off >/dev/null 2>&1");
     }
     lab_->nsh(w_, "ethtool -K " + lab_->name("wr") + " tso off gso off >/dev/null 2>&1");
-    ASSERT_EQ(lab_->nsh(w_, "tc qdisc add dev " + lab_->name("wr") + " root tbf rate 100mbit burst 3kb limit 32kb"),
-              0);
+    ASSERT_EQ(lab_->nsh(w_, "tc qdisc add dev " + lab_->name("wr") + " root tbf rate 100mbit burst 3kb limit 32kb"), 0);
     for (const auto& s : senders_)
-      servers_.push_back(lab_->spawn(s, {build_path("tests/integration/incast_tool"), "server", "7000", "cubic"},
-                                     "server-" + s));
+      servers_.push_back(
+          lab_->spawn(s, {build_path("tests/integration/incast_tool"), "server", "7000", "cubic"}, "server-" + s));
     std::this_thread::sleep_for(300ms);
   }
 
@@ -84,9 +83,12 @@ class PacIncast : public ::testing::Test {
   }
 
   Process start_client(int rounds, const std::string& tag, bool fresh = false) {
-    std::vector<std::string> argv = {build_path("tests/integration/incast_tool"), fresh ? "client-fresh" : "client",
+    std::vector<std::string> argv = {build_path("tests/integration/incast_tool"),
+                                     fresh ? "client-fresh" : "client",
                                      std::to_string(kConns),
-                                     std::to_string(kBytes), std::to_string(rounds), "cubic"};
+                                     std::to_string(kBytes),
+                                     std::to_string(rounds),
+                                     "cubic"};
     for (int i = 0; i < kHosts; ++i) argv.push_back("10.78." + std::to_string(i) + ".2:7000");
     return lab_->spawn(r_, argv, "client-" + tag);
   }

@@ -143,19 +143,24 @@ class PulserTest : public ::testing::Test {
     lab_->add_veth(s0_, "s0", "10.231.1.2/24", w_, "w0", "10.231.1.1/24");
     lab_->add_veth(s1_, "s1", "10.231.2.2/24", w_, "w1", "10.231.2.1/24");
     lab_->add_veth(r_, "r", "10.231.9.2/24", w_, "wr", "10.231.9.1/24");
-    for (auto [ns, dev, gw] : {std::tuple{s0_, "s0", "10.231.1.1"}, {s1_, "s1", "10.231.2.1"}, {r_, "r", "10.231.9.1"}}) {
+    for (auto [ns, dev, gw] :
+         {std::tuple{s0_, "s0", "10.231.1.1"}, {s1_, "s1", "10.231.2.1"}, {r_, "r", "10.231.9.1"}}) {
       ASSERT_EQ(lab_->nsh(ns, std::string("ip route add default via ") + gw), 0);
       // MTU-sized frames everywhere: per-packet marking, per-packet samples.
       lab_->nsh(ns, "ethtool -K " + lab_->name(dev) + " tso off gso off gro off >/dev/null 2>&1");
     }
-    for (auto d : {"w0", "w1", "wr"}) lab_->nsh(w_, "ethtool -K " + lab_->name(d) + " tso off gso off gro off >/dev/null 2>&1");
+    for (auto d : {"w0", "w1", "wr"})
+      lab_->nsh(w_, "ethtool -K " + lab_->name(d) + " tso off gso off gro off >/dev/null 2>&1");
     ASSERT_EQ(lab_->nsh(w_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
     // The bottleneck, and host uplinks: the long-flow host at the
     // bottleneck rate (as the paper's equal-speed links), the incast host
     // standing for 16 such hosts.
-    ASSERT_EQ(lab_->nsh(w_, "tc qdisc add dev " + lab_->name("wr") + " root tbf rate 100mbit burst 15k limit 1000000"), 0);
-    ASSERT_EQ(lab_->nsh(s0_, "tc qdisc add dev " + lab_->name("s0") + " root tbf rate 100mbit burst 15k limit 2000000"), 0);
-    ASSERT_EQ(lab_->nsh(s1_, "tc qdisc add dev " + lab_->name("s1") + " root tbf rate 1600mbit burst 30k limit 4000000"), 0);
+    ASSERT_EQ(lab_->nsh(w_, "tc qdisc add dev " + lab_->name("wr") + " root tbf rate 100mbit burst 15k limit 1000000"),
+              0);
+    ASSERT_EQ(lab_->nsh(s0_, "tc qdisc add dev " + lab_->name("s0") + " root tbf rate 100mbit burst 15k limit 2000000"),
+              0);
+    ASSERT_EQ(
+        lab_->nsh(s1_, "tc qdisc add dev " + lab_->name("s1") + " root tbf rate 1600mbit burst 30k limit 4000000"), 0);
   }
 
   std::string agent_config(const std::string& who, const std::string& body) {
@@ -356,7 +361,8 @@ void PulserTest::brake_and_restore(bool departure) {
   if (const char* out = std::getenv("SLUICE_PULSER_TRACE")) {
     std::ofstream f(out);
     f << "# incast " << t_incast << " - " << t_done << " s\nt_s,cwnd,ssthresh,ca_state,unacked\n";
-    for (const auto& x : tr) f << x.t << ',' << x.cwnd << ',' << x.ssthresh << ',' << x.ca_state << ',' << x.unacked << '\n';
+    for (const auto& x : tr)
+      f << x.t << ',' << x.cwnd << ',' << x.ssthresh << ',' << x.ca_state << ',' << x.unacked << '\n';
   }
 
   // The window the flow was using before the incast: cwnd, or the data in
@@ -412,10 +418,11 @@ void PulserTest::brake_and_restore(bool departure) {
     }
   }
   EXPECT_GE(t_back, 0) << "cwnd did not step back to the window in use before the incast, " << pre << " (at least "
-                        << want << "); " << where;
-  std::printf("pre-incast window in use %u, braked to 4 at +%.1f ms, restored to %u at +%.1f ms; incast of 16 x 20 KB "
-              "took %.1f ms\n",
-              pre, (t_braked - t_incast) * 1000, back, (t_back - t_incast) * 1000, took * 1000);
+                       << want << "); " << where;
+  std::printf(
+      "pre-incast window in use %u, braked to 4 at +%.1f ms, restored to %u at +%.1f ms; incast of 16 x 20 KB "
+      "took %.1f ms\n",
+      pre, (t_braked - t_incast) * 1000, back, (t_back - t_incast) * 1000, took * 1000);
 
   // The per-socket view of the same story, from the shared EIN map.
   int map = bpf_obj_get((lab_->bpffs() + "/sluice/cc/sl_ein_sk_v1").c_str());
@@ -476,9 +483,11 @@ TEST_F(PulserTest, EinWrittenOnDepartureBrakesAndRestoresToo) {
 TEST_F(PulserTest, MissingFarEndIsRefusedAndNothingStaysAttached) {
   build_star();
   for (std::string far : {"slnosuchns:" + lab_->name("r"), r_ + ":" + lab_->name("nope")}) {
-    std::string cfg = agent_config("bad", "[aqm]\nein_mark = \"departure\"\n[[interface]]\nname = \"" +
-                                              lab_->name("wr") + "\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\n"
-                                              "line_rate_mbps = 100\nlink_far_end = \"" + far + "\"\n");
+    std::string cfg =
+        agent_config("bad", "[aqm]\nein_mark = \"departure\"\n[[interface]]\nname = \"" + lab_->name("wr") +
+                                "\"\nrole = \"switch-port\"\nmechanisms = [\"aqm\"]\n"
+                                "line_rate_mbps = 100\nlink_far_end = \"" +
+                                far + "\"\n");
     Process p = lab_->spawn(w_, {build_path("agent/sluiced"), "-c", cfg}, "sluiced-bad");
     int st = p.wait(std::chrono::seconds(15));
     ASSERT_NE(st, -1) << p.log();
@@ -524,8 +533,8 @@ TEST_F(PulserTest, DctcpNegotiatesEcnAndFollowsMarks) {
 
 TEST_F(PulserTest, RegistrationFollowsTheAgent) {
   // No interfaces: an agent that only registers the congestion controls.
-  std::string body = "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ +
-                     "\"\npulser_name = \"" + pulser_ + "\"\n";
+  std::string body =
+      "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" + pulser_ + "\"\n";
   lab_->add_ns("h");
   std::string h = lab_->name("h");
   start_agent(h, "h", body);
@@ -549,8 +558,8 @@ TEST_F(PulserTest, RegistrationFollowsTheAgent) {
 
   // A name held by something that is not sluice's is refused, and nothing
   // stays registered.
-  std::string bad = agent_config("bad", "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ +
-                                            "\"\npulser_name = \"cubic\"\n");
+  std::string bad = agent_config(
+      "bad", "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"cubic\"\n");
   Process p = lab_->spawn(h, {build_path("agent/sluiced"), "-c", bad}, "sluiced-bad");
   int status = p.wait(std::chrono::seconds(15));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << p.log();

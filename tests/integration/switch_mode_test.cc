@@ -134,7 +134,8 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
   // The neighbour behind swb pauses flow A's queue.
   send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
   ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s))
-      << sw_state().dump(2) << "\n" << agent_->proc().log();
+      << sw_state().dump(2) << "\n"
+      << agent_->proc().log();
   std::this_thread::sleep_for(200ms);  // what was already on the wire arrives
   uint64_t a_paused = got_during(0, 1000ms);
   // A paused TBF leaks 1000 B/s: at most ~1 datagram of 1042 B per second.

@@ -95,7 +95,8 @@ TEST_F(TopAgentTest, ValidTokensPassAndBothEndsCountThem) {
   json st = top(ss), rt = top(rs);
   uint64_t data_pkts = 2 * ((150000 + 1439) / 1440);
   EXPECT_EQ(json_sum(st["tokens"]["expired"]), 0u) << st.dump();
-  EXPECT_EQ(st["tokens"]["valid"][2].get<uint64_t>(), json_sum(s["tokens_received"])) << "every token reached the transport";
+  EXPECT_EQ(st["tokens"]["valid"][2].get<uint64_t>(), json_sum(s["tokens_received"]))
+      << "every token reached the transport";
   EXPECT_EQ(json_sum(st["tokens"]["valid"]), st["tokens"]["valid"][2].get<uint64_t>()) << "all in class 2";
   EXPECT_GE(json_sum(st["tokens"]["valid"]), data_pkts);
   // The receiver's agent saw its tokens leave, all of class 2.
@@ -146,7 +147,8 @@ TEST_F(TopAgentTest, OldTokensAreDroppedPerPriorityUntilCorrected) {
   agents_.clear();
 
   // The same skew, known to the sender's agent: corrected, nothing expires.
-  ss = agent(snd_, sif_, "clock_source = \"shared\"\nthreshold_us = 2000\npeer_clock_offset_ns = { \"10.78.0.2\" = -20000000 }\n",
+  ss = agent(snd_, sif_,
+             "clock_source = \"shared\"\nthreshold_us = 2000\npeer_clock_offset_ns = { \"10.78.0.2\" = -20000000 }\n",
              "snd2");
   json good = send({"--size", "50000", "--prio-class", "4"}, "send-corrected", &rc);
   EXPECT_EQ(rc, 0) << good.dump();
@@ -199,7 +201,9 @@ TEST_F(TopAgentTest, KilledAgentLeavesNoExpiryBehind) {
   EXPECT_NE(link.find("xdp"), std::string::npos) << link;
   agents_.back().kill9();
   EXPECT_TRUE(eventually(
-      [&] { return lab_->out("ip -n " + snd_ + " -d link show " + lab_->name(sif_)).find("prog/xdp") == std::string::npos; },
+      [&] {
+        return lab_->out("ip -n " + snd_ + " -d link show " + lab_->name(sif_)).find("prog/xdp") == std::string::npos;
+      },
       std::chrono::seconds(5)));
   int rc = 0;
   json s = send({"--size", "50000"}, "send-after-kill", &rc);

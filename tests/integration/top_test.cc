@@ -63,7 +63,8 @@ TEST_F(TopLabTest, FlowsCompleteAndEveryTokenIsCountedValid) {
   EXPECT_EQ(s["data_sent"].get<uint64_t>(), data_pkts + s["data_resent"].get<uint64_t>());
   EXPECT_LE(s["data_resent"].get<uint64_t>(), data_pkts / 20);
   EXPECT_EQ(json_sum(s["xdp"]["expired"]), 0u);
-  EXPECT_EQ(json_sum(s["xdp"]["valid"]), json_sum(s["tokens_received"])) << "every token the sender saw passed the XDP program";
+  EXPECT_EQ(json_sum(s["xdp"]["valid"]), json_sum(s["tokens_received"]))
+      << "every token the sender saw passed the XDP program";
   EXPECT_GE(json_sum(s["xdp"]["valid"]), data_pkts);
   int st = r.wait(std::chrono::seconds(10));
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << r.log();
@@ -110,23 +111,30 @@ TEST_F(TopLabTest, ReadsPtp4lOverTheVeth) {
   if (access("/usr/sbin/ptp4l", X_OK) || access("/usr/sbin/pmc", X_OK))
     GTEST_SKIP() << "linuxptp (ptp4l, pmc) not installed: tc-scripts/install-deps.sh installs it";
   std::string dir = lab_->tmpdir();
-  Process master = lab_->spawn(snd_, {"ptp4l", "-S", "-i", lab_->name(sif_), "-m", "--free_running", "1",
-                                      "--priority1", "1", "--uds_address", dir + "/m.sock"}, "ptp4l-master");
-  Process slave = lab_->spawn(rcv_, {"ptp4l", "-S", "-s", "-i", lab_->name(rif_), "-m", "--free_running", "1",
-                                     "--uds_address", dir + "/s.sock"}, "ptp4l-slave");
+  Process master = lab_->spawn(snd_,
+                               {"ptp4l", "-S", "-i", lab_->name(sif_), "-m", "--free_running", "1", "--priority1", "1",
+                                "--uds_address", dir + "/m.sock"},
+                               "ptp4l-master");
+  Process slave = lab_->spawn(
+      rcv_,
+      {"ptp4l", "-S", "-s", "-i", lab_->name(rif_), "-m", "--free_running", "1", "--uds_address", dir + "/s.sock"},
+      "ptp4l-slave");
   json state;
-  bool ok = eventually([&] {
-    int st = 0;
-    std::string o = lab_->out("ip netns exec " + rcv_ + " " + build_path("agent/mechanisms/top/sluice-top") +
-                              " clock --ptp-uds " + dir + "/s.sock --expiry-us 2000 --offset-bound-us 500 2>/dev/null",
-                              &st);
-    if (o.empty() || o[0] != '{') return false;
-    state = json::parse(o);
-    // One step from the master across the veth. The path delay is read but
-    // not judged: software timestamps on a busy machine can make it 0 or
-    // negative for a while.
-    return state["ptp"] == true && state["steps_removed"] == 1;
-  }, std::chrono::seconds(90));
+  bool ok = eventually(
+      [&] {
+        int st = 0;
+        std::string o =
+            lab_->out("ip netns exec " + rcv_ + " " + build_path("agent/mechanisms/top/sluice-top") +
+                          " clock --ptp-uds " + dir + "/s.sock --expiry-us 2000 --offset-bound-us 500 2>/dev/null",
+                      &st);
+        if (o.empty() || o[0] != '{') return false;
+        state = json::parse(o);
+        // One step from the master across the veth. The path delay is read but
+        // not judged: software timestamps on a busy machine can make it 0 or
+        // negative for a while.
+        return state["ptp"] == true && state["steps_removed"] == 1;
+      },
+      std::chrono::seconds(90));
   ASSERT_TRUE(ok) << state.dump() << "\n" << slave.log();
   // Both namespaces read the same clock: the measured offset is jitter.
   EXPECT_LT(std::llabs(state["offset_ns"].get<int64_t>()), 1'000'000) << state.dump();

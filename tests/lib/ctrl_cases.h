@@ -62,8 +62,7 @@ inline std::vector<CtrlCase> ctrl_cases() {
   using namespace ctrl_detail;
   using sw::ControlFrame;
   using sw::CtrlType;
-  const uint8_t SW = SL_PORT_SWITCH_FACING, HF = SL_PORT_HOST_FACING, UP = SL_PORT_HOST_UPLINK,
-                NONE = SL_PORT_NONE;
+  const uint8_t SW = SL_PORT_SWITCH_FACING, HF = SL_PORT_HOST_FACING, UP = SL_PORT_HOST_UPLINK, NONE = SL_PORT_NONE;
   const auto dst = sw::addr_parse("10.0.0.2");
   std::vector<CtrlCase> c;
 
@@ -74,7 +73,8 @@ inline std::vector<CtrlCase> ctrl_cases() {
   ControlFrame credit{CtrlType::kCredit};
   credit.credits = {{dst, 3000, 123456, 2}};
   ControlFrame credit32{CtrlType::kCredit};
-  for (int i = 0; i < 32; ++i) credit32.credits.push_back({sw::addr_parse("10.0.1." + std::to_string(i + 1)), 1500u * i, 7u * i, uint16_t(i)});
+  for (int i = 0; i < 32; ++i)
+    credit32.credits.push_back({sw::addr_parse("10.0.1." + std::to_string(i + 1)), 1500u * i, 7u * i, uint16_t(i)});
   ControlFrame syn_all{CtrlType::kSwitchSyn};
   ControlFrame syn{CtrlType::kSwitchSyn};
   syn.syns = {{sw::addr_parse("fd00::2"), 99}};
@@ -126,9 +126,12 @@ inline std::vector<CtrlCase> ctrl_cases() {
   c.push_back({"type 0", frame(raw(1, 0, 16, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_TYPE});
   c.push_back({"type 8 (unassigned)", frame(raw(1, 8, 16, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_TYPE});
   c.push_back({"type 255", frame(raw(1, 255, 16, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_TYPE});
-  c.push_back({"record size 16 for pause", frame(raw(1, SL_CTRL_PAUSE, 24, 16, qrec(1, 1))), SW, SL_CTRL_R_BAD_REC_SIZE});
-  c.push_back({"length not header + whole records", frame(raw(1, SL_CTRL_PAUSE, 15, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_LENGTH});
-  c.push_back({"length shorter than the header", frame(raw(1, SL_CTRL_PAUSE, 4, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_LENGTH});
+  c.push_back(
+      {"record size 16 for pause", frame(raw(1, SL_CTRL_PAUSE, 24, 16, qrec(1, 1))), SW, SL_CTRL_R_BAD_REC_SIZE});
+  c.push_back(
+      {"length not header + whole records", frame(raw(1, SL_CTRL_PAUSE, 15, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_LENGTH});
+  c.push_back(
+      {"length shorter than the header", frame(raw(1, SL_CTRL_PAUSE, 4, 8, qrec(1, 1))), SW, SL_CTRL_R_BAD_LENGTH});
   c.push_back({"pause with zero records", frame(raw(1, SL_CTRL_PAUSE, 8, 8, {})), SW, SL_CTRL_R_BAD_COUNT});
   {
     std::vector<uint8_t> recs;
@@ -138,35 +141,44 @@ inline std::vector<CtrlCase> ctrl_cases() {
     }
     c.push_back({"33 pause records", frame(raw(1, SL_CTRL_PAUSE, 8 + 33 * 8, 8, recs)), SW, SL_CTRL_R_BAD_COUNT});
   }
-  c.push_back({"header reserved not zero", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(1, 1), 1)), SW, SL_CTRL_R_BAD_RESERVED});
+  c.push_back(
+      {"header reserved not zero", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(1, 1), 1)), SW, SL_CTRL_R_BAD_RESERVED});
 
   // Records.
-  c.push_back({"pause of queue 128 (one past the last)", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(128, 1))), SW, SL_CTRL_R_QUEUE_RANGE});
-  c.push_back({"resume of queue 0xffff", frame(raw(1, SL_CTRL_RESUME, 16, 8, qrec(0xffff, 1))), SW, SL_CTRL_R_QUEUE_RANGE});
+  c.push_back({"pause of queue 128 (one past the last)", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(128, 1))), SW,
+               SL_CTRL_R_QUEUE_RANGE});
+  c.push_back(
+      {"resume of queue 0xffff", frame(raw(1, SL_CTRL_RESUME, 16, 8, qrec(0xffff, 1))), SW, SL_CTRL_R_QUEUE_RANGE});
   {
     auto recs = qrec(1, 1);
     auto bad = qrec(200, 2);
     recs.insert(recs.end(), bad.begin(), bad.end());
-    c.push_back({"second record out of range (no record applied)", frame(raw(1, SL_CTRL_PAUSE, 24, 8, recs)), SW, SL_CTRL_R_QUEUE_RANGE});
+    c.push_back({"second record out of range (no record applied)", frame(raw(1, SL_CTRL_PAUSE, 24, 8, recs)), SW,
+                 SL_CTRL_R_QUEUE_RANGE});
   }
-  c.push_back({"pause record reserved not zero", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(1, 1, 7))), SW, SL_CTRL_R_BAD_RESERVED});
+  c.push_back({"pause record reserved not zero", frame(raw(1, SL_CTRL_PAUSE, 16, 8, qrec(1, 1, 7))), SW,
+               SL_CTRL_R_BAD_RESERVED});
   {
     std::vector<uint8_t> b(16, 0);
     put16(b, 0, 32);
-    c.push_back({"bitmap base 32 (not a multiple of 64)", frame(raw(1, SL_CTRL_PAUSE_BITMAP, 24, 16, b)), SW, SL_CTRL_R_BITMAP_RANGE});
+    c.push_back({"bitmap base 32 (not a multiple of 64)", frame(raw(1, SL_CTRL_PAUSE_BITMAP, 24, 16, b)), SW,
+                 SL_CTRL_R_BITMAP_RANGE});
     put16(b, 0, 128);
-    c.push_back({"bitmap base 128 (past the last queue)", frame(raw(1, SL_CTRL_PAUSE_BITMAP, 24, 16, b)), SW, SL_CTRL_R_BITMAP_RANGE});
+    c.push_back({"bitmap base 128 (past the last queue)", frame(raw(1, SL_CTRL_PAUSE_BITMAP, 24, 16, b)), SW,
+                 SL_CTRL_R_BITMAP_RANGE});
   }
   {
     std::vector<uint8_t> r(28, 0);  // credit to ::
     c.push_back({"credit to the unspecified address", frame(raw(1, SL_CTRL_CREDIT, 36, 28, r)), SW, SL_CTRL_R_BAD_DST});
     r[15] = 1;
     r[26] = 1;  // reserved
-    c.push_back({"credit record reserved not zero", frame(raw(1, SL_CTRL_CREDIT, 36, 28, r)), SW, SL_CTRL_R_BAD_RESERVED});
+    c.push_back(
+        {"credit record reserved not zero", frame(raw(1, SL_CTRL_CREDIT, 36, 28, r)), SW, SL_CTRL_R_BAD_RESERVED});
   }
   {
     std::vector<uint8_t> r(24, 0);
-    c.push_back({"dstPause to the unspecified address", frame(raw(1, SL_CTRL_DST_PAUSE, 32, 24, r)), UP, SL_CTRL_R_BAD_DST});
+    c.push_back(
+        {"dstPause to the unspecified address", frame(raw(1, SL_CTRL_DST_PAUSE, 32, 24, r)), UP, SL_CTRL_R_BAD_DST});
   }
   return c;
 }

@@ -175,8 +175,8 @@ std::string Lab::add_ns(const std::string& n) {
   return full;
 }
 
-void Lab::add_veth(const std::string& ns_a, const std::string& if_a, const std::string& addr_a,
-                   const std::string& ns_b, const std::string& if_b, const std::string& addr_b) {
+void Lab::add_veth(const std::string& ns_a, const std::string& if_a, const std::string& addr_a, const std::string& ns_b,
+                   const std::string& if_b, const std::string& addr_b) {
   std::string a = prefix_ + if_a, b = prefix_ + if_b;
   if (a.size() > 15 || b.size() > 15) throw std::runtime_error("interface name too long: " + a + "/" + b);
   std::string cmd = "ip link add " + a + " netns " + ns_a + " type veth peer name " + b + " netns " + ns_b;

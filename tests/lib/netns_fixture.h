@@ -58,8 +58,8 @@ class Lab {
   std::string add_ns(const std::string& n);
   // veth pair between two namespaces (full names), interfaces named
   // prefix+if_a / prefix+if_b, with addresses (CIDR) and up.
-  void add_veth(const std::string& ns_a, const std::string& if_a, const std::string& addr_a,
-                const std::string& ns_b, const std::string& if_b, const std::string& addr_b);
+  void add_veth(const std::string& ns_a, const std::string& if_a, const std::string& addr_a, const std::string& ns_b,
+                const std::string& if_b, const std::string& addr_b);
 
   // Runs a shell command; returns its exit status. Output goes to the test log.
   int sh(const std::string& cmd);

@@ -18,20 +18,20 @@ struct PacketSpec {
   uint8_t proto = 6;  // 6 tcp, 17 udp, other: raw IP payload
   uint16_t sport = 40000;
   uint16_t dport = 5201;
-  uint8_t tos = 0;    // includes the ECN bits
+  uint8_t tos = 0;  // includes the ECN bits
   uint8_t ttl = 64;
   uint16_t ip_id = 1;
-  uint16_t frag_off = 0;  // host order, flags+offset as on the wire
-  int vlan = -1;          // >= 0 adds an 802.1Q tag
+  uint16_t frag_off = 0;   // host order, flags+offset as on the wire
+  int vlan = -1;           // >= 0 adds an 802.1Q tag
   uint16_t ethertype = 0;  // 0: derived from ipv6
   // TCP
   uint32_t seq = 1000;
   uint32_t ack = 0;
-  uint8_t flags = 0x10;    // ACK
-  uint8_t tcp_res = 0;     // the 4 reserved bits of byte 12 (low 4 bits here)
+  uint8_t flags = 0x10;  // ACK
+  uint8_t tcp_res = 0;   // the 4 reserved bits of byte 12 (low 4 bits here)
   uint16_t window = 512;
   std::vector<uint8_t> tcp_options;  // padded to 4 bytes
-  size_t payload = 0;      // payload bytes (filled with a pattern)
+  size_t payload = 0;                // payload bytes (filled with a pattern)
 };
 
 // Builds the frame. Checksums (IPv4 header, TCP/UDP with pseudo-header) are

@@ -45,9 +45,7 @@ void run_table(int prog_fd, const std::vector<BpfCase>& cases, bool xdp) {
   }
 }
 
-void require_root() {
-  ASSERT_EQ(geteuid(), 0u) << "BPF tests need root (CAP_BPF, CAP_NET_ADMIN); run them as root";
-}
+void require_root() { ASSERT_EQ(geteuid(), 0u) << "BPF tests need root (CAP_BPF, CAP_NET_ADMIN); run them as root"; }
 
 bool kernel_at_least(int major, int minor) {
   struct utsname u {};

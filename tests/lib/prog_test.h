@@ -19,15 +19,14 @@ namespace sluice::test {
 
 struct RunResult {
   int retval = 0;
-  Bytes out;              // the packet after the program (rewrites visible)
+  Bytes out;  // the packet after the program (rewrites visible)
   uint32_t duration_ns = 0;
 };
 
 // Runs a SCHED_CLS program on `pkt`. `ctx` (optional) sets __sk_buff fields
 // the kernel lets a test set (mark, priority, gso_segs, ...). Fails the test
 // (ADD_FAILURE) and returns retval -1000 if the run itself fails.
-RunResult run_tc(int prog_fd, const Bytes& pkt, const void* skb_ctx = nullptr, size_t ctx_size = 0,
-                 int repeat = 1);
+RunResult run_tc(int prog_fd, const Bytes& pkt, const void* skb_ctx = nullptr, size_t ctx_size = 0, int repeat = 1);
 RunResult run_xdp(int prog_fd, const Bytes& pkt, int repeat = 1);
 
 // One row of a table. `check` sees the result (and can read maps); it runs
@@ -77,13 +76,10 @@ int collect_record(void* ctx, void* data, size_t size) {
 // the release that added `what`. On a kernel new enough to have the feature
 // the test runs and fails loudly if the feature does not work. Use in a test
 // body or SetUp().
-#define SLUICE_REQUIRE_KERNEL(major, minor, what)                                           \
-  do {                                                                                      \
-    if (!::sluice::test::kernel_at_least(major, minor))                                     \
-      GTEST_SKIP() << (what) << " needs Linux " #major "." #minor "+; this kernel is "    \
-                   << ::sluice::kernel_release();                                           \
+#define SLUICE_REQUIRE_KERNEL(major, minor, what)                                                                     \
+  do {                                                                                                                \
+    if (!::sluice::test::kernel_at_least(major, minor))                                                               \
+      GTEST_SKIP() << (what) << " needs Linux " #major "." #minor "+; this kernel is " << ::sluice::kernel_release(); \
   } while (0)
 
-namespace sluice::test {
-
-}  // namespace sluice::test
+namespace sluice::test {}  // namespace sluice::test

@@ -132,8 +132,8 @@ bool SwitchAgent::start(std::chrono::milliseconds timeout) {
   proc_ = lab_.spawn(ns_, {build_path("agent/sluiced"), "-c", cfg_}, "sluiced-" + tag_);
   if (eventually([&] { return answers(); }, timeout)) return true;
   ADD_FAILURE() << "sluiced " << tag_ << " did not come up; log:\n"
-                << proc_.log() << "\nsluicectl: "
-                << lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json 2>&1");
+                << proc_.log()
+                << "\nsluicectl: " << lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json 2>&1");
   return false;
 }
 

@@ -72,8 +72,8 @@ class UdpSource {
 uint16_t udp_queue(const std::string& src, const std::string& dst, uint16_t sport, uint16_t dport, int queues);
 
 struct SwitchPort {
-  std::string name;  // full interface name
-  std::string role;  // "host-facing" | "switch-facing"
+  std::string name;   // full interface name
+  std::string role;   // "host-facing" | "switch-facing"
   int rate_mbit = 0;  // 0: the [switch] default
 };
 

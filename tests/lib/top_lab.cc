@@ -9,16 +9,16 @@ namespace sluice::test {
 
 Process top_recv(Lab& lab, const std::string& ns, const std::string& bind, const std::vector<std::string>& extra,
                  const std::string& log) {
-  std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "recv", "--bind", bind,
-                                   "--link-mbit", "100", "--rtt-us", "500"};
+  std::vector<std::string> argv = {
+      build_path("agent/mechanisms/top/sluice-top"), "recv", "--bind", bind, "--link-mbit", "100", "--rtt-us", "500"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return lab.spawn(ns, argv, log);
 }
 
 nlohmann::json top_send(Lab& lab, const std::string& ns, const std::string& bind, const std::string& to,
                         const std::vector<std::string>& extra, const std::string& log, int* exit_code) {
-  std::vector<std::string> argv = {build_path("agent/mechanisms/top/sluice-top"), "send", "--bind", bind, "--to", to,
-                                   "--rtt-us", "500"};
+  std::vector<std::string> argv = {
+      build_path("agent/mechanisms/top/sluice-top"), "send", "--bind", bind, "--to", to, "--rtt-us", "500"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   Process p = lab.spawn(ns, argv, log);
   int st = p.wait(std::chrono::seconds(60));

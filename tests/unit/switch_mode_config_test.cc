@@ -67,7 +67,8 @@ TEST(SwitchConfig, ParsesPortsWithDefaultsAndOverrides) {
     if (mi.name == "switch") m = &mi;
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->service.used_by(c), "[switch] ports");
-  EXPECT_EQ(m->service.used_by(parse_config_string("[switch]\nlogic = \"fifo\"\n[[interface]]\nname = \"eth0\"\n")), "");
+  EXPECT_EQ(m->service.used_by(parse_config_string("[switch]\nlogic = \"fifo\"\n[[interface]]\nname = \"eth0\"\n")),
+            "");
   // Round trip through to_json (sluicectl config, reload fingerprint).
   auto j = to_json(c, mechanisms())["switch"];
   EXPECT_EQ(j["ports"][1]["role"], "host-facing");
@@ -77,7 +78,8 @@ TEST(SwitchConfig, ParsesPortsWithDefaultsAndOverrides) {
 
 TEST(SwitchConfig, InlineArrayFormIsTheSame) {
   Config a = parse_config_string(
-      "[switch]\nports = [{ name = \"swp1\", role = \"switch-facing\" }, { name = \"swp2\", role = \"host-facing\" }]\n");
+      "[switch]\nports = [{ name = \"swp1\", role = \"switch-facing\" }, { name = \"swp2\", role = \"host-facing\" "
+      "}]\n");
   EXPECT_EQ(a.get<SwitchConfig>().ports.size(), 2u);
 }
 
@@ -94,8 +96,7 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
       {"unknown role", "[switch]\n[[switch.ports]]\nname = \"a\"\nrole = \"spine\"\n", "switch.ports[0].role",
        "sw.toml:4", "must be one of switch-facing, host-facing"},
       {"missing role", "[switch]\n[[switch.ports]]\nname = \"a\"\n", "switch.ports[0].role", "", "required"},
-      {"missing name", "[switch]\n[[switch.ports]]\nrole = \"host-facing\"\n", "switch.ports[0].name", "",
-       "required"},
+      {"missing name", "[switch]\n[[switch.ports]]\nrole = \"host-facing\"\n", "switch.ports[0].name", "", "required"},
       {"name too long", "[switch]\n[[switch.ports]]\nname = \"abcdefghijklmnopq\"\nrole = \"host-facing\"\n",
        "switch.ports[0].name", "sw.toml:3", "IFNAMSIZ"},
       {"port twice",
@@ -107,7 +108,8 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
       {"too many queues", "[switch]\n[[switch.ports]]\nname = \"a\"\nrole = \"host-facing\"\nqueues = 129\n",
        "switch.ports[0].queues", "sw.toml:5", "out of range [1, 128]"},
       {"zero queues", "[switch]\nqueues = 0\n", "switch.queues", "sw.toml:2", "out of range"},
-      {"unknown logic", "[switch]\nlogic = \"bfcc\"\n", "switch.logic", "sw.toml:2", "unknown switch logic; one of fifo"},
+      {"unknown logic", "[switch]\nlogic = \"bfcc\"\n", "switch.logic", "sw.toml:2",
+       "unknown switch logic; one of fifo"},
       {"logic not a string", "[switch]\nlogic = 3\n", "switch.logic", "sw.toml:2", "expected a string"},
       {"ports not an array", "[switch]\nports = \"swp1\"\n", "switch.ports", "sw.toml:2", "expected an array"},
       {"port not a table", "[switch]\nports = [\"swp1\"]\n", "switch.ports[0]", "sw.toml:2", "expected a table"},
@@ -235,8 +237,13 @@ TEST(SwitchView, TextShowsEveryQueueAndTheRejections) {
          {"pause_failures", 0},
          {"control", {{"in", 0}, {"out", 0}, {"rejected", 3}, {"rejected_by_reason", {{"WRONG_PORT", 3}}}}},
          {"queues",
-          {{{"queue", 0}, {"depth_bytes", 3028}, {"depth_pkts", 2}, {"paused", true}, {"pkts_in", 9},
-            {"pkts_out", 7}, {"dropped", 0}}}},
+          {{{"queue", 0},
+            {"depth_bytes", 3028},
+            {"depth_pkts", 2},
+            {"paused", true},
+            {"pkts_in", 9},
+            {"pkts_out", 7},
+            {"dropped", 0}}}},
          {"fallback", {{"pkts_out", 4}}}}}}};
   std::string t = sw::render_switch_text(sw);
   EXPECT_NE(t.find("port swp1 (host-facing)"), std::string::npos) << t;

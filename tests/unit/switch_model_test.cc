@@ -175,8 +175,7 @@ TEST(SwitchModel, PauseFrameStopsQueueAndResumeRestartsIt) {
 
 TEST(SwitchModel, RejectedFramesAreCountedAndNeverReachTheLogic) {
   RecordingLogic logic;
-  SwitchModel sw({port("host", 1, PortRole::kHostFacing), port("up", 2), port("none", 1, PortRole::kNone)},
-                 logic);
+  SwitchModel sw({port("host", 1, PortRole::kHostFacing), port("up", 2), port("none", 1, PortRole::kNone)}, logic);
   sw.arrive(0, pkt(0, 1, kMtu, 1));
   sw.arrive(0, pkt(0, 1, kMtu, 1));
   // A pause for queue 1 arriving from a host: spoofed.

@@ -156,8 +156,7 @@ TEST(TopObjective, FctClassesFollowTheLogFormula) {
   for (uint64_t x = 1; x <= 20000; x = x * 3 / 2 + 1) {
     int c = fct_priority(x, pp);
     EXPECT_GE(c, prev) << x;
-    EXPECT_EQ(c, std::min(5, static_cast<int>(std::floor(6 * std::log(x + 1.0) / std::log(20000.0)))))
-        << x;
+    EXPECT_EQ(c, std::min(5, static_cast<int>(std::floor(6 * std::log(x + 1.0) / std::log(20000.0))))) << x;
     prev = c;
   }
   // The i-th threshold is p^(i/K): 20000^(1/6) = 5.2 packets.

@@ -223,8 +223,7 @@ class Net {
         port.data_bytes += frame_bytes(p);
         port.stats.max_data_bytes = std::max(port.stats.max_data_bytes, port.data_bytes);
         break;
-      default:
-        port.signal.push_back(p);
+      default: port.signal.push_back(p);
     }
     if (!port.busy) port_next(to);
   }
@@ -298,12 +297,8 @@ class Net {
         break;
       }
       case Type::kNack:
-      case Type::kDone:
-        host.sender->on_packet(p, clock(h), out);
-        break;
-      default:
-        host.receiver->on_packet(p, clock(h), out);
-        arm_slot(h);
+      case Type::kDone: host.sender->on_packet(p, clock(h), out); break;
+      default: host.receiver->on_packet(p, clock(h), out); arm_slot(h);
     }
     emit(h, out);
   }

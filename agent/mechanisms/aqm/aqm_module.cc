@@ -143,12 +143,13 @@ class AqmModule : public Module {
     if (ro->ein_at_departure) attach_far_end(ctx);
     SLOG_INFO("AQM_ATTACHED", "{}: marking CE above {} {}{}; root qdisc {}, queue length from {} ({})", ifname_, ac.k(),
               ac.k_in_packets() ? "packets" : "bytes",
-              ac.ein ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}, "
-                                   "written {}",
-                                   bit_, threshold_per_s_, ac.k_in_packets() ? "packets" : "bytes", ac.ein_samples,
-                                   ac.high_water(),
-                                   ac.ein_at_departure ? "on departure at " + far_end_ : std::string("on arrival"))
-                     : std::string(", EIN off"),
+              ac.ein
+                  ? fmt::format(", EIN ({}) when the queue grows faster than {} {}/s over {} samples, held above {}, "
+                                "written {}",
+                                bit_, threshold_per_s_, ac.k_in_packets() ? "packets" : "bytes", ac.ein_samples,
+                                ac.high_water(),
+                                ac.ein_at_departure ? "on departure at " + far_end_ : std::string("on arrival"))
+                  : std::string(", EIN off"),
               kind_, source(), source_why_);
   }
   ~AqmModule() override {
@@ -176,10 +177,8 @@ class AqmModule : public Module {
     if (!ns.empty() && ctx.attach_mode != AttachMode::Tcx)
       throw Error(what + " is in another network namespace, which needs tcx (Linux 6.6+) for ein_mark = departure");
     try {
-      if (ns.empty())
-        attach(ctx.attach_mode);
-      else
-        run_in_netns(ns, [&] { attach(AttachMode::Tcx); });
+      if (ns.empty()) attach(ctx.attach_mode);
+      else run_in_netns(ns, [&] { attach(AttachMode::Tcx); });
     } catch (const std::exception& e) {
       throw Error(what + ": " + e.what());
     }
@@ -235,7 +234,8 @@ class AqmModule : public Module {
     auto s = state();
     return {
         {"ce_marks", c[SLUICE_R_AQM_CE].packets + c[SLUICE_R_AQM_CE_EIN].packets},
-        {"ein_marks", c[SLUICE_R_AQM_EIN].packets + c[SLUICE_R_AQM_CE_EIN].packets + c[SLUICE_R_AQM_DEPART_EIN].packets},
+        {"ein_marks",
+         c[SLUICE_R_AQM_EIN].packets + c[SLUICE_R_AQM_CE_EIN].packets + c[SLUICE_R_AQM_DEPART_EIN].packets},
         {"not_ect_over_k", c[SLUICE_R_AQM_NOT_ECT].packets},
         {"rewrite_failed", c[SLUICE_R_AQM_REWRITE_FAILED].packets},
         {"ein_state", s.ein},
@@ -263,13 +263,16 @@ class AqmModule : public Module {
   void metrics(std::vector<MetricSample>& out) const override {
     nlohmann::json st = stats();
     std::vector<std::pair<std::string, std::string>> l = {{"iface", ifname_}};
-    out.push_back({"sluice_aqm_ce_marks_total", "Packets CE-marked at K", true, l, double(st["ce_marks"].get<uint64_t>())});
-    out.push_back({"sluice_aqm_ein_marks_total", "Packets EIN-marked", true, l, double(st["ein_marks"].get<uint64_t>())});
+    out.push_back(
+        {"sluice_aqm_ce_marks_total", "Packets CE-marked at K", true, l, double(st["ce_marks"].get<uint64_t>())});
+    out.push_back(
+        {"sluice_aqm_ein_marks_total", "Packets EIN-marked", true, l, double(st["ein_marks"].get<uint64_t>())});
     out.push_back({"sluice_aqm_not_ect_over_k_total", "Not-ECT packets left unmarked above K", true, l,
                    double(st["not_ect_over_k"].get<uint64_t>())});
     out.push_back({"sluice_aqm_incasts_total", "EIN 0->1 transitions (Algorithm 1)", true, l,
                    double(st["incasts_detected"].get<uint64_t>())});
-    out.push_back({"sluice_aqm_ein_state", "Current EIN state of the port", false, l, double(st["ein_state"].get<uint32_t>())});
+    out.push_back(
+        {"sluice_aqm_ein_state", "Current EIN state of the port", false, l, double(st["ein_state"].get<uint32_t>())});
     out.push_back({"sluice_aqm_queue", "Root qdisc queue length at the last sample (K's unit)", false, l,
                    double(st["queue"].get<uint64_t>())});
   }
@@ -324,14 +327,14 @@ std::unique_ptr<Module> make_aqm_module(const ModuleContext& ctx) {
   }
   if (want == AqmQueueSource::Tracepoint) {
     if (!tp)
-      throw Error("aqm on " + ifname + ": queue_source = \"tracepoint\" but this kernel lacks tp-btf-qdisc: " +
-                  tp_detail);
+      throw Error("aqm on " + ifname +
+                  ": queue_source = \"tracepoint\" but this kernel lacks tp-btf-qdisc: " + tp_detail);
     return std::make_unique<AqmModule<aqm_compat>>(ctx, "queue_source = \"tracepoint\"");
   }
   if (kfunc) return std::make_unique<AqmModule<aqm>>(ctx, "auto: the kernel has bpf_cast_to_kern_ctx");
   if (tp)
-    return std::make_unique<AqmModule<aqm_compat>>(ctx, "auto: no bpf_cast_to_kern_ctx (" + kf_detail +
-                                                            "), qdisc tracepoints present");
+    return std::make_unique<AqmModule<aqm_compat>>(
+        ctx, "auto: no bpf_cast_to_kern_ctx (" + kf_detail + "), qdisc tracepoints present");
   throw Error("aqm on " + ifname + ": no way to read the qdisc backlog: bpf-cast-to-kern-ctx: " + kf_detail +
               "; tp-btf-qdisc: " + tp_detail);
 }

@@ -43,8 +43,7 @@ Config Config::variant_named(std::string_view name) {
 }
 
 std::string Config::check() const {
-  if (!flow_table_factor || flow_table_factor > 10'000)
-    return "flow_table_factor must be 1..10000 (entries per queue)";
+  if (!flow_table_factor || flow_table_factor > 10'000) return "flow_table_factor must be 1..10000 (entries per queue)";
   if (!hrtt_ns && !th_fixed_bytes) return "hrtt_ns must be > 0 (or th_fixed_bytes set)";
   if (hrtt_ns > 1'000'000'000) return "hrtt_ns must be <= 1 s";
   if (!bitmap_interval_ns) return "bitmap_interval_ns must be > 0";
@@ -111,9 +110,7 @@ uint32_t BfcLogic::live_entries(PortId p) const {
   return n;
 }
 
-uint32_t BfcLogic::table_entries(PortId p) const {
-  return static_cast<uint32_t>(ports_.at(p).table.size());
-}
+uint32_t BfcLogic::table_entries(PortId p) const { return static_cast<uint32_t>(ports_.at(p).table.size()); }
 
 uint32_t BfcLogic::flows_in_queue(PortId p, QueueId q) const { return ports_.at(p).q.at(q).flows; }
 
@@ -135,12 +132,9 @@ QueueId BfcLogic::entry_queue(PortId p, uint32_t flow_hash) const {
 QueueId BfcLogic::choose_queue(PortId out, uint32_t flow_hash) {
   Port& P = ports_[out];
   switch (cfg_.assign) {
-    case Assign::kSingle:
-      return 0;
-    case Assign::kStochastic:
-      return static_cast<QueueId>(mix(flow_hash ^ 0x9e3779b9u) % P.nq);
-    case Assign::kDynamic:
-      break;
+    case Assign::kSingle: return 0;
+    case Assign::kStochastic: return static_cast<QueueId>(mix(flow_hash ^ 0x9e3779b9u) % P.nq);
+    case Assign::kDynamic: break;
   }
   const uint32_t start = P.cursor;
   P.cursor = (P.cursor + 1) % P.nq;
@@ -178,8 +172,7 @@ sw::Verdict BfcLogic::on_enqueue(const sw::PacketMeta& pkt, PortId in_port) {
     // Sampled mode: the data path's classifier puts a flow nobody placed in
     // flow_hash % queues (SL_SW_PORT_HASH_DEFAULT), or queue 0 for
     // bfc-single; say the same so a model run agrees with sluiced.
-    return sw::Verdict::enqueue(
-        cfg_.assign == Assign::kSingle ? 0 : static_cast<QueueId>(pkt.flow_hash % P.nq));
+    return sw::Verdict::enqueue(cfg_.assign == Assign::kSingle ? 0 : static_cast<QueueId>(pkt.flow_hash % P.nq));
   }
 
   // §3.3.1 On Enqueue: a flow with no packets in the switch may take a new
@@ -263,9 +256,7 @@ void BfcLogic::release(const sw::PacketMeta& pkt, PortId out, QueueId q) {
   }
 }
 
-void BfcLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out_port, QueueId q) {
-  release(pkt, out_port, q);
-}
+void BfcLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out_port, QueueId q) { release(pkt, out_port, q); }
 
 void BfcLogic::on_drop(const sw::PacketMeta& pkt, PortId out_port, QueueId q) {
   ++ctr_.drops_undone;
@@ -354,17 +345,14 @@ void BfcLogic::on_control(const sw::ControlFrame& f, PortId port) {
         }
       }
       return;
-    default:
-      return;  // credits, dstPause...: not BFC's
+    default: return;  // credits, dstPause...: not BFC's
   }
 }
 
 void BfcLogic::bitmaps_and_expiry(uint64_t now) {
   for (PortId p = 0; p < ports_.size(); ++p) {
     Port& P = ports_[p];
-    if (P.ever_paused &&
-        (P.nonzero > 0 || now - P.last_nonzero_ns <= 3 * cfg_.bitmap_interval_ns))
-      send_bitmap(p);
+    if (P.ever_paused && (P.nonzero > 0 || now - P.last_nonzero_ns <= 3 * cfg_.bitmap_interval_ns)) send_bitmap(p);
     if (!cfg_.pause_expiry_ns) continue;
     for (QueueId q = 0; q < P.nq; ++q) {
       QueueState& Q = P.q[q];
@@ -420,8 +408,7 @@ void BfcLogic::sample(uint64_t now) {
     Port& I = ports_[s];
     for (uint16_t q = 0; q < SLUICE_SW_MAX_QUEUES; ++q) {
       bool want = false;
-      for (PortId e = 0; e < ports_.size() && !want; ++e)
-        want = e != s && q < ports_[e].nq && bytes[e][q] > th[e];
+      for (PortId e = 0; e < ports_.size() && !want; ++e) want = e != s && q < ports_[e].nq && bytes[e][q] > th[e];
       uint32_t& c = I.pause_counter[q];
       if (want) {
         ++ctr_.above_th;

@@ -95,10 +95,10 @@ struct Config {
 };
 
 struct Counters {
-  uint64_t assignments = 0;     // a flow-table entry took a (new) queue
-  uint64_t collisions = 0;      // a flow became active in a queue that had another active flow
+  uint64_t assignments = 0;         // a flow-table entry took a (new) queue
+  uint64_t collisions = 0;          // a flow became active in a queue that had another active flow
   uint64_t table_index_shared = 0;  // a packet of a different flow hash reused a live entry
-  uint64_t above_th = 0;        // packets that arrived above Th (pause counter increments)
+  uint64_t above_th = 0;            // packets that arrived above Th (pause counter increments)
   uint64_t pauses_sent = 0;
   uint64_t resumes_sent = 0;
   uint64_t bitmaps_sent = 0;
@@ -135,9 +135,7 @@ class BfcLogic final : public sw::Logic {
   // Pause counter for (ingress port, upstreamQ).
   uint32_t pause_counter(PortId in_port, uint16_t upstream_q) const;
   // Whether this switch currently asks `in_port`'s upstream to pause upstream_q.
-  bool upstream_paused(PortId in_port, uint16_t upstream_q) const {
-    return pause_counter(in_port, upstream_q) > 0;
-  }
+  bool upstream_paused(PortId in_port, uint16_t upstream_q) const { return pause_counter(in_port, upstream_q) > 0; }
   // The non-zero pause counters of ingress port p: (upstreamQ, count).
   std::vector<std::pair<uint16_t, uint32_t>> pause_counters(PortId p) const;
   // Flow-table entries of port p that have packets in the switch.
@@ -158,26 +156,26 @@ class BfcLogic final : public sw::Logic {
     uint32_t last_hash = 0;        // for counting shared indexes only
   };
   struct QueueState {
-    uint32_t pkts = 0;         // as seen through on_enqueue/on_dequeue/on_drop
-    uint32_t flows = 0;        // live entries assigned here
-    bool paused = false;       // by the downstream (mirrors sw.set_paused)
+    uint32_t pkts = 0;    // as seen through on_enqueue/on_dequeue/on_drop
+    uint32_t flows = 0;   // live entries assigned here
+    bool paused = false;  // by the downstream (mirrors sw.set_paused)
     bool have_seq = false;
-    uint32_t last_seq = 0;     // last pause/resume/bitmap seq applied
-    uint64_t refreshed_ns = 0; // last PAUSE or bitmap bit that kept it paused
+    uint32_t last_seq = 0;      // last pause/resume/bitmap seq applied
+    uint64_t refreshed_ns = 0;  // last PAUSE or bitmap bit that kept it paused
   };
   struct Port {
     uint32_t nq = 0;
     uint64_t rate_bps = 0;
     std::vector<QueueState> q;
-    uint32_t n_active = 0;      // queues with pkts > 0 and not paused
-    uint32_t cursor = 0;        // rotating start for the empty-queue search
-    std::vector<Entry> table;   // flow_table_factor × nq entries
+    uint32_t n_active = 0;     // queues with pkts > 0 and not paused
+    uint32_t cursor = 0;       // rotating start for the empty-queue search
+    std::vector<Entry> table;  // flow_table_factor × nq entries
     // As a downstream: pause counters indexed by the upstream's queue.
     std::vector<uint32_t> pause_counter;  // SLUICE_SW_MAX_QUEUES entries
-    uint32_t nonzero = 0;       // counters > 0
+    uint32_t nonzero = 0;                 // counters > 0
     uint64_t last_nonzero_ns = 0;
-    bool ever_paused = false;   // a counter was ever non-zero: bitmaps go out
-    uint32_t seq = 0;           // sequence of the state changes this port announces
+    bool ever_paused = false;  // a counter was ever non-zero: bitmaps go out
+    uint32_t seq = 0;          // sequence of the state changes this port announces
   };
   // What a departing packet must undo (the paper's packet metadata: we
   // cannot write into the substrate's PacketMeta, so keep it by id).

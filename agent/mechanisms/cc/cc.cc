@@ -281,7 +281,9 @@ nlohmann::json RegisteredCc::status() const {
       {"loss_events", s.loss_events},
       {"repairs", s.repairs},
       {"last_repair",
-       {{"ssthresh", s.repair_ssthresh}, {"cwnd", s.repair_cwnd}, {"bound", s.repair_bound},
+       {{"ssthresh", s.repair_ssthresh},
+        {"cwnd", s.repair_cwnd},
+        {"bound", s.repair_bound},
         {"ca_state", s.repair_ca_state}}},
   };
   if (params_.kind == CcKind::Pulser) {

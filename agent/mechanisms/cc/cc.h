@@ -37,7 +37,6 @@ struct CcParams {
   std::string ein_map_pin;
 };
 
-
 class RegisteredCc {
  public:
   // Loads, renames, registers. Throws Error (nothing registered) on failure.

@@ -8,8 +8,7 @@ std::string check_cc_name(const std::string& name) {
   if (name.empty()) return "must not be empty";
   if (name.size() >= kCcNameMax) return "longer than 15 characters (TCP_CA_NAME_MAX)";
   for (char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
-      return "only a-z, 0-9 and _ are allowed";
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return "only a-z, 0-9 and _ are allowed";
   return "";
 }
 

@@ -51,8 +51,7 @@ class CcService : public HostService {
         add("brake_extends", "EIN echoes while braking", s.brake_extends);
         add("restores", "Pulser restores of the saved cwnd", s.restores);
         add("brakes_abandoned", "Brakes ended by a retransmission timeout", s.brakes_abandoned);
-        add("braked_tx_starts", "Transmissions resumed from nothing in flight while braking",
-            s.braked_tx_starts);
+        add("braked_tx_starts", "Transmissions resumed from nothing in flight while braking", s.braked_tx_starts);
       }
     }
   }

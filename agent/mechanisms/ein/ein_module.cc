@@ -31,10 +31,9 @@ class EinModule : public Module {
                                                 "ein_ingress", kEinTcPrio, ctx.attach_mode,
                                                 ctx.config.agent.state_dir));
     attachments_.push_back(TcAttachment::attach(ifname_, Hook::Egress, bpf_program__fd(skel_->progs.ein_egress),
-                                                "ein_egress", kEinTcPrio, ctx.attach_mode,
-                                                ctx.config.agent.state_dir));
-    if (std::find(ctx.config.get<CcConfig>().register_cc.begin(), ctx.config.get<CcConfig>().register_cc.end(), "pulser") ==
-        ctx.config.get<CcConfig>().register_cc.end())
+                                                "ein_egress", kEinTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
+    if (std::find(ctx.config.get<CcConfig>().register_cc.begin(), ctx.config.get<CcConfig>().register_cc.end(),
+                  "pulser") == ctx.config.get<CcConfig>().register_cc.end())
       SLOG_INFO("EIN_NO_PULSER",
                 "{}: ein attached; this agent does not register sluice_pulser, so flows are managed only if "
                 "another sluiced with pin_root {} does",
@@ -72,8 +71,11 @@ class EinModule : public Module {
   void metrics(std::vector<MetricSample>& out) const override {
     auto st = stats();
     for (auto it = st.begin(); it != st.end(); ++it)
-      out.push_back({"sluice_ein_" + it.key() + "_total", "EIN echo program: " + it.key(), true,
-                     {{"iface", ifname_}}, double(it.value().get<uint64_t>())});
+      out.push_back({"sluice_ein_" + it.key() + "_total",
+                     "EIN echo program: " + it.key(),
+                     true,
+                     {{"iface", ifname_}},
+                     double(it.value().get<uint64_t>())});
   }
 
  private:

@@ -124,7 +124,9 @@ nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& po
     nlohmann::json d = nlohmann::json::array();
     for (const auto& a : q.dsts) d.push_back(sw::addr_str(a));
     v["voqs"].push_back({{"voq", q.voq},
-                         {"group", !q.grouped ? "all" : q.up_group ? "up" : "down"},
+                         {"group", !q.grouped   ? "all"
+                                   : q.up_group ? "up"
+                                                : "down"},
                          {"bytes", q.bytes},
                          {"packets", q.pkts},
                          {"dsts", d},
@@ -167,19 +169,19 @@ nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& po
 
 std::string render(const nlohmann::json& v) {
   std::ostringstream os;
-  os << "VOQs in use " << v.at("voqs_in_use") << " of " << v.at("voqs_total") << " (max "
-     << v.at("voqs_in_use_max") << ")\n";
+  os << "VOQs in use " << v.at("voqs_in_use") << " of " << v.at("voqs_total") << " (max " << v.at("voqs_in_use_max")
+     << ")\n";
   os << "windows:\n";
   if (v.at("windows").empty()) os << "  (none)\n";
   for (const auto& w : v.at("windows"))
     os << "  " << w.at("port").get<std::string>() << " -> " << w.at("dst").get<std::string>() << ": "
-       << w.at("window_bytes") << " of " << w.at("initial_bytes") << " B, in flight "
-       << w.at("inflight_bytes") << " B\n";
+       << w.at("window_bytes") << " of " << w.at("initial_bytes") << " B, in flight " << w.at("inflight_bytes")
+       << " B\n";
   os << "VOQs:\n";
   if (v.at("voqs").empty()) os << "  (none)\n";
   for (const auto& q : v.at("voqs")) {
-    os << "  voq " << q.at("voq") << " (" << q.at("group").get<std::string>() << "): " << q.at("packets")
-       << " pkts " << q.at("bytes") << " B, head " << q.at("head_dst").get<std::string>() << " via "
+    os << "  voq " << q.at("voq") << " (" << q.at("group").get<std::string>() << "): " << q.at("packets") << " pkts "
+       << q.at("bytes") << " B, head " << q.at("head_dst").get<std::string>() << " via "
        << q.at("head_port").get<std::string>() << (q.at("head_blocked").get<bool>() ? " (waiting for credit)" : "")
        << ", dsts";
     for (const auto& d : q.at("dsts")) os << " " << d.get<std::string>();

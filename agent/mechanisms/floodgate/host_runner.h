@@ -19,10 +19,10 @@ namespace sluice::floodgate {
 inline constexpr uint32_t kDstPauseTcPrio = 0xA430;
 
 struct HostRunnerConfig {
-  std::string uplink;            // interface to the first-hop ToR
+  std::string uplink;  // interface to the first-hop ToR
   uint32_t reinject_mark = 0x5107;
   AttachMode attach_mode = AttachMode::Clsact;  // dp_egress returns TC_ACT_STOLEN: cls_bpf only
-  std::string state_dir;         // TcAttachment's marker directory
+  std::string state_dir;                        // TcAttachment's marker directory
   HostPauseConfig pause;
 };
 

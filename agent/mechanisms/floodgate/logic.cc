@@ -65,8 +65,7 @@ void FloodgateLogic::on_start(sw::Substrate& s) {
     // ports have one (a host-facing port is the last hop).
     if (pc.role != sw::PortRole::kSwitchFacing) continue;
     if (pc.queues.size() < 2)
-      throw std::invalid_argument("floodgate: port " + pc.name +
-                                  " needs a default queue and at least one VOQ (has " +
+      throw std::invalid_argument("floodgate: port " + pc.name + " needs a default queue and at least one VOQ (has " +
                                   std::to_string(pc.queues.size()) + " queue)");
     for (size_t q = 1; q < pc.queues.size(); ++q)
       if (pc.queues[q].priority <= pc.queues[0].priority)
@@ -148,9 +147,7 @@ int FloodgateLogic::voq_of(const Addr& dst) const {
   return it == dst_voq_.end() ? -1 : int(it->second);
 }
 
-uint64_t FloodgateLogic::voq_bytes(int v) const {
-  return v < 0 || size_t(v) >= voqs_.size() ? 0 : voqs_[v].bytes;
-}
+uint64_t FloodgateLogic::voq_bytes(int v) const { return v < 0 || size_t(v) >= voqs_.size() ? 0 : voqs_[v].bytes; }
 
 std::pair<uint32_t, uint32_t> FloodgateLogic::voq_group(PortId out) const {
   const uint32_t n = uint32_t(voqs_.size());
@@ -425,8 +422,7 @@ void FloodgateLogic::on_timer(uint64_t now) {
   for (auto& [p, recs] : syns) {
     for (size_t i = 0; i < recs.size(); i += SLUICE_CTRL_MAX_RECORDS) {
       sw::ControlFrame f{sw::CtrlType::kSwitchSyn};
-      f.syns.assign(recs.begin() + long(i),
-                    recs.begin() + long(std::min(recs.size(), i + SLUICE_CTRL_MAX_RECORDS)));
+      f.syns.assign(recs.begin() + long(i), recs.begin() + long(std::min(recs.size(), i + SLUICE_CTRL_MAX_RECORDS)));
       ++stats_.syn_out;
       sw_->send_control(p, f);
     }
@@ -489,7 +485,8 @@ bool FloodgateLogic::dst_paused(const Addr& dst, PortId host_port) const {
 
 std::vector<FloodgateLogic::WindowView> FloodgateLogic::windows() const {
   std::vector<WindowView> out;
-  for (const auto& [k, w] : win_) out.push_back({k.first, k.second, window_of(k.first, w), diff(w.next_psn, w.credit_psn)});
+  for (const auto& [k, w] : win_)
+    out.push_back({k.first, k.second, window_of(k.first, w), diff(w.next_psn, w.credit_psn)});
   return out;
 }
 
@@ -499,8 +496,8 @@ std::vector<FloodgateLogic::VoqView> FloodgateLogic::voqs() const {
     const Voq& V = voqs_[v];
     if (V.q.empty()) continue;
     const Entry& h = V.q.front();
-    VoqView x{v, V.bytes, uint32_t(V.q.size()), {}, down_end_ != 0, down_end_ && v >= down_end_,
-              h.dst, h.port, window(h.port, h.dst) <= 0};
+    VoqView x{v,     V.bytes, uint32_t(V.q.size()),      {}, down_end_ != 0, down_end_ && v >= down_end_,
+              h.dst, h.port,  window(h.port, h.dst) <= 0};
     for (const auto& [d, n] : V.per_dst) x.dsts.push_back(d);
     out.push_back(std::move(x));
   }

@@ -83,19 +83,19 @@ struct Config {
 };
 
 struct Stats {
-  uint64_t forwarded = 0;        // packets let through by their window (queue 0)
-  uint64_t voq_enqueued = 0;     // packets put into a VOQ
-  uint64_t voq_released = 0;     // packets that left a VOQ
-  uint64_t voq_hashed = 0;       // VOQ chosen by hash: none free in the group (§4.2)
-  uint64_t voq_desync = 0;       // VOQ entries the substrate dropped (tail drop)
-  uint64_t no_window = 0;        // packets on ports without a window (last hop, host ports)
+  uint64_t forwarded = 0;     // packets let through by their window (queue 0)
+  uint64_t voq_enqueued = 0;  // packets put into a VOQ
+  uint64_t voq_released = 0;  // packets that left a VOQ
+  uint64_t voq_hashed = 0;    // VOQ chosen by hash: none free in the group (§4.2)
+  uint64_t voq_desync = 0;    // VOQ entries the substrate dropped (tail drop)
+  uint64_t no_window = 0;     // packets on ports without a window (last hop, host ports)
   uint64_t credit_frames_out = 0, credit_records_out = 0, credit_bytes_out = 0;
   uint64_t credit_frames_in = 0, credit_records_in = 0, credit_bytes_in = 0;
   uint64_t credit_unknown = 0;   // credit for a (port, dst) we never sent to: ignored
   uint64_t credit_ahead = 0;     // credit PSN beyond what we sent: clamped
   uint64_t credits_delayed = 0;  // records held back by delayCredit
   uint64_t syn_out = 0, syn_in = 0;
-  uint64_t syn_lost_bytes = 0;   // bytes a switchSYN showed never arrived (credited)
+  uint64_t syn_lost_bytes = 0;  // bytes a switchSYN showed never arrived (credited)
   uint64_t dst_pause_out = 0, dst_resume_out = 0;
   uint32_t voqs_in_use = 0, voqs_in_use_max = 0;
 };
@@ -138,8 +138,8 @@ class FloodgateLogic final : public sw::Logic {
     uint64_t bytes;
     uint32_t pkts;
     std::vector<Addr> dsts;
-    bool grouped;        // VOQ grouping active on this switch
-    bool up_group;       // in the up group (when grouped)
+    bool grouped;       // VOQ grouping active on this switch
+    bool up_group;      // in the up group (when grouped)
     Addr head;          // destination of the packet at the head
     PortId head_port;   // and the port it leaves by
     bool head_blocked;  // the head's window is used up
@@ -156,9 +156,9 @@ class FloodgateLogic final : public sw::Logic {
   using Key = std::pair<PortId, Addr>;
   // Upstream side, per (egress port, dst) (§4.2, §4.3).
   struct Window {
-    uint32_t next_psn = 0;     // bytes forwarded toward the port for dst
-    uint32_t credit_psn = 0;   // newest PSN a credit carried
-    uint64_t queued = 0;       // forwarded into queue 0, not yet left
+    uint32_t next_psn = 0;       // bytes forwarded toward the port for dst
+    uint32_t credit_psn = 0;     // newest PSN a credit carried
+    uint64_t queued = 0;         // forwarded into queue 0, not yet left
     uint64_t last_heard_ns = 0;  // last credit, or start of waiting
     uint64_t last_syn_ns = 0;
   };

@@ -45,25 +45,25 @@ sl_fg_key bpf_key(const Key& k) {
   return b;
 }
 
-struct TxState {  // per (egress port, dst): the window toward the next hop
+struct TxState {            // per (egress port, dst): the window toward the next hop
   uint64_t credit_psn = 0;  // cumulative bytes the downstream credited
   uint64_t voq_out = 0;     // bytes that left the VOQ
   uint64_t direct = 0, voq_in = 0, voq_in_pkts = 0;
   uint64_t voq_dropped = 0;  // bytes the VOQ tail-dropped (estimated from packets)
   uint64_t pending() const { return voq_in - voq_out - voq_dropped; }
-  uint32_t voq = 0;         // queue holding the dst, 0 = none
+  uint32_t voq = 0;  // queue holding the dst, 0 = none
   uint64_t last_credit_ns = 0, last_syn_ns = 0;
   int64_t window = 0;
 };
-struct RxState {  // per (ingress port, dst): credits returned upstream
+struct RxState {          // per (ingress port, dst): credits returned upstream
   uint64_t credited = 0;  // the PSN: cumulative bytes credited
   uint64_t adj = 0;       // bytes a switchSYN showed were lost upstream of here
   uint64_t counted = 0, pkts = 0, pkts_credited = 0;
   uint32_t out_port = 0;
 };
-struct Group {  // a VOQ (port, queue)
-  uint64_t bucket = 0;      // the last release's allowance
-  uint64_t out_at = 0;      // bytes out of the VOQ at that release
+struct Group {          // a VOQ (port, queue)
+  uint64_t bucket = 0;  // the last release's allowance
+  uint64_t out_at = 0;  // bytes out of the VOQ at that release
   uint64_t out_total = 0;
   uint64_t drops_seen = 0;  // the queue's dropped packets at the last read
 };
@@ -187,24 +187,30 @@ class SwitchFloodgate final : public Logic {
                    {"lost_adjust_bytes", x.adj}});
     uint32_t in_use = 0;
     for (const auto& [k, t] : tx_) in_use += t.voq != 0;
-    return {{"credit_interval_us", cfg_.credit_interval_ns / 1000},
-            {"hop_rtt_us", cfg_.hop_rtt_ns / 1000},
-            {"voqs_in_use", in_use},
-            {"credits_sent", {{"frames", st_.credit_frames_out}, {"records", st_.credit_recs_out}, {"bytes", st_.credit_bytes_out}}},
-            {"credits_received",
-             {{"frames", st_.credit_frames_in}, {"records", st_.credit_recs_in}, {"bytes", st_.credit_bytes_in},
-              {"stale", st_.stale_credits}}},
-            {"delayed_credits", st_.delayed_credits},
-            {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
-            {"voq", {{"engaged", st_.voq_engaged}, {"drained", st_.voq_drained}, {"releases", st_.releases},
-                     {"release_failed", st_.release_failed}}},
-            {"dst_pause", "not run in switch mode"},
-            {"windows", w},
-            {"credit_state", c}};
+    return {
+        {"credit_interval_us", cfg_.credit_interval_ns / 1000},
+        {"hop_rtt_us", cfg_.hop_rtt_ns / 1000},
+        {"voqs_in_use", in_use},
+        {"credits_sent",
+         {{"frames", st_.credit_frames_out}, {"records", st_.credit_recs_out}, {"bytes", st_.credit_bytes_out}}},
+        {"credits_received",
+         {{"frames", st_.credit_frames_in},
+          {"records", st_.credit_recs_in},
+          {"bytes", st_.credit_bytes_in},
+          {"stale", st_.stale_credits}}},
+        {"delayed_credits", st_.delayed_credits},
+        {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
+        {"voq",
+         {{"engaged", st_.voq_engaged},
+          {"drained", st_.voq_drained},
+          {"releases", st_.releases},
+          {"release_failed", st_.release_failed}}},
+        {"dst_pause", "not run in switch mode"},
+        {"windows", w},
+        {"credit_state", c}};
   }
 
  private:
-
   static uint32_t if_index(const std::string& n) { return if_nametoindex(n.c_str()); }
 
   uint64_t bdp(PortId p) const { return ports_[p].rate_bps / 8 * cfg_.hop_rtt_ns / 1'000'000'000; }

@@ -34,7 +34,9 @@ nlohmann::json flow_json(const FlowRow& r, uint64_t now_ns) {
   inet_ntop(af, k.daddr, dst, sizeof(dst));
   return {
       {"dir", k.dir == SLUICE_DIR_INGRESS ? "ingress" : "egress"},
-      {"proto", k.proto == 6 ? "tcp" : k.proto == 17 ? "udp" : std::to_string(k.proto)},
+      {"proto", k.proto == 6    ? "tcp"
+                : k.proto == 17 ? "udp"
+                                : std::to_string(k.proto)},
       {"src", src},
       {"dst", dst},
       {"sport", ntohs(k.sport)},
@@ -69,13 +71,11 @@ FlowstatModule::FlowstatModule(const ModuleContext& ctx) : impl_(std::make_uniqu
   // Attach ingress then egress; if egress fails, the ingress attachment in
   // the vector is detached when the exception unwinds this constructor.
   impl_->attachments.push_back(TcAttachment::attach(ctx.iface.name, Hook::Ingress,
-                                                    bpf_program__fd(s->progs.flowstat_in),
-                                                    "flowstat_in", kFlowstatTcPrio, ctx.attach_mode,
-                                                    ctx.config.agent.state_dir));
+                                                    bpf_program__fd(s->progs.flowstat_in), "flowstat_in",
+                                                    kFlowstatTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
   impl_->attachments.push_back(TcAttachment::attach(ctx.iface.name, Hook::Egress,
-                                                    bpf_program__fd(s->progs.flowstat_out),
-                                                    "flowstat_out", kFlowstatTcPrio, ctx.attach_mode,
-                                                    ctx.config.agent.state_dir));
+                                                    bpf_program__fd(s->progs.flowstat_out), "flowstat_out",
+                                                    kFlowstatTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
   impl_->per_flow_metrics = ctx.config.metrics.per_flow;
   impl_->idle_ns = uint64_t(ctx.config.get<FlowstatConfig>().idle_timeout_s) * 1'000'000'000ull;
   Impl* impl = impl_.get();
@@ -108,9 +108,10 @@ nlohmann::json FlowstatModule::flow_table(size_t limit) const {
 
 std::vector<FlowRow> FlowstatModule::flows() const {
   std::vector<FlowRow> rows;
-  for_each_entry<sluice_flow_key, sluice_flow_stats>(
-      bpf_map__fd(impl_->skel->maps.sl_fs_flows_v1),
-      [&](const sluice_flow_key& k, const sluice_flow_stats& v) { rows.push_back({k, v}); });
+  for_each_entry<sluice_flow_key, sluice_flow_stats>(bpf_map__fd(impl_->skel->maps.sl_fs_flows_v1),
+                                                     [&](const sluice_flow_key& k, const sluice_flow_stats& v) {
+                                                       rows.push_back({k, v});
+                                                     });
   return rows;
 }
 
@@ -155,35 +156,44 @@ void FlowstatModule::metrics(std::vector<MetricSample>& out) const {
   out.push_back({"sluice_flows", "Flows in the flowstat table", false, {{"iface", ifn}}, double(st["flows"])});
   for (const char* d : {"ingress", "egress"}) {
     const auto& j = st[d];
-    out.push_back({"sluice_iface_packets_total", "Packets seen by flowstat (GSO segments counted)", true,
-                   {{"iface", ifn}, {"dir", d}}, double(j["packets"].get<uint64_t>())});
-    out.push_back({"sluice_iface_bytes_total", "Bytes seen by flowstat", true, {{"iface", ifn}, {"dir", d}},
+    out.push_back({"sluice_iface_packets_total",
+                   "Packets seen by flowstat (GSO segments counted)",
+                   true,
+                   {{"iface", ifn}, {"dir", d}},
+                   double(j["packets"].get<uint64_t>())});
+    out.push_back({"sluice_iface_bytes_total",
+                   "Bytes seen by flowstat",
+                   true,
+                   {{"iface", ifn}, {"dir", d}},
                    double(j["bytes"].get<uint64_t>())});
-    out.push_back({"sluice_iface_ce_packets_total", "Packets seen with ECN CE", true,
-                   {{"iface", ifn}, {"dir", d}}, double(j["ce_packets"].get<uint64_t>())});
-    out.push_back({"sluice_iface_retrans_hints_total", "TCP segments that looked retransmitted", true,
-                   {{"iface", ifn}, {"dir", d}}, double(j["retrans_hints"].get<uint64_t>())});
+    out.push_back({"sluice_iface_ce_packets_total",
+                   "Packets seen with ECN CE",
+                   true,
+                   {{"iface", ifn}, {"dir", d}},
+                   double(j["ce_packets"].get<uint64_t>())});
+    out.push_back({"sluice_iface_retrans_hints_total",
+                   "TCP segments that looked retransmitted",
+                   true,
+                   {{"iface", ifn}, {"dir", d}},
+                   double(j["retrans_hints"].get<uint64_t>())});
   }
   if (!impl_->per_flow_metrics) return;
   for (const auto& r : flows()) {
     auto j = flow_json(r, 0);
-    std::vector<std::pair<std::string, std::string>> l = {
-        {"iface", ifn},
-        {"dir", j["dir"]},
-        {"proto", j["proto"]},
-        {"src", j["src"]},
-        {"dst", j["dst"]},
-        {"sport", std::to_string(j["sport"].get<int>())},
-        {"dport", std::to_string(j["dport"].get<int>())}};
+    std::vector<std::pair<std::string, std::string>> l = {{"iface", ifn},
+                                                          {"dir", j["dir"]},
+                                                          {"proto", j["proto"]},
+                                                          {"src", j["src"]},
+                                                          {"dst", j["dst"]},
+                                                          {"sport", std::to_string(j["sport"].get<int>())},
+                                                          {"dport", std::to_string(j["dport"].get<int>())}};
     out.push_back({"sluice_flow_packets_total", "Packets of one flow", true, l, double(r.stats.packets)});
     out.push_back({"sluice_flow_bytes_total", "Bytes of one flow", true, l, double(r.stats.bytes)});
-    out.push_back({"sluice_flow_ce_packets_total", "CE-marked packets of one flow", true, l,
-                   double(r.stats.ce_packets)});
+    out.push_back(
+        {"sluice_flow_ce_packets_total", "CE-marked packets of one flow", true, l, double(r.stats.ce_packets)});
   }
 }
 
-std::unique_ptr<Module> make_flowstat_module(const ModuleContext& ctx) {
-  return std::make_unique<FlowstatModule>(ctx);
-}
+std::unique_ptr<Module> make_flowstat_module(const ModuleContext& ctx) { return std::make_unique<FlowstatModule>(ctx); }
 
 }  // namespace sluice

@@ -35,9 +35,10 @@ struct RwndCap {
   // threshold, README): there "auto" leaves it off.
   static void resolve(S& pc) {
     if (pc.rwnd_cap_bytes != kAuto) return;
-    pc.rwnd_cap_bytes = pc.hold_requests ? 0
-                                         : uint32_t(std::clamp<uint64_t>(sluice_pac_payload_capacity(pc.buffer_bytes),
-                                                                         4096, uint64_t(1) << 30));
+    pc.rwnd_cap_bytes =
+        pc.hold_requests
+            ? 0
+            : uint32_t(std::clamp<uint64_t>(sluice_pac_payload_capacity(pc.buffer_bytes), 4096, uint64_t(1) << 30));
   }
   // Not a valid cap (above 1 GiB): marks "auto" until resolve().
   static constexpr uint32_t kAuto = 0xffffffffu;

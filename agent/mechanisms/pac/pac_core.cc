@@ -30,10 +30,8 @@ std::string format_key(const sluice_pac_flow_key& k) {
 
 uint64_t adapt_threshold(uint64_t threshold, double alpha, uint64_t buffer_size, uint64_t floor) {
   double t;
-  if (alpha > 0)
-    t = static_cast<double>(threshold) * (1.0 - alpha / 2.0);
-  else
-    t = std::min(static_cast<double>(threshold) * 2.0, static_cast<double>(buffer_size));
+  if (alpha > 0) t = static_cast<double>(threshold) * (1.0 - alpha / 2.0);
+  else t = std::min(static_cast<double>(threshold) * 2.0, static_cast<double>(buffer_size));
   uint64_t r = static_cast<uint64_t>(t);
   return std::max(r, std::min(floor, buffer_size));
 }
@@ -66,10 +64,8 @@ bool PhaseTracker::on_interval(double received, double expected, double lambda) 
   double prev = prev_expected_;
   prev_expected_ = expected;
   if (ca_) return false;
-  if (prev > 0 && received <= prev * lambda)
-    ++drops_;
-  else if (prev > 0)
-    drops_ = 0;
+  if (prev > 0 && received <= prev * lambda) ++drops_;
+  else if (prev > 0) drops_ = 0;
   if (drops_ >= 2) {
     ca_ = true;
     return true;
@@ -83,9 +79,7 @@ size_t Engine::level_of_bytes(uint64_t bytes) const {
   return l;
 }
 
-size_t Engine::held_at_level(size_t level) const {
-  return level < held_per_level_.size() ? held_per_level_[level] : 0;
-}
+size_t Engine::held_at_level(size_t level) const { return level < held_per_level_.size() ? held_per_level_[level] : 0; }
 
 void Engine::make_levels() {
   if (!rr_.empty()) return;
@@ -179,10 +173,8 @@ size_t Engine::drop_before(Flow& f, uint32_t ack) {
     held_ -= n;
     held_per_level_[f.level] -= n;
     f.dropped += n;
-    if (f.q.empty())
-      unlink_flow(f);
-    else
-      head_changed(f);
+    if (f.q.empty()) unlink_flow(f);
+    else head_changed(f);
   }
   return n;
 }
@@ -486,7 +478,8 @@ std::string Engine::check() const {
       if (f->q.empty()) return "an empty flow is listed";
       if (it != rr_[lv].begin() && f->rr_seq <= prev_seq) return "a level's list is not in append order";
       prev_seq = f->rr_seq;
-      if (p_.max_hold_ns && hold_deadline(f->q.front()) < next_hold_deadline_) return "a head is due before the max_hold bound";
+      if (p_.max_hold_ns && hold_deadline(f->q.front()) < next_hold_deadline_)
+        return "a head is due before the max_hold bound";
       if (p_.requests_yield && !f->q.front().req_bytes) acks.push_back(f);
       ++listed;
     }

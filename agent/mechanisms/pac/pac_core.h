@@ -29,15 +29,15 @@ struct FlowKeyEq {
 std::string format_key(const sluice_pac_flow_key& k);
 
 struct Params {
-  uint64_t buffer_bytes = 131072;             // initial and maximum threshold
-  std::vector<uint64_t> level_bytes{20480};   // MLFQ level boundaries (bytes received)
-  double lambda = 0.8;                        // eq. (6) and phase inference
-  double ewma_gain = 0.125;                   // BW_S and in_flight_S filters
-  size_t max_held = 8192;                     // hold queue size; full -> release head
-  uint64_t max_hold_ns = 50'000'000;          // never hold an ACK longer
+  uint64_t buffer_bytes = 131072;                // initial and maximum threshold
+  std::vector<uint64_t> level_bytes{20480};      // MLFQ level boundaries (bytes received)
+  double lambda = 0.8;                           // eq. (6) and phase inference
+  double ewma_gain = 0.125;                      // BW_S and in_flight_S filters
+  size_t max_held = 8192;                        // hold queue size; full -> release head
+  uint64_t max_hold_ns = 50'000'000;             // never hold an ACK longer
   uint64_t max_hold_request_ns = 5'000'000'000;  // ...nor a held request (hold_requests)
   uint64_t min_threshold = 2 * SLUICE_PAC_DEFAULT_MSS;
-  bool ecn = true;                            // adapt the threshold to α (eq. 2)
+  bool ecn = true;  // adapt the threshold to α (eq. 2)
   // Held requests yield to held ACKs: responses in progress finish before
   // new ones start. Set with rwnd_cap_bytes, where an ACK of a capped flow
   // only refills its window.
@@ -88,7 +88,11 @@ class PhaseTracker {
   // Returns true when this sample moved the flow into congestion avoidance.
   bool on_interval(double received, double expected, double lambda);
   bool ca() const { return ca_; }
-  void reset_slow_start() { ca_ = false; drops_ = 0; prev_expected_ = 0; }
+  void reset_slow_start() {
+    ca_ = false;
+    drops_ = 0;
+    prev_expected_ = 0;
+  }
   void set_ca() { ca_ = true; }
 
  private:
@@ -128,18 +132,19 @@ enum class ReleaseWhy { Threshold, QueueFull, MaxHold, Flush };
 
 struct EngineStats {
   uint64_t held_events = 0;
-  uint64_t released = 0;            // re-injected because they fit (Algorithm 1)
-  uint64_t released_queue_full = 0; // released early: hold queue full
-  uint64_t released_max_hold = 0;   // released early: held max_hold
-  uint64_t released_flush = 0;      // released on shutdown / after a stall
-  uint64_t send_failures = 0;       // re-injection failed (counted, ACK dropped)
-  uint64_t dropped_stale = 0;       // §III-D out-of-order ACKs dropped
-  uint64_t dropped_superseded = 0;  // overtaken by a non-held segment's ACK
-  uint64_t dropped_teardown = 0;    // flow reset while ACKs were held
-  uint64_t stale_events = 0;        // §III-D stale arrivals (retransmissions seen)
+  uint64_t released = 0;             // re-injected because they fit (Algorithm 1)
+  uint64_t released_queue_full = 0;  // released early: hold queue full
+  uint64_t released_max_hold = 0;    // released early: held max_hold
+  uint64_t released_flush = 0;       // released on shutdown / after a stall
+  uint64_t send_failures = 0;        // re-injection failed (counted, ACK dropped)
+  uint64_t dropped_stale = 0;        // §III-D out-of-order ACKs dropped
+  uint64_t dropped_superseded = 0;   // overtaken by a non-held segment's ACK
+  uint64_t dropped_teardown = 0;     // flow reset while ACKs were held
+  uint64_t stale_events = 0;         // §III-D stale arrivals (retransmissions seen)
   uint64_t level_moves = 0;
   // Hold time histogram: upper bounds in µs, last bucket = +Inf.
-  static constexpr std::array<uint64_t, 12> kHoldBucketsUs{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000};
+  static constexpr std::array<uint64_t, 12> kHoldBucketsUs{10,   50,   100,   250,   500,   1000,
+                                                           2500, 5000, 10000, 25000, 50000, 100000};
   std::array<uint64_t, 13> hold_hist{};
   uint64_t hold_sum_us = 0;
   uint64_t hold_count = 0;
@@ -194,15 +199,15 @@ class Engine {
     uint32_t mss = SLUICE_PAC_DEFAULT_MSS;
     uint64_t bytes_rcvd = 0;
     uint32_t retrans_seen = 0;
-    bool ce_ca = false;     // CE seen (from BPF)
+    bool ce_ca = false;  // CE seen (from BPF)
     PhaseTracker phase;
     uint32_t window = 0;
-    uint64_t dropped = 0;   // total dropped, mirrored into sl_pac_ctl_v1
+    uint64_t dropped = 0;  // total dropped, mirrored into sl_pac_ctl_v1
     size_t level = 0;
-    bool boosted = false;   // §III-D: stale flow moved to the top level
-    bool queued = false;    // present in a level's RR list, at rr_pos
+    bool boosted = false;  // §III-D: stale flow moved to the top level
+    bool queued = false;   // present in a level's RR list, at rr_pos
     std::list<Flow*>::iterator rr_pos{};
-    uint64_t rr_seq = 0;    // when it was appended to that list (its RR order)
+    uint64_t rr_seq = 0;      // when it was appended to that list (its RR order)
     bool ack_listed = false;  // in ack_rr_[ack_level] under rr_seq
     size_t ack_level = 0;
   };

@@ -29,7 +29,6 @@ constexpr uint64_t kRequestQuietNs = 20'000'000;
 // TCP's minimum RTO (200 ms) fires at the senders: fail open instead.
 constexpr std::chrono::milliseconds kPacLoopStall{100};
 
-
 template <typename T>
 T load(const T* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -66,7 +65,7 @@ struct PacModule::Impl : Datapath {
   PacConfig cfg;
   uint64_t fail_open_ns;
   uint64_t busy_poll_ns = 0;
-  uint64_t poll_progress = 0;            // last wake-up or release (busy polling)
+  uint64_t poll_progress = 0;  // last wake-up or release (busy polling)
   bool poll_posted = false;
   uint64_t poll_ns = 0, poll_passes = 0;  // time spent polling, release passes it made
   EventLoop* loop = nullptr;
@@ -235,8 +234,8 @@ struct PacModule::Impl : Datapath {
     bool do_expiry = now - last_expiry_ns > 1'000'000'000ull;
     for (;;) {
       __u32 count = static_cast<__u32>(keys.size());
-      int rc = bpf_map_lookup_batch(flows_fd, first ? nullptr : &batch, &batch, keys.data(), vals.data(), &count,
-                                    nullptr);
+      int rc =
+          bpf_map_lookup_batch(flows_fd, first ? nullptr : &batch, &batch, keys.data(), vals.data(), &count, nullptr);
       int err = rc ? errno : 0;
       first = false;
       for (__u32 i = 0; i < count; ++i) {
@@ -275,8 +274,7 @@ struct PacModule::Impl : Datapath {
       last_expiry_ns = now;
       for (const auto& k : gone) {
         sluice_pac_flow f{};
-        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0 && f.contrib &&
-            f.bepoch == uint8_t(load(&st->bound_epoch)))
+        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0 && f.contrib && f.bepoch == uint8_t(load(&st->bound_epoch)))
           __atomic_fetch_sub(&st->bound, __s64(f.contrib), __ATOMIC_ACQ_REL);
         bpf_map_delete_elem(flows_fd, &k);
         bpf_map_delete_elem(ctl_fd, &k);
@@ -458,8 +456,11 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.rb_watch = ctx.loop.watch_readable(ring_buffer__epoll_fd(m.rb), [&m] { m.on_readable(); });
   m.heartbeat = ctx.loop.every(std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)), [&m] { m.on_heartbeat(); });
   m.control = ctx.loop.every(std::chrono::nanoseconds(m.interval_ns), [&m] { m.on_control(); });
-  SLOG_INFO("PAC_STARTED", "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
-            m.ifname, m.cfg.buffer_bytes, sluice_pac_payload_capacity(m.cfg.buffer_bytes), m.engine->levels(), m.cfg.fail_open_ms, m.cfg.reinject_mark);
+  SLOG_INFO(
+      "PAC_STARTED",
+      "{}: PAC buffer {} B (threshold {} B of payload), MLFQ {} levels, fail-open after {} ms, re-inject mark {:#x}",
+      m.ifname, m.cfg.buffer_bytes, sluice_pac_payload_capacity(m.cfg.buffer_bytes), m.engine->levels(),
+      m.cfg.fail_open_ms, m.cfg.reinject_mark);
 }
 
 PacModule::~PacModule() {
@@ -496,7 +497,7 @@ nlohmann::json PacModule::stats() const {
   nlohmann::json hist = nlohmann::json::array();
   for (size_t b = 0; b < es.hold_hist.size(); ++b)
     hist.push_back({{"le_us", b < EngineStats::kHoldBucketsUs.size() ? nlohmann::json(EngineStats::kHoldBucketsUs[b])
-                                                                      : nlohmann::json("+Inf")},
+                                                                     : nlohmann::json("+Inf")},
                     {"count", es.hold_hist[b]}});
   uint64_t now = monotonic_ns(), hb = load(&m.st->heartbeat_ns);
   return {
@@ -544,7 +545,9 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
   const Impl& m = *impl_;
   const std::string& ifn = m.ifname;
   const auto& es = m.engine->stats();
-  auto g = [&](const char* name, const char* help, double v) { out.push_back({name, help, false, {{"iface", ifn}}, v}); };
+  auto g = [&](const char* name, const char* help, double v) {
+    out.push_back({name, help, false, {{"iface", ifn}}, v});
+  };
   auto c = [&](const char* name, const char* help, std::vector<std::pair<std::string, std::string>> l, double v) {
     l.insert(l.begin(), {"iface", ifn});
     out.push_back({name, help, true, l, v});
@@ -554,8 +557,11 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
   g("sluice_pac_alpha", "Fraction of CE-marked data in the last control interval", m.alpha);
   g("sluice_pac_flows", "Flows in the PAC table", double(m.bpf_flows));
   for (size_t l = 0; l < m.engine->levels(); ++l)
-    out.push_back({"sluice_pac_held_acks", "ACKs held in the MLFQ", false,
-                   {{"iface", ifn}, {"level", std::to_string(l)}}, double(m.engine->held_at_level(l))});
+    out.push_back({"sluice_pac_held_acks",
+                   "ACKs held in the MLFQ",
+                   false,
+                   {{"iface", ifn}, {"level", std::to_string(l)}},
+                   double(m.engine->held_at_level(l))});
   c("sluice_pac_corrections_total", "Deviation corrections applied (eq. 6)", {}, double(m.corrections));
   c("sluice_pac_idle_resets_total", "In-flight estimate cleared: nothing arrived or left for 2 RTT", {},
     double(m.idle_resets));

@@ -46,8 +46,8 @@ int64_t local_offset_ns(const ClockSample& s, uint64_t bound_ns) {
   return s.injected_ns - s.offset_ns;
 }
 
-uint64_t derive_threshold_ns(uint64_t base_one_way_ns, double link_bps, double token_share,
-                             unsigned token_queue, unsigned token_frame_bytes) {
+uint64_t derive_threshold_ns(uint64_t base_one_way_ns, double link_bps, double token_share, unsigned token_queue,
+                             unsigned token_frame_bytes) {
   double per_hop = token_queue * token_frame_bytes * 8e9 / (link_bps * token_share);
   return base_one_way_ns + static_cast<uint64_t>(2 * per_hop);
 }

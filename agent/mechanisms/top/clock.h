@@ -13,13 +13,13 @@
 namespace sluice::top {
 
 struct ClockSample {
-  bool have_ptp = false;        // ptp4l answered
-  std::string port_state;       // SLAVE, MASTER, UNCALIBRATED, LISTENING, ...
-  int64_t offset_ns = 0;        // offsetFromMaster
-  int64_t path_delay_ns = 0;    // meanPathDelay
+  bool have_ptp = false;      // ptp4l answered
+  std::string port_state;     // SLAVE, MASTER, UNCALIBRATED, LISTENING, ...
+  int64_t offset_ns = 0;      // offsetFromMaster
+  int64_t path_delay_ns = 0;  // meanPathDelay
   int steps_removed = 0;
-  int64_t injected_ns = 0;      // lab: the configured per-host offset
-  bool shared = false;          // one clock shared by every host (the lab's namespaces): synced
+  int64_t injected_ns = 0;  // lab: the configured per-host offset
+  bool shared = false;      // one clock shared by every host (the lab's namespaces): synced
 };
 
 // The sample of a clock every host shares (no PTP to ask).
@@ -47,8 +47,8 @@ int64_t local_offset_ns(const ClockSample& s, uint64_t bound_ns);
 
 // §5.1: T = base one-way delay + 2 x the longest a token queues at one hop
 // (a full token queue drained at the token rate).
-uint64_t derive_threshold_ns(uint64_t base_one_way_ns, double link_bps, double token_share,
-                             unsigned token_queue, unsigned token_frame_bytes = 84);
+uint64_t derive_threshold_ns(uint64_t base_one_way_ns, double link_bps, double token_share, unsigned token_queue,
+                             unsigned token_frame_bytes = 84);
 
 // pmc's text answers ("\t\tkey value" lines under each RESPONSE) as
 // response name -> key -> value.

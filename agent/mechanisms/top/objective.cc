@@ -28,8 +28,7 @@ std::optional<std::string> PriorityParams::validate() const {
   if (!(p > 1.0) || !std::isfinite(p)) return "p (largest flow, packets) must be > 1";
   if (!(a > 0.0) || !std::isfinite(a)) return "a must be > 0";
   if (!(b >= 1.0) || !std::isfinite(b)) return "b must be >= 1";
-  if (!(deadline_span_us > 1.0) || !std::isfinite(deadline_span_us))
-    return "deadline_span_us must be > 1";
+  if (!(deadline_span_us > 1.0) || !std::isfinite(deadline_span_us)) return "deadline_span_us must be > 1";
   return std::nullopt;
 }
 

@@ -19,11 +19,11 @@ const char* objective_name(Objective o);
 std::optional<Objective> parse_objective(const std::string& s);
 
 struct PriorityParams {
-  int classes = 6;                         // K, token priority classes (§5.2: 6 queues)
-  double p = 20000;                        // largest flow, packets (log base)
+  int classes = 6;   // K, token priority classes (§5.2: 6 queues)
+  double p = 20000;  // largest flow, packets (log base)
   double a = 1.0;
-  double b = 1.0;                          // b >= 1 keeps LAS defined at 0 packets
-  double deadline_span_us = 100000;        // largest slack the deadline classes tell apart
+  double b = 1.0;                    // b >= 1 keeps LAS defined at 0 packets
+  double deadline_span_us = 100000;  // largest slack the deadline classes tell apart
   // Returns an error for parameters the formula cannot use.
   std::optional<std::string> validate() const;
 };

@@ -6,8 +6,8 @@
 namespace sluice::top {
 
 namespace {
-constexpr uint32_t kMaxNackRuns = 16;      // NACK signals per check
-constexpr uint32_t kMaxNackScan = 65536;   // IDs looked at per check
+constexpr uint32_t kMaxNackRuns = 16;     // NACK signals per check
+constexpr uint32_t kMaxNackScan = 65536;  // IDs looked at per check
 constexpr uint64_t kMaxFlowPackets = 1ull << 26;
 }  // namespace
 
@@ -33,7 +33,7 @@ struct Receiver::Flow {
   uint8_t prio_class = kPrioByObjective;
   std::vector<bool> got;
   uint32_t received = 0;
-  uint32_t cum = 0;  // every ID below has arrived
+  uint32_t cum = 0;                               // every ID below has arrived
   std::unordered_map<uint32_t, uint64_t> nacked;  // ID -> last NACK time
   // Tokens: number of the last one, and those sent but not yet answered.
   uint32_t token_seq = 0;
@@ -69,8 +69,8 @@ std::vector<Completion> Receiver::take_completions() {
 std::vector<ReceiverFlowView> Receiver::flows(uint64_t now) const {
   std::vector<ReceiverFlowView> v;
   for (const Flow* f : order_)
-    v.push_back({f->id, f->received, f->total, priority_of(*f, now), f->rc.rate(),
-                 f->tokens_sent, f->outstanding.size()});
+    v.push_back(
+        {f->id, f->received, f->total, priority_of(*f, now), f->rc.rate(), f->tokens_sent, f->outstanding.size()});
   return v;
 }
 
@@ -85,15 +85,13 @@ void Receiver::remember_closed(uint64_t id) {
 int Receiver::priority_of(const Flow& f, uint64_t now) const {
   if (f.prio_class != kPrioByObjective) return f.prio_class;
   switch (cfg_.objective) {
-    case Objective::kFair:
-      return 0;
+    case Objective::kFair: return 0;
     case Objective::kFct:
       // §3.2: a clairvoyant flow's class comes from its size; without a
       // size the flow falls back to LAS (§3.2 non-clairvoyant).
       if (f.sized) return fct_priority(f.total, cfg_.prio);
       return las_priority(f.received, cfg_.prio);
-    case Objective::kLas:
-      return las_priority(f.received, cfg_.prio);
+    case Objective::kLas: return las_priority(f.received, cfg_.prio);
     case Objective::kDeadline:
       if (!f.deadline_abs) return cfg_.prio.classes - 1;
       return deadline_priority(static_cast<int64_t>(f.deadline_abs - now), cfg_.prio);
@@ -151,8 +149,7 @@ void Receiver::on_packet(const Packet& p, uint64_t now, std::vector<Packet>& out
       }
       Flow& f = *it->second;
       uint64_t pkts = (p.size_bytes + p.mss - 1) / p.mss;
-      if (f.mss != p.mss || pkts > kMaxFlowPackets || pkts < f.got.size() ||
-          (f.total && pkts != f.total)) {
+      if (f.mss != p.mss || pkts > kMaxFlowPackets || pkts < f.got.size() || (f.total && pkts != f.total)) {
         stats_.bad_packets++;
         return;
       }
@@ -165,9 +162,7 @@ void Receiver::on_packet(const Packet& p, uint64_t now, std::vector<Packet>& out
       if (flows_.count(p.flow)) nack_range(f, f.cum, f.total, now, out);
       return;
     }
-    default:
-      stats_.bad_packets++;
-      return;
+    default: stats_.bad_packets++; return;
   }
 }
 

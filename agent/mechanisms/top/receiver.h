@@ -22,7 +22,7 @@
 namespace sluice::top {
 
 struct ReceiverConfig {
-  uint64_t slot_ns = 12'000;       // token pacing slot: one data packet's time on the access link
+  uint64_t slot_ns = 12'000;  // token pacing slot: one data packet's time on the access link
   Objective objective = Objective::kFct;
   PriorityParams prio;
   RateParams rate;
@@ -31,7 +31,7 @@ struct ReceiverConfig {
   uint64_t tail_timeout_ns = 0;    // no progress this long: NACK the missing tail; 0: 4 x rtt_ns
   uint32_t reorder_threshold = 3;  // a hole this far below the newest ID is a loss
   size_t max_flows = 4096;
-  size_t closed_memory = 4096;     // closed flow IDs remembered to re-answer DONE
+  size_t closed_memory = 4096;  // closed flow IDs remembered to re-answer DONE
   std::optional<std::string> validate() const;
 };
 

@@ -20,19 +20,19 @@
 namespace sluice::top {
 
 struct SenderConfig {
-  uint16_t mss = 1440;            // data bytes per full-length packet (1500-byte IPv4 frame)
-  uint64_t rtt_ns = 100'000;      // a NACKed ID is resent at most once per this
-  uint64_t sync_retry_ns = 0;     // SYNC again when no token came; 0: 4 x rtt_ns
-  uint64_t probe_ns = 0;          // all sent, no DONE: FIN probe; 0: 8 x rtt_ns
-  uint64_t flow_id_base = 1;      // IDs are base, base+1, ... (make them unique per host)
+  uint16_t mss = 1440;         // data bytes per full-length packet (1500-byte IPv4 frame)
+  uint64_t rtt_ns = 100'000;   // a NACKed ID is resent at most once per this
+  uint64_t sync_retry_ns = 0;  // SYNC again when no token came; 0: 4 x rtt_ns
+  uint64_t probe_ns = 0;       // all sent, no DONE: FIN probe; 0: 8 x rtt_ns
+  uint64_t flow_id_base = 1;   // IDs are base, base+1, ... (make them unique per host)
   size_t max_flows = 4096;
   std::optional<std::string> validate() const;
 };
 
 struct FlowSpec {
   uint64_t size_bytes = 0;
-  bool clairvoyant = true;        // false: the size is told only by FIN (§4.4)
-  uint64_t deadline_ns = 0;       // relative to open; 0 none
+  bool clairvoyant = true;   // false: the size is told only by FIN (§4.4)
+  uint64_t deadline_ns = 0;  // relative to open; 0 none
   uint8_t prio_class = kPrioByObjective;
 };
 
@@ -40,7 +40,7 @@ struct SenderStats {
   std::array<uint64_t, kPriorities> tokens_received{};
   uint64_t data_sent = 0;
   uint64_t data_resent = 0;
-  uint64_t tokens_unused = 0;        // nothing to send for a valid token
+  uint64_t tokens_unused = 0;  // nothing to send for a valid token
   uint64_t tokens_unknown_flow = 0;
   uint64_t syncs_sent = 0;
   uint64_t fins_sent = 0;

@@ -55,8 +55,7 @@ class Expiry {
     if (!ifindex_) throw std::runtime_error("no interface " + ifname);
     skel_ = top_expiry__open();
     if (!skel_) throw std::runtime_error("open top_expiry: " + std::string(strerror(errno)));
-    if (int rc = top_expiry__load(skel_))
-      throw std::runtime_error("load top_expiry: " + std::string(strerror(-rc)));
+    if (int rc = top_expiry__load(skel_)) throw std::runtime_error("load top_expiry: " + std::string(strerror(-rc)));
     int fd = bpf_program__fd(skel_->progs.top_expiry);
     flags_ = XDP_FLAGS_DRV_MODE;
     if (bpf_xdp_attach(ifindex_, fd, flags_, nullptr)) {
@@ -126,9 +125,9 @@ std::string clock_json(const ClockSample& c, const ExpirySettings& e) {
   std::snprintf(buf, sizeof(buf),
                 "{\"ptp\":%s,\"port_state\":\"%s\",\"offset_ns\":%lld,\"path_delay_ns\":%lld,"
                 "\"steps_removed\":%d,\"synced\":%s,\"threshold_ns\":%llu,\"widen_ns\":%llu}",
-                c.have_ptp ? "true" : "false", c.port_state.c_str(), (long long)c.offset_ns,
-                (long long)c.path_delay_ns, c.steps_removed, synced(c) ? "true" : "false",
-                (unsigned long long)e.threshold_ns, (unsigned long long)e.widen_ns);
+                c.have_ptp ? "true" : "false", c.port_state.c_str(), (long long)c.offset_ns, (long long)c.path_delay_ns,
+                c.steps_removed, synced(c) ? "true" : "false", (unsigned long long)e.threshold_ns,
+                (unsigned long long)e.widen_ns);
   return buf;
 }
 
@@ -158,8 +157,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string bind, to, objective = "fct", xdp_if, stats_path;
   double link_mbit = 100, p_pkts = 20000, a = 1, b = 1;
-  uint64_t rtt_us = 500, size = 0, count = 1, interval_us = 0, deadline_us = 0, timeout_s = 60,
-           expiry_us = 0, exit_after = 0;
+  uint64_t rtt_us = 500, size = 0, count = 1, interval_us = 0, deadline_us = 0, timeout_s = 60, expiry_us = 0,
+           exit_after = 0;
   int64_t clock_offset_ns = 0;
   int prio_class = -1;
   bool non_clairvoyant = false, expiry_off = false;
@@ -232,15 +231,16 @@ int main(int argc, char** argv) {
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);
       uint64_t closed = 0;
-      node.run([&] { return g_stop || (exit_after && closed >= exit_after); }, UINT64_MAX, [&] {
-        for (auto& c : r.take_completions()) {
-          closed++;
-          std::printf("{\"flow\":%lu,\"size\":%lu,\"fct_us\":%.1f,\"deadline\":%s,\"deadline_met\":%s}\n",
-                      (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.done_ns - c.start_ns) / 1e3,
-                      c.deadline_ns ? "true" : "false", c.deadline_met ? "true" : "false");
-          std::fflush(stdout);
-        }
-      });
+      node.run([&] { return g_stop || (exit_after && closed >= exit_after); }, UINT64_MAX,
+               [&] {
+                 for (auto& c : r.take_completions()) {
+                   closed++;
+                   std::printf("{\"flow\":%lu,\"size\":%lu,\"fct_us\":%.1f,\"deadline\":%s,\"deadline_met\":%s}\n",
+                               (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.done_ns - c.start_ns) / 1e3,
+                               c.deadline_ns ? "true" : "false", c.deadline_met ? "true" : "false");
+                   std::fflush(stdout);
+                 }
+               });
       auto& s = r.stats();
       summary = "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
                 ",\"data_received\":" + std::to_string(s.data_received) +
@@ -282,8 +282,9 @@ int main(int argc, char** argv) {
             ClockSample c = read_ptp4l(ptp_uds);
             ExpirySettings e = expiry_for(c, expiry_us * 1000, bound_us * 1000);
             xdp->set(e.threshold_ns, e.widen_ns, !expiry_off, clock_offset_ns);
-            if (e.why != last) std::fprintf(stderr, "sluice-top: clock %s%s\n", clock_json(c, e).c_str(),
-                                            e.why.empty() ? "" : (": " + e.why).c_str());
+            if (e.why != last)
+              std::fprintf(stderr, "sluice-top: clock %s%s\n", clock_json(c, e).c_str(),
+                           e.why.empty() ? "" : (": " + e.why).c_str());
             last = e.why;
             for (int i = 0; i < 10 && !clock_stop; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
           }
@@ -330,15 +331,13 @@ int main(int argc, char** argv) {
       tick();
       node.run([&] { return g_stop || done == plan.size(); }, until, tick);
       auto& st = s.stats();
-      summary = "{\"role\":\"send\",\"flows\":" + std::to_string(plan.size()) +
-                ",\"flows_done\":" + std::to_string(done) +
-                ",\"tokens_received\":" + prio_array(st.tokens_received) +
-                ",\"data_sent\":" + std::to_string(st.data_sent) +
-                ",\"data_resent\":" + std::to_string(st.data_resent) +
-                ",\"tokens_unused\":" + std::to_string(st.tokens_unused) +
-                ",\"syncs_sent\":" + std::to_string(st.syncs_sent) +
-                ",\"send_errors\":" + std::to_string(ep.send_errors()) +
-                ",\"xdp\":" + (xdp ? xdp->stats_json() : std::string("null")) + "}";
+      summary =
+          "{\"role\":\"send\",\"flows\":" + std::to_string(plan.size()) + ",\"flows_done\":" + std::to_string(done) +
+          ",\"tokens_received\":" + prio_array(st.tokens_received) + ",\"data_sent\":" + std::to_string(st.data_sent) +
+          ",\"data_resent\":" + std::to_string(st.data_resent) +
+          ",\"tokens_unused\":" + std::to_string(st.tokens_unused) +
+          ",\"syncs_sent\":" + std::to_string(st.syncs_sent) + ",\"send_errors\":" + std::to_string(ep.send_errors()) +
+          ",\"xdp\":" + (xdp ? xdp->stats_json() : std::string("null")) + "}";
       std::printf("%s\n", summary.c_str());
       if (!stats_path.empty()) std::ofstream(stats_path) << summary << "\n";
       return done == plan.size() ? 0 : 3;

@@ -76,26 +76,26 @@ void validate(ConfigReader& r, S& s) {
 }  // namespace
 
 const ConfigSection& top_section() {
-  static const ConfigSection s = make_section<S>(
-      S::kSection,
-      {
-          field::optional_integer("threshold_us", &S::threshold_us, 1, 10'000'000),
-          field::integer("base_one_way_us", &S::base_one_way_us, 0, 10'000'000),
-          field::integer("link_mbit", &S::link_mbit, 1, 1'000'000),
-          field::number("token_share", &S::token_share, 0.001, 0.5),
-          field::integer("token_queue", &S::token_queue, 1, 4096),
-          field::integer("token_frame_bytes", &S::token_frame_bytes, 64, 1600),
-          field::flag("expire", &S::expire),
-          field::integer("port", &S::port, 1, 65535),
-          field::choice("clock_source", &S::clock_source,
-                        {{"ptp4l", TopClockSource::Ptp4l}, {"shared", TopClockSource::Shared}}),
-          field::text("ptp_uds", &S::ptp_uds, "\"/run/ptp4l-lab\""),
-          field::integer("clock_poll_ms", &S::clock_poll_ms, 10, 60'000),
-          field::integer("offset_bound_us", &S::offset_bound_us, 0, 10'000'000),
-          field::integer("clock_offset_ns", &S::clock_offset_ns, -10'000'000'000LL, 10'000'000'000LL),
-          peer_offsets(),
-      },
-      validate);
+  static const ConfigSection s =
+      make_section<S>(S::kSection,
+                      {
+                          field::optional_integer("threshold_us", &S::threshold_us, 1, 10'000'000),
+                          field::integer("base_one_way_us", &S::base_one_way_us, 0, 10'000'000),
+                          field::integer("link_mbit", &S::link_mbit, 1, 1'000'000),
+                          field::number("token_share", &S::token_share, 0.001, 0.5),
+                          field::integer("token_queue", &S::token_queue, 1, 4096),
+                          field::integer("token_frame_bytes", &S::token_frame_bytes, 64, 1600),
+                          field::flag("expire", &S::expire),
+                          field::integer("port", &S::port, 1, 65535),
+                          field::choice("clock_source", &S::clock_source,
+                                        {{"ptp4l", TopClockSource::Ptp4l}, {"shared", TopClockSource::Shared}}),
+                          field::text("ptp_uds", &S::ptp_uds, "\"/run/ptp4l-lab\""),
+                          field::integer("clock_poll_ms", &S::clock_poll_ms, 10, 60'000),
+                          field::integer("offset_bound_us", &S::offset_bound_us, 0, 10'000'000),
+                          field::integer("clock_offset_ns", &S::clock_offset_ns, -10'000'000'000LL, 10'000'000'000LL),
+                          peer_offsets(),
+                      },
+                      validate);
   return s;
 }
 

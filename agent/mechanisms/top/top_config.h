@@ -22,13 +22,13 @@ struct TopConfig {
   // T. Absent: derived (§5.1) as base one-way delay + 2 x (a full token
   // queue drained at the token group's rate).
   std::optional<uint32_t> threshold_us;
-  uint32_t base_one_way_us = 10;        // §5.1: 10 us
-  uint32_t link_mbit = 10000;           // §5.1: 10 Gbit/s
+  uint32_t base_one_way_us = 10;                // §5.1: 10 us
+  uint32_t link_mbit = 10000;                   // §5.1: 10 Gbit/s
   double token_share = 84.0 / (84.0 + 1538.0);  // token / (token + full data frame), §4.2
-  uint32_t token_queue = 8;             // tokens per queue (ExpressPass's setting)
-  uint32_t token_frame_bytes = 84;      // a token on the wire (min frame + preamble + IFG)
-  bool expire = true;                   // false: count expired tokens, never drop (top-noexpiry)
-  uint32_t port = 7217;                 // TOP's UDP port
+  uint32_t token_queue = 8;                     // tokens per queue (ExpressPass's setting)
+  uint32_t token_frame_bytes = 84;              // a token on the wire (min frame + preamble + IFG)
+  bool expire = true;                           // false: count expired tokens, never drop (top-noexpiry)
+  uint32_t port = 7217;                         // TOP's UDP port
   TopClockSource clock_source = TopClockSource::Ptp4l;
   std::string ptp_uds = "/var/run/ptp4l";
   uint32_t clock_poll_ms = 1000;

@@ -123,12 +123,8 @@ class TopModule : public Module {
     nlohmann::json tokens = nlohmann::json::object();
     auto per = token_counts();
     for (int v = 0; v < SLUICE_TOP_EXPIRY_VERDICTS; v++) tokens[kVerdictNames[v]] = per[v];
-    return {{"threshold_ns", threshold_ns_},
-            {"expire", cfg_.expire},
-            {"port", cfg_.port},
-            {"clock", clock_json()},
-            {"tokens", tokens},
-            {"flows", flow_table(16)}};
+    return {{"threshold_ns", threshold_ns_}, {"expire", cfg_.expire}, {"port", cfg_.port},
+            {"clock", clock_json()},         {"tokens", tokens},      {"flows", flow_table(16)}};
   }
 
   void metrics(std::vector<MetricSample>& out) const override {
@@ -136,7 +132,8 @@ class TopModule : public Module {
     for (int v = 0; v < SLUICE_TOP_EXPIRY_VERDICTS; v++)
       for (int p = 0; p < SLUICE_TOP_PRIORITIES; p++)
         out.push_back({"sluice_top_tokens_total",
-                       "TOP tokens by priority: sent (egress) and valid/expired/future (XDP expiry test)", true,
+                       "TOP tokens by priority: sent (egress) and valid/expired/future (XDP expiry test)",
+                       true,
                        {{"iface", ifname_}, {"priority", std::to_string(p)}, {"verdict", kVerdictNames[v]}},
                        double(per[v][p])});
     auto c = clock_json();

@@ -71,8 +71,7 @@ class Node {
   void wake_at(uint64_t t) { extra_wake_ = std::min(extra_wake_, t); }
   // Runs until stop() returns true or `until` (clock of this node) passes.
   // `tick` runs after every wake-up (schedules, stats).
-  void run(const std::function<bool()>& stop, uint64_t until,
-           const std::function<void()>& tick = nullptr);
+  void run(const std::function<bool()>& stop, uint64_t until, const std::function<void()>& tick = nullptr);
 
  private:
   void emit_from_receiver(std::vector<Packet>& out);

@@ -89,8 +89,7 @@ std::optional<Packet> decode(const uint8_t* buf, size_t n, std::string* why) {
     p.sized = (s.sync_flags & SLUICE_TOP_SYNC_SIZED) != 0;
     p.prio_class = s.prio_class;
     if (p.mss == 0) return fail("SYNC/FIN with mss 0");
-    if (p.prio_class != kPrioByObjective && p.prio_class >= kPriorities)
-      return fail("priority class out of range");
+    if (p.prio_class != kPrioByObjective && p.prio_class >= kPriorities) return fail("priority class out of range");
     if ((p.sized || p.type == Type::kFin) && p.size_bytes == 0) return fail("flow size 0");
     // Packet IDs are 32-bit.
     if ((p.size_bytes + p.mss - 1) / p.mss > 0xffffffffull) return fail("flow larger than 2^32 packets");

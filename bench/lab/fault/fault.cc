@@ -116,13 +116,12 @@ int main(int argc, char** argv) {
         try_attach(AttachMode::Clsact);
       }
     }
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     std::fprintf(stderr, "sluice-fault: attached to %s %s via %s (drop %.6f corrupt %.6f delay %.6f seed %llu)\n",
-                 dev.c_str(), hook.c_str(), to_string(att->mode()), drop, corrupt, delay,
-                 (unsigned long long)seed);
+                 dev.c_str(), hook.c_str(), to_string(att->mode()), drop, corrupt, delay, (unsigned long long)seed);
     double waited = 0;
     while (!g_stop && (duration <= 0 || waited < duration)) {
       usleep(20000);

@@ -92,7 +92,7 @@ void bind_port(Port& p) {
   auto body = [&] {
     p.ifindex = if_nametoindex(p.ifname.c_str());
     if (!p.ifindex) throw SysError("--port " + p.spec + ": interface " + p.ifname, errno);
-    struct stat st{};
+    struct stat st {};
     if (stat("/proc/thread-self/ns/net", &st) != 0) throw SysError("stat netns", errno);
     p.netns_ino = uint32_t(st.st_ino);
     p.nl = nl_socket_alloc();
@@ -129,8 +129,14 @@ TcStats root_stats(const Port& p) {
 }
 
 json stats_json(const TcStats& a) {
-  return {{"kind", a.kind}, {"bytes", a.bytes}, {"packets", a.packets}, {"drops", a.drops},
-          {"overlimits", a.overlimits}, {"requeues", a.requeues}, {"backlog", a.backlog}, {"qlen", a.qlen}};
+  return {{"kind", a.kind},
+          {"bytes", a.bytes},
+          {"packets", a.packets},
+          {"drops", a.drops},
+          {"overlimits", a.overlimits},
+          {"requeues", a.requeues},
+          {"backlog", a.backlog},
+          {"qlen", a.qlen}};
 }
 
 template <typename V>
@@ -149,11 +155,15 @@ int main(int argc, char** argv) {
   uint32_t interval_us = 1000;
   double duration = 0;
   app.add_option("--port", port_specs, "CLASS=[NETNS:]IFNAME (repeatable); the root qdisc is watched")->required();
-  app.add_option("--interval-us", interval_us, "sampling interval")->default_val(1000)->check(CLI::Range(50u, 10000000u));
+  app.add_option("--interval-us", interval_us, "sampling interval")
+      ->default_val(1000)
+      ->check(CLI::Range(50u, 10000000u));
   app.add_option("--duration", duration, "seconds (0 = until SIGINT/SIGTERM)")->default_val(0);
   app.add_option("--json", json_out, "report ('-' = stdout)");
-  app.add_option("--series", series_out, "time series CSV: t_us,class,port,backlog_bytes,backlog_pkts,max_bytes,max_pkts");
-  app.add_option("--method", method, "bpf (exact, tracepoints) or netlink (polled)")->check(CLI::IsMember({"bpf", "netlink"}));
+  app.add_option("--series", series_out,
+                 "time series CSV: t_us,class,port,backlog_bytes,backlog_pkts,max_bytes,max_pkts");
+  app.add_option("--method", method, "bpf (exact, tracepoints) or netlink (polled)")
+      ->check(CLI::IsMember({"bpf", "netlink"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -180,7 +190,7 @@ int main(int argc, char** argv) {
     }
     for (auto& p : ports) p.start = root_stats(p);
 
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
@@ -222,8 +232,8 @@ int main(int argc, char** argv) {
           sluice_qmon_state st{};
           bpf_map_lookup_elem(stfd, &p.slot, &st);
           if (series.is_open() && (ev || st.backlog_bytes))
-            series << t_us << ',' << p.cls << ',' << p.ifname << ',' << st.backlog_bytes << ','
-                   << st.backlog_pkts << ',' << mb << ',' << mp << '\n';
+            series << t_us << ',' << p.cls << ',' << p.ifname << ',' << st.backlog_bytes << ',' << st.backlog_pkts
+                   << ',' << mb << ',' << mp << '\n';
         }
       } else {
         for (auto& p : ports) {
@@ -233,8 +243,8 @@ int main(int argc, char** argv) {
           p.sum_bytes += double(s.backlog);
           ++p.samples;
           if (series.is_open() && s.backlog)
-            series << t_us << ',' << p.cls << ',' << p.ifname << ',' << s.backlog << ',' << s.qlen << ','
-                   << s.backlog << ',' << s.qlen << '\n';
+            series << t_us << ',' << p.cls << ',' << p.ifname << ',' << s.backlog << ',' << s.qlen << ',' << s.backlog
+                   << ',' << s.qlen << '\n';
         }
       }
       if (duration > 0 && double(now - t0) / 1e9 >= duration) break;

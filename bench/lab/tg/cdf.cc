@@ -26,8 +26,7 @@ Cdf Cdf::parse(std::istream& f, const std::string& path) {
     double b, p;
     if (!(is >> b)) continue;  // blank line
     std::string rest;
-    if (!(is >> p) || (is >> rest))
-      throw Error(path + ":" + std::to_string(n) + ": expected '<bytes> <probability>'");
+    if (!(is >> p) || (is >> rest)) throw Error(path + ":" + std::to_string(n) + ": expected '<bytes> <probability>'");
     pts.push_back({b, p});
   }
   return from_points(std::move(pts), path);
@@ -55,8 +54,7 @@ uint64_t Cdf::quantile(double u) const {
   for (size_t i = 1; i < v.size(); ++i) {
     if (u <= v[i].p) {
       double span = v[i].p - v[i - 1].p;
-      double x = span > 0 ? v[i - 1].bytes + (v[i].bytes - v[i - 1].bytes) * (u - v[i - 1].p) / span
-                          : v[i].bytes;
+      double x = span > 0 ? v[i - 1].bytes + (v[i].bytes - v[i - 1].bytes) * (u - v[i - 1].p) / span : v[i].bytes;
       return std::max<uint64_t>(1, uint64_t(std::llround(x)));
     }
   }

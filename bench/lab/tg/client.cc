@@ -53,7 +53,7 @@ struct Conn {
   uint8_t tbuf[kTrailerSize];
   size_t tgot = 0;
   Trailer trailer;
-  long flow = -1;          // flows mode: index of the flow this conn carries
+  long flow = -1;  // flows mode: index of the flow this conn carries
   bool pending_send = false;
   uint64_t pending_bytes = 0;
   ReqType pending_type = ReqType::Data;
@@ -224,8 +224,7 @@ class Reactor {
         // Nothing expected: data here is a protocol error, EOF a closed peer.
         ssize_t r = ::recv(c->fd, buf_.data(), buf_.size(), MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR) || r > 0)
-          throw Error("server " + std::to_string(c->server) + " connection: unexpected " +
-                      (r > 0 ? "data" : "close"));
+          throw Error("server " + std::to_string(c->server) + " connection: unexpected " + (r > 0 ? "data" : "close"));
         return;
       }
       ssize_t r = ::recv(c->fd, dst, want, MSG_DONTWAIT);
@@ -320,10 +319,8 @@ int run_incast(const IncastOptions& o) {
       for (auto& [t, c] : at) {
         // Serve the earlier responses while waiting for this request's time.
         for (uint64_t n = now_ns(); n < t; n = now_ns()) {
-          if (t - n >= 1000000)
-            rx.poll(int((t - n) / 1000000));
-          else
-            usleep(useconds_t((t - n) / 1000));
+          if (t - n >= 1000000) rx.poll(int((t - n) / 1000000));
+          else usleep(useconds_t((t - n) / 1000));
         }
         rx.request(c, ReqType::Data, o.bytes_per_conn, ++id);
       }
@@ -411,8 +408,8 @@ namespace {
 struct Flow {
   uint64_t size = 0;
   size_t server = 0;
-  double arrival_s = 0;   // planned, from workload start
-  uint64_t t_start = 0;   // request sent (or connect started)
+  double arrival_s = 0;  // planned, from workload start
+  uint64_t t_start = 0;  // request sent (or connect started)
   uint64_t t_done = 0;
   bool new_conn = false;
   uint32_t retrans = 0;
@@ -590,9 +587,9 @@ int run_flows(const FlowsOptions& o) {
     if (f.rto == kUnknown) rto_known = false;
     else rto_flows += f.rto ? 1 : 0;
     if (csv.is_open())
-      csv << i << ',' << f.server << ',' << f.size << ',' << double(f.t_start - t0) / 1e3 << ',' << fct << ','
-          << ideal << ',' << slow << ',' << f.retrans << ','
-          << (f.rto == kUnknown ? std::string("") : std::to_string(f.rto)) << ',' << int(f.new_conn) << "\n";
+      csv << i << ',' << f.server << ',' << f.size << ',' << double(f.t_start - t0) / 1e3 << ',' << fct << ',' << ideal
+          << ',' << slow << ',' << f.retrans << ',' << (f.rto == kUnknown ? std::string("") : std::to_string(f.rto))
+          << ',' << int(f.new_conn) << "\n";
   }
   auto stats = [](const Bucket& b) {
     return json{{"count", b.fct.size()},
@@ -725,7 +722,7 @@ int run_long(const LongOptions& o) {
   // SIGINT/SIGTERM end the run early (e.g. background flows stopped by the
   // runner); the JSON still covers what was measured.
   static volatile sig_atomic_t stop_requested = 0;
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = [](int) { stop_requested = 1; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -733,10 +730,11 @@ int run_long(const LongOptions& o) {
   close(tfd);
   json per_flow = json::array();
   for (int i = 0; i < o.conns; ++i)
-    per_flow.push_back({{"server", conns[size_t(i)]->server},
-                        {"start_s", start_of(i)},
-                        {"stop_s", stop_of(i)},
-                        {"mean_mbps", flow_secs[size_t(i)] > 0 ? flow_bytes[size_t(i)] * 8 / flow_secs[size_t(i)] / 1e6 : 0.0}});
+    per_flow.push_back(
+        {{"server", conns[size_t(i)]->server},
+         {"start_s", start_of(i)},
+         {"stop_s", stop_of(i)},
+         {"mean_mbps", flow_secs[size_t(i)] > 0 ? flow_bytes[size_t(i)] * 8 / flow_secs[size_t(i)] / 1e6 : 0.0}});
   double mj = 0, ma = 0;
   for (double v : jains) mj += v;
   for (double v : aggs) ma += v;
@@ -748,7 +746,8 @@ int run_long(const LongOptions& o) {
                {{"aggregate_mbps_mean", aggs.empty() ? 0.0 : ma / double(aggs.size())},
                 {"jain_mean", jains.empty() ? 0.0 : mj / double(jains.size())},
                 {"jain_min", percentile(jains, 0)},
-                {"utilisation", o.link_mbps > 0 && !aggs.empty() ? json(ma / double(aggs.size()) / o.link_mbps) : json(nullptr)}}},
+                {"utilisation",
+                 o.link_mbps > 0 && !aggs.empty() ? json(ma / double(aggs.size()) / o.link_mbps) : json(nullptr)}}},
               {"flows", per_flow},
               {"series", series}};
   write_json_file(o.json_out, out);

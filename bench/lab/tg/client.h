@@ -12,8 +12,8 @@ namespace sluice::tg {
 
 struct ClientOptions {
   std::vector<Endpoint> servers;
-  std::string cc;          // TCP_CONGESTION on every client socket
-  double link_mbps = 0;    // bottleneck rate: ideal FCT and utilisation
+  std::string cc;        // TCP_CONGESTION on every client socket
+  double link_mbps = 0;  // bottleneck rate: ideal FCT and utilisation
   std::string json_out = "-";
   double timeout_s = 300;  // whole run
 };
@@ -26,10 +26,10 @@ struct IncastOptions : ClientOptions {
   int conns = 1;
   uint64_t bytes_per_conn = 64 * 1024;
   int rounds = 10;
-  int warmup = 1;          // rounds run first and not counted
-  double gap_ms = 0;       // idle time between rounds
-  bool per_flow = false;   // include every flow of every round in the JSON
-  bool fresh = false;      // new connections before every round
+  int warmup = 1;         // rounds run first and not counted
+  double gap_ms = 0;      // idle time between rounds
+  bool per_flow = false;  // include every flow of every round in the JSON
+  bool fresh = false;     // new connections before every round
   // Each connection's request in a round goes out after a uniform random
   // delay in [0, jitter_us] (synchronous bursts with random jitter, as in
   // Pulser's testbed, pulser-ein §VI); a flow's FCT counts from its own
@@ -45,14 +45,14 @@ int run_incast(const IncastOptions& o);
 struct FlowsOptions : ClientOptions {
   std::string cdf;
   double load = 0.6;
-  uint64_t count = 1000;   // flows (0 = until duration)
-  double duration_s = 0;   // arrivals stop after this (0 = until count)
+  uint64_t count = 1000;  // flows (0 = until duration)
+  double duration_s = 0;  // arrivals stop after this (0 = until count)
   uint64_t seed = 1;
-  int pool = 2;            // connections opened per server up front
-  std::string records;     // per-flow CSV
+  int pool = 2;                                              // connections opened per server up front
+  std::string records;                                       // per-flow CSV
   std::vector<uint64_t> buckets = {10000, 100000, 1000000};  // size bucket upper bounds
-  double base_rtt_us = -1; // < 0: measured before the workload
-  double scale = 1.0;      // multiply every drawn size
+  double base_rtt_us = -1;                                   // < 0: measured before the workload
+  double scale = 1.0;                                        // multiply every drawn size
 };
 int run_flows(const FlowsOptions& o);
 

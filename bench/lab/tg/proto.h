@@ -18,7 +18,7 @@
 
 namespace sluice::tg {
 
-constexpr uint32_t kMagic = 0x534c5447;  // "SLTG"
+constexpr uint32_t kMagic = 0x534c5447;         // "SLTG"
 constexpr uint32_t kTrailerMagic = 0x534c5454;  // "SLTT"
 
 enum class ReqType : uint32_t { Data = 1, Stream = 2 };
@@ -36,17 +36,31 @@ constexpr uint32_t kUnknown = 0xffffffffu;
 
 struct Trailer {
   uint64_t id = 0;
-  uint32_t retrans_segs = 0;  // tcpi_total_retrans delta over the request
-  uint32_t rto = kUnknown;    // tcpi_total_rto delta, or kUnknown
-  uint64_t bytes_retrans = 0; // tcpi_bytes_retrans delta
-  uint64_t send_us = 0;       // request received -> last byte acknowledged
+  uint32_t retrans_segs = 0;   // tcpi_total_retrans delta over the request
+  uint32_t rto = kUnknown;     // tcpi_total_rto delta, or kUnknown
+  uint64_t bytes_retrans = 0;  // tcpi_bytes_retrans delta
+  uint64_t send_us = 0;        // request received -> last byte acknowledged
 };
 constexpr size_t kTrailerSize = 40;
 
-inline void put32(uint8_t* p, uint32_t v) { v = htobe32(v); std::memcpy(p, &v, 4); }
-inline void put64(uint8_t* p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); }
-inline uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return be32toh(v); }
-inline uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return be64toh(v); }
+inline void put32(uint8_t* p, uint32_t v) {
+  v = htobe32(v);
+  std::memcpy(p, &v, 4);
+}
+inline void put64(uint8_t* p, uint64_t v) {
+  v = htobe64(v);
+  std::memcpy(p, &v, 8);
+}
+inline uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return be32toh(v);
+}
+inline uint64_t get64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return be64toh(v);
+}
 
 inline void encode(const Request& r, uint8_t* out) {
   put32(out, kMagic);

@@ -103,9 +103,9 @@ void serve_conn(int fd, std::string cc, bool verbose) {
     encode(t, tb);
     if (!write_full(fd, tb, sizeof(tb))) break;
     if (verbose)
-      std::fprintf(stderr, "request %llu: %llu bytes, %u retrans, rto %d, %llu us\n",
-                   (unsigned long long)req.id, (unsigned long long)req.bytes, t.retrans_segs,
-                   t.rto == kUnknown ? -1 : int(t.rto), (unsigned long long)t.send_us);
+      std::fprintf(stderr, "request %llu: %llu bytes, %u retrans, rto %d, %llu us\n", (unsigned long long)req.id,
+                   (unsigned long long)req.bytes, t.retrans_segs, t.rto == kUnknown ? -1 : int(t.rto),
+                   (unsigned long long)t.send_us);
   }
   close(fd);
 }
@@ -113,7 +113,7 @@ void serve_conn(int fd, std::string cc, bool verbose) {
 }  // namespace
 
 int run_server(const ServerOptions& o) {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
@@ -127,11 +127,9 @@ int run_server(const ServerOptions& o) {
   if (ep.addr.ss_family == AF_INET6) setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
   // On the listener too: ECN is negotiated in the SYN-ACK, before accept().
   set_congestion(ls, o.cc);
-  if (bind(ls, reinterpret_cast<const sockaddr*>(&ep.addr), ep.len) != 0)
-    throw SysError("bind " + ep.str(), errno);
+  if (bind(ls, reinterpret_cast<const sockaddr*>(&ep.addr), ep.len) != 0) throw SysError("bind " + ep.str(), errno);
   if (listen(ls, 1024) != 0) throw SysError("listen", errno);
-  std::printf("sluice-tg server listening on %s cc=%s\n", ep.str().c_str(),
-              get_congestion(ls).c_str());
+  std::printf("sluice-tg server listening on %s cc=%s\n", ep.str().c_str(), get_congestion(ls).c_str());
   std::fflush(stdout);
 
   while (!g_stop) {

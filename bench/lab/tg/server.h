@@ -8,7 +8,7 @@ namespace sluice::tg {
 struct ServerOptions {
   std::string bind = "::";
   uint16_t port = 5001;
-  std::string cc;             // TCP_CONGESTION on the listener and every accepted socket
+  std::string cc;  // TCP_CONGESTION on the listener and every accepted socket
   bool verbose = false;
 };
 

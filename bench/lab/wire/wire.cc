@@ -143,9 +143,15 @@ struct Direction {
   uint64_t late_sum_ns = 0;
 
   nlohmann::json json() const {
-    return {{"from", in->ifname},  {"to", out->ifname},         {"frames", frames},
-            {"bytes", bytes},      {"oversize_dropped", oversize}, {"send_errors", send_errors}, {"far_end_drops", far_end_drops},
-            {"socket_drops", kernel_drops}, {"max_frames_in_flight", max_queued},
+    return {{"from", in->ifname},
+            {"to", out->ifname},
+            {"frames", frames},
+            {"bytes", bytes},
+            {"oversize_dropped", oversize},
+            {"send_errors", send_errors},
+            {"far_end_drops", far_end_drops},
+            {"socket_drops", kernel_drops},
+            {"max_frames_in_flight", max_queued},
             {"late_us_max", double(max_late_ns) / 1e3},
             {"late_us_mean", frames ? double(late_sum_ns) / double(frames) / 1e3 : 0.0}};
   }
@@ -245,7 +251,7 @@ int main(int argc, char** argv) {
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (tfd < 0) throw SysError("timerfd_create", errno);
 
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);

@@ -17,11 +17,20 @@ int cc_model_step(struct sl_cc_model *m)
 		return 0;
 	}
 	struct sl_pulser_brake b = {
-		.braking = m->braking, .prev_cwnd = m->prev_cwnd, .brake_end = m->brake_end, .echo_seen = m->echo_seen,
+		.braking = m->braking,
+		.prev_cwnd = m->prev_cwnd,
+		.brake_end = m->brake_end,
+		.echo_seen = m->echo_seen,
 	};
 	struct sl_pulser_ack a = {
-		.ein = m->ein, .ece = m->ece, .ca_state = m->ca_state, .cwnd = m->cwnd, .ssthresh = m->ssthresh,
-		.in_flight = m->in_flight, .snd_una = m->snd_una, .snd_nxt = m->snd_nxt,
+		.ein = m->ein,
+		.ece = m->ece,
+		.ca_state = m->ca_state,
+		.cwnd = m->cwnd,
+		.ssthresh = m->ssthresh,
+		.in_flight = m->in_flight,
+		.snd_una = m->snd_una,
+		.snd_nxt = m->snd_nxt,
 	};
 	struct sl_pulser_action out;
 	sl_pulser_on_ack(&b, &a, m->cwnd_safe, &out);

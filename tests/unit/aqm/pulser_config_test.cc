@@ -37,8 +37,9 @@ TEST(PulserConfig, Defaults) {
 }
 
 TEST(PulserConfig, ValidCombinations) {
-  Config c = parse_config_string(kSwitch + "[aqm]\necn_threshold_bytes = 30000\nein_high_water = 45000\n"
-                                          "[ein]\nbit = \"ipv4-reserved\"\n");
+  Config c = parse_config_string(kSwitch +
+                                 "[aqm]\necn_threshold_bytes = 30000\nein_high_water = 45000\n"
+                                 "[ein]\nbit = \"ipv4-reserved\"\n");
   EXPECT_FALSE(c.get<AqmConfig>().k_in_packets());
   EXPECT_EQ(c.get<AqmConfig>().k(), 30000u);
   EXPECT_EQ(c.get<AqmConfig>().high_water(), 45000u);
@@ -97,7 +98,8 @@ TEST(PulserConfig, DepartureMarkingNeedsTheLinksFarEnd) {
                       "interface[0].link_far_end", "only used"));
   for (const char* bad : {"", "ns:", ":veth1", "ns/x:veth1", "ns:a_name_far_too_long", "ns:ve th"})
     EXPECT_TRUE(rejects(kSwitch + "link_far_end = \"" + bad + "\"\n[aqm]\nein_mark = \"departure\"\n",
-                        "interface[0].link_far_end", "")) << bad;
+                        "interface[0].link_far_end", ""))
+        << bad;
   EXPECT_TRUE(rejects(kSwitch + "link_far_end = 3\n[aqm]\nein_mark = \"departure\"\n", "interface[0].link_far_end",
                       "expected a string"));
 }

@@ -62,8 +62,7 @@ std::vector<uint8_t> bitmap_frame(uint64_t bits, uint32_t seq, uint16_t first = 
 }
 
 // Queue each departure of flow `hash` left from.
-std::vector<QueueId> queues_of(const SwitchModel& sw, const std::map<uint64_t, uint32_t>& hash_of,
-                               uint32_t hash) {
+std::vector<QueueId> queues_of(const SwitchModel& sw, const std::map<uint64_t, uint32_t>& hash_of, uint32_t hash) {
   std::vector<QueueId> q;
   for (const auto& d : sw.departures())
     if (hash_of.at(d.id) == hash) q.push_back(d.queue);
@@ -144,7 +143,7 @@ TEST(Bfc, BackloggedFlowKeepsItsQueue) {
     auto p = pkt(0, 1, 1500, 42);
     p.id = id++;
     hash_of[p.id] = 42;
-    sw.arrive(uint64_t(i) * 600, p);  // arrives twice as fast as 10G drains
+    sw.arrive(uint64_t(i) * 600, p);    // arrives twice as fast as 10G drains
     auto o = pkt(0, 1, 200, 1000 + i);  // a new short flow every time
     o.id = id++;
     hash_of[o.id] = 1000 + i;
@@ -178,7 +177,7 @@ TEST(Bfc, StickyKeepsAnIdleFlowsQueueForTwoHrtt) {
     const QueueId first = bfc.entry_queue(1, 5);
     ASSERT_EQ(sw.departures().size(), 1u);
     const uint64_t left = sw.departures().back().start_ns;  // size 0 from here
-    sw.arrive(left + 5'000, pkt(0, 1, 1500, 5));  // idle 5 µs < 20 µs
+    sw.arrive(left + 5'000, pkt(0, 1, 1500, 5));            // idle 5 µs < 20 µs
     sw.run_until(10'000);
     const QueueId second = bfc.entry_queue(1, 5);
     if (sticky) {

@@ -43,11 +43,11 @@ std::vector<PortConfig> host_ports() {
 namespace {
 
 struct TwoFlows {
-  uint64_t th2 = 0;     // Th with both queues active (HRTT·μ/2), bytes
-  uint64_t peak = 0;    // largest queue of either flow, bytes
-  double worst = 0;     // max over samples of queue / Th at that instant
-  double util = 0;      // bottleneck busy fraction after warm-up
-  double share = 0;     // flow 1's part of the delivered bytes
+  uint64_t th2 = 0;   // Th with both queues active (HRTT·μ/2), bytes
+  uint64_t peak = 0;  // largest queue of either flow, bytes
+  double worst = 0;   // max over samples of queue / Th at that instant
+  double util = 0;    // bottleneck busy fraction after warm-up
+  double share = 0;   // flow 1's part of the delivered bytes
   uint64_t pauses = 0, resumes = 0, collisions = 0, host_pauses_rx[2] = {0, 0};
 };
 
@@ -97,11 +97,12 @@ TwoFlows run_two_flows(uint64_t d1, uint64_t d2, uint64_t offset) {
   r.collisions = bfc.counters().collisions;
   r.host_pauses_rx[0] = static_cast<BfcLogic&>(net.logic(h1)).counters().pauses_rx;
   r.host_pauses_rx[1] = static_cast<BfcLogic&>(net.logic(h2)).counters().pauses_rx;
-  std::printf("two flows d=%llu/%llu ns offset %llu ns: Th(N=2) %llu B, peak queue %llu B (%.2f Th), "
-              "max queue/Th(now) %.2f, utilization %.3f, share %.3f, pauses %llu\n",
-              (unsigned long long)d1, (unsigned long long)d2, (unsigned long long)offset,
-              (unsigned long long)r.th2, (unsigned long long)r.peak, double(r.peak) / double(r.th2),
-              r.worst, r.util, r.share, (unsigned long long)r.pauses);
+  std::printf(
+      "two flows d=%llu/%llu ns offset %llu ns: Th(N=2) %llu B, peak queue %llu B (%.2f Th), "
+      "max queue/Th(now) %.2f, utilization %.3f, share %.3f, pauses %llu\n",
+      (unsigned long long)d1, (unsigned long long)d2, (unsigned long long)offset, (unsigned long long)r.th2,
+      (unsigned long long)r.peak, double(r.peak) / double(r.th2), r.worst, r.util, r.share,
+      (unsigned long long)r.pauses);
   return r;
 }
 
@@ -163,15 +164,13 @@ TEST(BfcModel, BitmapAloneStillBoundsTheQueueWhenFramesAreLost) {
   net.send(f2, 0, 2000, kMtu);
   net.drop_control_if([](int, const SwitchModel::SentControl& sc) {
     ControlFrame f;
-    return decode(sc.payload.data(), sc.payload.size(), &f) == SL_CTRL_R_OK &&
-           f.type != CtrlType::kPauseBitmap;
+    return decode(sc.payload.data(), sc.payload.size(), &f) == SL_CTRL_R_OK && f.type != CtrlType::kPauseBitmap;
   });
   auto& bfc = static_cast<BfcLogic&>(net.logic(s));
   uint64_t peak = 0;
   net.on_step([&](uint64_t) {
     for (uint32_t h : {0x1111u, 0x2222u})
-      if (bfc.entry_queue(2, h) != kNoQueue)
-        peak = std::max(peak, net.node(s).depth(2, bfc.entry_queue(2, h)).bytes);
+      if (bfc.entry_queue(2, h) != kNoQueue) peak = std::max(peak, net.node(s).depth(2, bfc.entry_queue(2, h)).bytes);
   });
   net.run_until(8'000'000, 1'000);
   auto& host = static_cast<BfcLogic&>(net.logic(h1));
@@ -254,10 +253,11 @@ ArrivalResult run_arrivals(const char* variant) {
 TEST(BfcModel, DynamicAssignmentBeatsStochasticOnCollisions) {
   ArrivalResult dyn = run_arrivals("bfc");
   ArrivalResult sto = run_arrivals("bfc-stochastic");
-  std::printf("collisions: dynamic %llu, stochastic %llu; short-flow FCT p99 (n=%zu): dynamic %.1f us, "
-              "stochastic %.1f us\n",
-              (unsigned long long)dyn.collisions, (unsigned long long)sto.collisions, dyn.short_n,
-              dyn.short_p99_us, sto.short_p99_us);
+  std::printf(
+      "collisions: dynamic %llu, stochastic %llu; short-flow FCT p99 (n=%zu): dynamic %.1f us, "
+      "stochastic %.1f us\n",
+      (unsigned long long)dyn.collisions, (unsigned long long)sto.collisions, dyn.short_n, dyn.short_p99_us,
+      sto.short_p99_us);
   EXPECT_GT(sto.collisions, 0u);
   EXPECT_LT(dyn.collisions * 5, sto.collisions);
   EXPECT_LT(dyn.short_p99_us, sto.short_p99_us);
@@ -346,8 +346,8 @@ TEST(BfcModel, DynamicAssignmentGivesGroupOneTheBestFctFig8) {
       coll[v] += r.collisions_s1;
     }
   for (int v = 0; v < 3; ++v)
-    std::printf("fig8 n2=%d %-15s group-1 mean FCT %.0f us, collisions at switch 1 %llu (%d runs)\n", n2,
-                names[v], fct[v], (unsigned long long)coll[v], runs);
+    std::printf("fig8 n2=%d %-15s group-1 mean FCT %.0f us, collisions at switch 1 %llu (%d runs)\n", n2, names[v],
+                fct[v], (unsigned long long)coll[v], runs);
   EXPECT_EQ(coll[0], 0u);
   EXPECT_LE(fct[0], fct[1]);
   EXPECT_LT(fct[0] * 1.5, fct[2]);

@@ -57,9 +57,8 @@ Config sampled(std::string_view variant = "bfc") {
 // back to back at 1 Gbit/s (8 µs apart): the egress queue builds to ~50 KB.
 TEST(BfcSampled, AboveThPausesThatQueueUpstreamAndResumesWhenDrained) {
   BfcLogic logic(sampled());
-  SwitchModel sw({port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull),
-                  port("down", 4, PortRole::kHostFacing, k100M)},
-                 logic);
+  SwitchModel sw(
+      {port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull), port("down", 4, PortRole::kHostFacing, k100M)}, logic);
   const uint32_t hash = 0x1234567u;
   const QueueId q = hash % 4;
   for (int i = 0; i < 60; ++i) sw.arrive(uint64_t(i) * 8'000, pkt(0, 1, 1000, hash));
@@ -88,9 +87,8 @@ TEST(BfcSampled, AboveThPausesThatQueueUpstreamAndResumesWhenDrained) {
 
 TEST(BfcSampled, BelowThNothingIsPaused) {
   BfcLogic logic(sampled());
-  SwitchModel sw({port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull),
-                  port("down", 4, PortRole::kHostFacing, k100M)},
-                 logic);
+  SwitchModel sw(
+      {port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull), port("down", 4, PortRole::kHostFacing, k100M)}, logic);
   // 1000 B every 100 µs = 80 Mbit/s into 100 Mbit/s: never queues past Th.
   for (int i = 0; i < 100; ++i) sw.arrive(uint64_t(i) * 100'000, pkt(0, 1, 1000, 77));
   sw.run_until(20'000'000);
@@ -100,9 +98,8 @@ TEST(BfcSampled, BelowThNothingIsPaused) {
 
 TEST(BfcSampled, SingleVariantUsesQueueZero) {
   BfcLogic logic(sampled("bfc-single"));
-  SwitchModel sw({port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull),
-                  port("down", 4, PortRole::kHostFacing, k100M)},
-                 logic);
+  SwitchModel sw(
+      {port("up", 4, PortRole::kSwitchFacing, 1'000'000'000ull), port("down", 4, PortRole::kHostFacing, k100M)}, logic);
   for (int i = 0; i < 60; ++i) sw.arrive(uint64_t(i) * 8'000, pkt(0, 1, 1000, 0x1234567u + i));
   sw.run_until(20'000'000);
   for (const auto& d : sw.departures()) EXPECT_EQ(d.queue, 0);

@@ -152,9 +152,7 @@ class Net {
 
  public:
   // Drops control frames for which f returns true (lost-frame tests).
-  void drop_control_if(std::function<bool(int, const SwitchModel::SentControl&)> f) {
-    drop_control_ = std::move(f);
-  }
+  void drop_control_if(std::function<bool(int, const SwitchModel::SentControl&)> f) { drop_control_ = std::move(f); }
 
  private:
   std::vector<std::unique_ptr<Node>> nodes_;

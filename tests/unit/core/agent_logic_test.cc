@@ -90,14 +90,17 @@ class ControlTest : public ::testing::Test {
 };
 
 TEST_F(ControlTest, RequestReplyAndRootOnlyMode) {
-  serve([](const nlohmann::json& r) { return nlohmann::json{{"ok", true}, {"echo", r["cmd"]}}; },
-        [&] {
-          struct stat st{};
-          ASSERT_EQ(stat(path_.c_str(), &st), 0);
-          EXPECT_EQ(st.st_mode & 0777, 0600u);
-          auto reply = control_request(path_, {{"cmd", "status"}});
-          EXPECT_EQ(reply["echo"], "status");
-        });
+  serve(
+      [](const nlohmann::json& r) {
+        return nlohmann::json{{"ok", true}, {"echo", r["cmd"]}};
+      },
+      [&] {
+        struct stat st {};
+        ASSERT_EQ(stat(path_.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0600u);
+        auto reply = control_request(path_, {{"cmd", "status"}});
+        EXPECT_EQ(reply["echo"], "status");
+      });
 }
 
 TEST_F(ControlTest, BadRequestsGetErrorsAndTheServerKeepsServing) {

@@ -48,8 +48,8 @@ struct Doc {
 };
 
 struct Case {
-  std::string section;             // "agent", "pac", ...
-  const MechanismInfo* owner;      // the row whose section it is (nullptr: the loader's own)
+  std::string section;         // "agent", "pac", ...
+  const MechanismInfo* owner;  // the row whose section it is (nullptr: the loader's own)
   const ConfigSection* def;
 };
 
@@ -75,7 +75,9 @@ Doc base_for(const Case& c) {
   return d;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 Config parse_or_fail(const std::string& toml, const std::string& what) {
   try {
@@ -119,8 +121,8 @@ TEST(Reload, EveryKeyOfEverySectionTakesEffect) {
       ReloadPlan p = plan_reload(running, next, mechanisms());
       EXPECT_TRUE(p.changes_anything()) << "a reload that changes only this key would be ignored";
       std::string iface = next.interfaces.at(0).name;
-      if (c.section == "agent" && (k.key == "pin_root" || k.key == "state_dir" || k.key == "control_socket" ||
-                                   k.key == "attach_mode")) {
+      if (c.section == "agent" &&
+          (k.key == "pin_root" || k.key == "state_dir" || k.key == "control_socket" || k.key == "attach_mode")) {
         EXPECT_TRUE(has(p.restart_keys, "agent." + k.key)) << p.refused;
         EXPECT_FALSE(p.refused.empty());
       } else if (c.section == "metrics" && k.key != "per_flow") {

@@ -39,14 +39,18 @@ TEST(Config, ExampleConfigIsValid) {
 }
 
 TEST(Config, BadValuesNameTheKey) {
-  EXPECT_TRUE(rejects("[[interface]]\nname = \"eth0\"\nrole = \"hots\"\n", "interface[0].role", "must be one of host, switch-port"));
+  EXPECT_TRUE(rejects("[[interface]]\nname = \"eth0\"\nrole = \"hots\"\n", "interface[0].role",
+                      "must be one of host, switch-port"));
   EXPECT_TRUE(rejects(std::string(kMinimal) + "[metrics]\nport = 70000\n", "metrics.port", "out of range"));
   EXPECT_TRUE(rejects(std::string(kMinimal) + "[metrics]\nport = \"80\"\n", "metrics.port", "expected an integer"));
-  EXPECT_TRUE(rejects(std::string(kMinimal) + "[agent]\nattach_mode = \"xdp\"\n", "agent.attach_mode", "must be one of"));
-  EXPECT_TRUE(rejects(std::string(kMinimal) + "[agent]\npin_root = \"relative/dir\"\n", "agent.pin_root", "absolute path"));
+  EXPECT_TRUE(
+      rejects(std::string(kMinimal) + "[agent]\nattach_mode = \"xdp\"\n", "agent.attach_mode", "must be one of"));
+  EXPECT_TRUE(
+      rejects(std::string(kMinimal) + "[agent]\npin_root = \"relative/dir\"\n", "agent.pin_root", "absolute path"));
   EXPECT_TRUE(rejects(std::string(kMinimal) + "[agent]\nlog_level = \"loud\"\n", "agent.log_level", "must be one of"));
   EXPECT_TRUE(rejects(std::string(kMinimal) + "[agent]\nheartbeat_ms = 0\n", "agent.heartbeat_ms", "out of range"));
-  EXPECT_TRUE(rejects(std::string(kMinimal) + "[flowstat]\ntrack_flows = 1\n", "flowstat.track_flows", "true or false"));
+  EXPECT_TRUE(
+      rejects(std::string(kMinimal) + "[flowstat]\ntrack_flows = 1\n", "flowstat.track_flows", "true or false"));
 }
 
 TEST(Config, UnknownKeysAndSectionsAreErrors) {
@@ -59,7 +63,8 @@ TEST(Config, InterfaceRules) {
   EXPECT_TRUE(rejects("[agent]\n", "interface", "at least one"));
   EXPECT_TRUE(rejects("[[interface]]\nrole = \"host\"\n", "interface[0].name", "required"));
   EXPECT_TRUE(rejects("[[interface]]\nname = \"averyveryverylongname\"\n", "interface[0].name", "IFNAMSIZ"));
-  EXPECT_TRUE(rejects("[[interface]]\nname = \"a\"\n[[interface]]\nname = \"a\"\n", "interface[1].name", "listed twice"));
+  EXPECT_TRUE(
+      rejects("[[interface]]\nname = \"a\"\n[[interface]]\nname = \"a\"\n", "interface[1].name", "listed twice"));
   EXPECT_TRUE(rejects("[[interface]]\nname = \"a\"\nmechanisms = [\"warp-drive\"]\n", "interface[0].mechanisms[0]",
                       "unknown mechanism"));
   EXPECT_TRUE(rejects("[[interface]]\nname = \"a\"\nmechanisms = [\"flowstat\", \"flowstat\"]\n",

@@ -49,8 +49,7 @@ TEST(CtlPrint, StatsPrintsVerdictsAndFlattenedStats) {
 TEST(CtlPrint, MissingKeyThrows) {
   // The const operator[] the views once used reads past the object for a
   // missing key (undefined behaviour in a release build).
-  EXPECT_THROW(printed(sluice::ctl::print_stats, json::parse(R"({"interfaces":[{"name":"eth0"}]})")),
-               std::exception);
+  EXPECT_THROW(printed(sluice::ctl::print_stats, json::parse(R"({"interfaces":[{"name":"eth0"}]})")), std::exception);
   EXPECT_THROW(printed(sluice::ctl::print_status, json::parse(R"({"version":"0.1.0"})")), std::exception);
   EXPECT_THROW(printed(sluice::ctl::print_flows, json::parse(R"({})")), std::exception);
 }
@@ -58,17 +57,22 @@ TEST(CtlPrint, MissingKeyThrows) {
 TEST(CtlPrint, WrongTypesAndRangesThrow) {
   // A float count or port out of range would be a float-to-integer
   // conversion with undefined behaviour.
-  EXPECT_THROW(printed(sluice::ctl::print_flows, json::parse(R"({"interfaces":[{"name":"x","total":1e30,"flows":[]}]})")),
-               std::out_of_range);
+  EXPECT_THROW(
+      printed(sluice::ctl::print_flows, json::parse(R"({"interfaces":[{"name":"x","total":1e30,"flows":[]}]})")),
+      std::out_of_range);
   EXPECT_THROW(printed(sluice::ctl::print_flows, json::parse(R"({"interfaces":[{"name":"x","total":-1,"flows":[]}]})")),
                std::out_of_range);
-  EXPECT_THROW(printed(sluice::ctl::print_status,
-                       json::parse(R"({"version":"v","pid":1e300,"uptime_s":1,"kernel":"k"})")),
-               std::out_of_range);
+  EXPECT_THROW(
+      printed(sluice::ctl::print_status, json::parse(R"({"version":"v","pid":1e300,"uptime_s":1,"kernel":"k"})")),
+      std::out_of_range);
   EXPECT_THROW(printed(sluice::ctl::print_flows, json::parse(R"({"interfaces":[{"name":7,"total":1,"flows":[]}]})")),
                std::exception);
-  EXPECT_THROW(printed(sluice::ctl::print_stats, json::parse(R"({"interfaces":[{"name":"eth0","modules":[{"name":"m","stats":{},"programs":[{"program":"p","verdicts":[{"verdict":"pass","reason":"r","packets":"12","bytes":1}]}]}]}]})")),
-               std::exception);
+  EXPECT_THROW(
+      printed(
+          sluice::ctl::print_stats,
+          json::parse(
+              R"({"interfaces":[{"name":"eth0","modules":[{"name":"m","stats":{},"programs":[{"program":"p","verdicts":[{"verdict":"pass","reason":"r","packets":"12","bytes":1}]}]}]}]})")),
+      std::exception);
 }
 
 TEST(CtlPrint, HumanBytes) {

@@ -68,14 +68,12 @@ struct TwoPods {
     core = f.add_switch("core", {sw_port("c0", 8, core_rate), sw_port("c1", 8, core_rate)}, fg(base()));
     for (int p = 0; p < 2; ++p) {
       std::string n = p ? "B" : "A";
-      tor[p] = f.add_switch("tor" + n, {host_port("h0"), host_port("h1"), host_port("h2"), sw_port("up", 8)},
-                            fg(tc));
-      tor2[p] = f.add_switch("tor" + n + "2", {host_port("h3"), host_port("h4"), host_port("-"), sw_port("up", 8)},
-                             fg(tc));
-      leaf[p] = f.add_switch("leaf" + n,
-                             {sw_port("down", leaf_voqs), sw_port("up", leaf_voqs, core_rate),
-                              sw_port("down2", leaf_voqs)},
-                             fg(lc));
+      tor[p] = f.add_switch("tor" + n, {host_port("h0"), host_port("h1"), host_port("h2"), sw_port("up", 8)}, fg(tc));
+      tor2[p] =
+          f.add_switch("tor" + n + "2", {host_port("h3"), host_port("h4"), host_port("-"), sw_port("up", 8)}, fg(tc));
+      leaf[p] = f.add_switch(
+          "leaf" + n, {sw_port("down", leaf_voqs), sw_port("up", leaf_voqs, core_rate), sw_port("down2", leaf_voqs)},
+          fg(lc));
       for (PortId i = 0; i < 5; ++i)
         h[p][i] = f.add_host(n + std::to_string(i), "10." + std::to_string(p + 1) + ".0." + std::to_string(i + 1),
                              k100M, i < 3 ? tor[p] : tor2[p], PortId(i < 3 ? i : i - 3));
@@ -96,8 +94,8 @@ struct TwoPods {
   }
   void cross_traffic(uint64_t bytes, uint64_t inside_start_ns = 0) {
     for (int p = 0; p < 2; ++p) {
-      for (int i = 1; i < 3; ++i) f.send(h[p][i], h[1 - p][0], bytes);                   // across: up at this leaf
-      for (int i = 3; i < 5; ++i) f.send(h[p][i], h[p][0], bytes, inside_start_ns);      // inside: down at this leaf
+      for (int i = 1; i < 3; ++i) f.send(h[p][i], h[1 - p][0], bytes);               // across: up at this leaf
+      for (int i = 3; i < 5; ++i) f.send(h[p][i], h[p][0], bytes, inside_start_ns);  // inside: down at this leaf
     }
   }
 };
@@ -145,13 +143,12 @@ struct LeafSpine {
   explicit LeafSpine(std::function<std::unique_ptr<Logic>(bool is_tor)> make) {
     core = f.add_switch("core", {sw_port("c0", 8), sw_port("c1", 8), sw_port("c2", 8)}, make(false));
     for (int t = 0; t < 3; ++t) {
-      tor[t] = f.add_switch("tor" + std::to_string(t), {host_port("h0"), host_port("h1"), sw_port("up", 8)},
-                            make(true));
+      tor[t] =
+          f.add_switch("tor" + std::to_string(t), {host_port("h0"), host_port("h1"), sw_port("up", 8)}, make(true));
       f.link(tor[t], 2, core, PortId(t));
       for (PortId i = 0; i < 2; ++i)
-        h[2 * t + i] = f.add_host("h" + std::to_string(2 * t + i), "10.0." + std::to_string(t) + "." +
-                                                                       std::to_string(i + 1),
-                                  k100M, tor[t], i);
+        h[2 * t + i] = f.add_host("h" + std::to_string(2 * t + i),
+                                  "10.0." + std::to_string(t) + "." + std::to_string(i + 1), k100M, tor[t], i);
     }
     for (int t = 0; t < 3; ++t)
       for (int x = 0; x < 6; ++x) {

@@ -41,7 +41,7 @@ TEST(Cdf, EveryShippedWorkloadLoads) {
 
 TEST(Cdf, QuantilesInterpolateLinearly) {
   Cdf c = Cdf::from_points({{100, 0.5}, {300, 1.0}});
-  EXPECT_EQ(c.quantile(0.0), 100u);   // mass below the first point sits on it
+  EXPECT_EQ(c.quantile(0.0), 100u);  // mass below the first point sits on it
   EXPECT_EQ(c.quantile(0.5), 100u);
   EXPECT_EQ(c.quantile(0.75), 200u);  // halfway between 100 and 300
   EXPECT_EQ(c.quantile(1.0), 300u);

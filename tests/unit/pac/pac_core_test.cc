@@ -137,12 +137,12 @@ TEST(PacCorrection, ADropWhileNothingIsHeldIsNotBlamedOnTheEstimate) {
 
 TEST(PacPhase, TwoConsecutiveShortfallsMeanCongestionAvoidance) {
   PhaseTracker t;
-  EXPECT_FALSE(t.on_interval(0, 10000, 0.8));     // nothing released before
-  EXPECT_FALSE(t.on_interval(10000, 10000, 0.8)); // arrived as slow start predicts
-  EXPECT_FALSE(t.on_interval(7000, 10000, 0.8));  // one shortfall (7000 <= 8000)
-  EXPECT_FALSE(t.on_interval(9000, 10000, 0.8));  // recovered: the count restarts
+  EXPECT_FALSE(t.on_interval(0, 10000, 0.8));      // nothing released before
+  EXPECT_FALSE(t.on_interval(10000, 10000, 0.8));  // arrived as slow start predicts
+  EXPECT_FALSE(t.on_interval(7000, 10000, 0.8));   // one shortfall (7000 <= 8000)
+  EXPECT_FALSE(t.on_interval(9000, 10000, 0.8));   // recovered: the count restarts
   EXPECT_FALSE(t.on_interval(5000, 10000, 0.8));
-  EXPECT_TRUE(t.on_interval(5000, 10000, 0.8));   // second in a row
+  EXPECT_TRUE(t.on_interval(5000, 10000, 0.8));  // second in a row
   EXPECT_TRUE(t.ca());
   t.reset_slow_start();
   EXPECT_FALSE(t.ca());
@@ -325,7 +325,7 @@ TEST(PacEngine, StaleAckDropsOutOfOrderAcksBoostsAndResetsSlowStart) {
   Engine e(Params{}, dp);
   e.on_event(held(1, 100000, 100000, 90000), 0);  // level 1 (> 20 KB)
   e.on_event(held(1, 110000, 110000, 90000), 0);
-  e.on_event(held(2, 3000, 3000, 2000), 0);       // level 0
+  e.on_event(held(2, 3000, 3000, 2000), 0);  // level 0
   // Mark the flow CA first, so the reset is visible.
   e.on_flow_sample(key(1), 10, 10000, false);
   e.on_flow_sample(key(1), 10, 10000, false);
@@ -447,8 +447,8 @@ TEST(PacEngine, AHeadArrivingLaterStillLeavesAtMaxHold) {
 TEST(PacEngine, AnAckUncoveredBehindASupersededRequestLeavesAtMaxHold) {
   HeldRequest c;
   c.e.on_event(held(1, 3000, 3000, 1000), 100'000);  // behind the request, due at 1.1 ms
-  EXPECT_EQ(c.e.release(500'000), 0u);                // nothing due: the head (the request) has 5 ms
-  c.e.on_event(own_segment(1, 2000), 600'000);  // the request is superseded
+  EXPECT_EQ(c.e.release(500'000), 0u);               // nothing due: the head (the request) has 5 ms
+  c.e.on_event(own_segment(1, 2000), 600'000);       // the request is superseded
   EXPECT_EQ(c.e.stats().dropped_superseded, 1u);
   EXPECT_EQ(c.e.release(1'099'999), 0u);
   EXPECT_EQ(c.e.release(1'100'001), 1u);
@@ -457,7 +457,7 @@ TEST(PacEngine, AnAckUncoveredBehindASupersededRequestLeavesAtMaxHold) {
 }
 
 TEST(PacEngine, HeldAcksGoBeforeARequestThatFitsAndTheKernelIsToldTheirRoom) {
-  Yielding c(10 * kMss);       // nothing fits yet
+  Yielding c(10 * kMss);        // nothing fits yet
   c.hold_request(1, 4 * kMss);  // fits by itself once there is room
   auto& [dp, e] = c;
   EXPECT_EQ(e.release(0), 0u);
@@ -709,7 +709,8 @@ mechanisms = ["pac"]
 
 TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdWithoutHeldRequests) {
   auto parse = [](const std::string& lines) {
-    return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n").get<PacConfig>();
+    return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n")
+        .get<PacConfig>();
   };
   EXPECT_EQ(parse("").rwnd_cap_bytes, sluice_pac_payload_capacity(131072)) << "the buffer's payload";
   EXPECT_EQ(parse("").rwnd_cap_bytes, 125358u);

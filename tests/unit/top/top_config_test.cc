@@ -18,9 +18,7 @@ const std::string kIface = "[[interface]]\nname = \"eth0\"\nmechanisms = [\"top\
 
 TopConfig parse(const std::string& top) { return parse_config_string(kIface + "[top]\n" + top).get<TopConfig>(); }
 
-std::vector<ConfigProblem> problems(const std::string& top) {
-  return test::config_problems(kIface + "[top]\n" + top);
-}
+std::vector<ConfigProblem> problems(const std::string& top) { return test::config_problems(kIface + "[top]\n" + top); }
 
 }  // namespace
 
@@ -65,15 +63,16 @@ TEST(TopConfig, BadInputNamesKeyValueAndLine) {
 
   EXPECT_TRUE(test::config_rejects(base + "peer_clock_offset_ns = { \"10.0.0.2\" = \"soon\" }\n",
                                    "top.peer_clock_offset_ns.10.0.0.2", "expected an integer"));
-  EXPECT_TRUE(test::config_rejects(base + "peer_clock_offset_ns = [1]\n", "top.peer_clock_offset_ns",
-                                   "expected a table"));
-  EXPECT_TRUE(test::config_rejects(base + "clock_source = \"gps\"\n", "top.clock_source", "must be one of ptp4l, shared"));
+  EXPECT_TRUE(
+      test::config_rejects(base + "peer_clock_offset_ns = [1]\n", "top.peer_clock_offset_ns", "expected a table"));
+  EXPECT_TRUE(
+      test::config_rejects(base + "clock_source = \"gps\"\n", "top.clock_source", "must be one of ptp4l, shared"));
   EXPECT_TRUE(test::config_rejects(base + "ptp_uds = \"/run/ptp4l; rm -rf /\"\n", "top.ptp_uds", "absolute path"));
   EXPECT_TRUE(test::config_rejects(base + "ptp_uds = \"relative\"\n", "top.ptp_uds", "absolute path"));
   EXPECT_TRUE(test::config_rejects(base + "threshold_us = 0\n", "top.threshold_us", "out of range"));
   EXPECT_TRUE(test::config_rejects(base + "token_share = 0.9\n", "top.token_share", "out of range"));
-  EXPECT_TRUE(test::config_rejects(base + "link_mbit = 1\ntoken_queue = 4096\ntoken_share = 0.001\n",
-                                   "top.token_share", "above 10 s"));
+  EXPECT_TRUE(test::config_rejects(base + "link_mbit = 1\ntoken_queue = 4096\ntoken_share = 0.001\n", "top.token_share",
+                                   "above 10 s"));
   EXPECT_TRUE(test::config_rejects(base + "clock_offset_ns = 20000000000\n", "top.clock_offset_ns", "out of range"));
   EXPECT_TRUE(test::config_rejects(base + "expiry = false\n", "top.expiry", "unknown key"));
   // top runs on hosts only: the switch side is a queue tree (docs/top.md).
