@@ -1,5 +1,7 @@
 #include "mechanisms/floodgate/config.h"
 
+#include "core/config_section.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -13,20 +15,11 @@ std::string join(const std::vector<SectionProblem>& ps) {
   return s;
 }
 
-std::string show(const toml::node& n) {
-  std::ostringstream os;
-  if (auto s = n.as_string()) os << '"' << s->get() << '"';
-  else if (n.is_table()) os << "{table}";
-  else if (n.is_array()) os << "[array]";
-  else n.visit([&](auto&& v) { os << v; });
-  return os.str();
-}
-
 class Reader {
  public:
   Reader(const toml::table& t, std::vector<SectionProblem>& out) : t_(t), out_(out) {}
   void bad(const std::string& k, const toml::node* n, const std::string& why) {
-    out_.push_back({"floodgate." + k, n ? show(*n) : "", why});
+    out_.push_back({"floodgate." + k, n ? render_toml(*n) : "", why});
   }
   const toml::node* node(const char* k) {
     seen_.push_back(k);
