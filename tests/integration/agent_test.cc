@@ -243,25 +243,35 @@ TEST_P(AgentTest, SigtermLeavesNoFiltersAndRemovesOnlyItsOwnClsact) {
   EXPECT_FALSE(has_clsact()) << "the clsact qdisc sluice created was left behind";
 }
 
+// Four flowstat objects standing in for another tool's programs: one per
+// clsact direction, and one per tcx direction where the kernel has tcx.
+struct ForeignFlowstat {
+  Skeleton<flowstat> cin, cout, tin, tout;
+  ForeignHooks::Progs progs() {
+    for (auto* s : {&cin, &cout, &tin, &tout}) s->load();
+    ForeignHooks::Progs p;
+    p.clsact_in = bpf_program__fd(cin->progs.flowstat_in);
+    p.clsact_out = bpf_program__fd(cout->progs.flowstat_out);
+    if (kernel_version() >= 606) {
+      p.tcx_in = bpf_program__fd(tin->progs.flowstat_in);
+      p.tcx_out = bpf_program__fd(tout->progs.flowstat_out);
+    }
+    return p;
+  }
+};
+
 // Someone else's programs on every hook sluice uses -- clsact ingress and
 // egress filters and tcx links on both directions -- attached before
 // sluiced starts. They stay attached and keep seeing the traffic through
 // sluice's attach, a kill -9, the restart that re-adopts the hooks, and a
 // clean detach; the clsact qdisc they share is left in place.
 TEST_P(AgentTest, ForeignProgramsOnEveryHookSurviveAttachKillRestartAndDetach) {
-  Skeleton<flowstat> cin, cout, tin, tout;
-  for (auto* s : {&cin, &cout, &tin, &tout}) s->load();
-  ForeignHooks::Progs progs;
-  progs.clsact_in = bpf_program__fd(cin->progs.flowstat_in);
-  progs.clsact_out = bpf_program__fd(cout->progs.flowstat_out);
-  if (kernel_version() >= 606) {
-    progs.tcx_in = bpf_program__fd(tin->progs.flowstat_in);
-    progs.tcx_out = bpf_program__fd(tout->progs.flowstat_out);
-  }
+  ForeignFlowstat fs;
+  const ForeignHooks::Progs progs = fs.progs();
   ForeignHooks foreign(b_, ifb_, progs);
   auto seen = [&] {
     std::vector<uint64_t> v;
-    for (auto* s : {&cin, &cout, &tin, &tout})
+    for (auto* s : {&fs.cin, &fs.cout, &fs.tin, &fs.tout})
       v.push_back(read_reason_counters(bpf_map__fd((*s)->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets);
     return v;
   };
@@ -308,23 +318,15 @@ TEST_P(AgentTest, ForeignProgramsOnEveryHookSurviveAttachKillRestartAndDetach) {
 TEST_P(AgentTest, ForeignProgramsAttachedAfterSluicedSurviveItsDetach) {
   ASSERT_FALSE(has_clsact());
   agent_ = start_agent();
-  Skeleton<flowstat> cin, cout, tin, tout;
-  for (auto* s : {&cin, &cout, &tin, &tout}) s->load();
-  ForeignHooks::Progs progs;
-  progs.clsact_in = bpf_program__fd(cin->progs.flowstat_in);
-  progs.clsact_out = bpf_program__fd(cout->progs.flowstat_out);
-  if (kernel_version() >= 606) {
-    progs.tcx_in = bpf_program__fd(tin->progs.flowstat_in);
-    progs.tcx_out = bpf_program__fd(tout->progs.flowstat_out);
-  }
-  ForeignHooks foreign(b_, ifb_, progs);
+  ForeignFlowstat fs;
+  ForeignHooks foreign(b_, ifb_, fs.progs());
   ASSERT_GT(transfer("2M"), 0u);
   EXPECT_EQ(WEXITSTATUS(agent_.stop()), 0);
   EXPECT_EQ(foreign.missing(), "") << "after sluiced detached (SIGTERM)";
   EXPECT_TRUE(has_clsact()) << "sluice removed the clsact qdisc it created while others' filters were on it";
-  uint64_t before = read_reason_counters(bpf_map__fd(cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets;
+  uint64_t before = read_reason_counters(bpf_map__fd(fs.cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets;
   ASSERT_GT(transfer("2M"), 0u);
-  EXPECT_GT(read_reason_counters(bpf_map__fd(cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets, before + 100);
+  EXPECT_GT(read_reason_counters(bpf_map__fd(fs.cin->maps.sl_counters))[SLUICE_R_PASS_COUNTED].packets, before + 100);
 }
 
 TEST_P(AgentTest, BadConfigIsRefusedNamingTheKeyAndAttachesNothing) {

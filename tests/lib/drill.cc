@@ -35,17 +35,6 @@ uint32_t prog_id(int prog_fd) {
   return bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0 ? info.id : 0;
 }
 
-std::string run_output(const std::string& cmd) {
-  std::string result;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) result.append(buf, n);
-  pclose(p);
-  return result;
-}
-
 std::string hex(uint32_t v) {
   char b[16];
   snprintf(b, sizeof(b), "%#x", v);
@@ -97,9 +86,9 @@ std::vector<uint32_t> tcx_prog_ids(int ifindex, bool ingress) {
 
 std::string hook_snapshot(const std::string& ns, const std::string& ifname) {
   std::string tc = "ip netns exec " + ns + " ";
-  std::string s = run_output(tc + "tc qdisc show dev " + ifname + " 2>&1; " + tc + "tc filter show dev " + ifname +
-                             " ingress 2>&1; " + tc + "tc filter show dev " + ifname + " egress 2>&1; " + tc +
-                             "ip -d link show dev " + ifname + " 2>&1 | grep -o 'xdp.*'");
+  std::string s = run_capture(tc + "tc qdisc show dev " + ifname + " 2>&1; " + tc + "tc filter show dev " + ifname +
+                              " ingress 2>&1; " + tc + "tc filter show dev " + ifname + " egress 2>&1; " + tc +
+                              "ip -d link show dev " + ifname + " 2>&1 | grep -o 'xdp.*'");
   run_in_netns(ns, [&] {
     int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
     for (bool in : {true, false}) {

@@ -196,7 +196,9 @@ int Lab::nsh(const std::string& ns, const std::string& cmd) {
   return sh("ip netns exec " + ns + " sh -c '" + cmd + "'");
 }
 
-std::string Lab::out(const std::string& cmd, int* status) {
+std::string Lab::out(const std::string& cmd, int* status) { return run_capture(cmd, status); }
+
+std::string run_capture(const std::string& cmd, int* status) {
   std::string result;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return result;

@@ -87,6 +87,10 @@ class Lab {
   std::vector<std::string> namespaces_;
 };
 
+// Runs a shell command; returns its stdout, *status (if given) its exit
+// status (-1 if it did not exit).
+std::string run_capture(const std::string& cmd, int* status = nullptr);
+
 // Path of a built binary (sluiced, sluicectl, ...), from SLUICE_BUILD_DIR or
 // relative to the test binary.
 std::string build_path(const std::string& rel);
