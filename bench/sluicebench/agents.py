@@ -92,6 +92,16 @@ enabled = false
             raise BenchError(f"sluicectl {cmd} failed: {r.stderr[-500:]}")
         return json.loads(r.stdout)
 
+    def live_modules(self, ctx, out: dict, exited_key: str = "agent_exited"):
+        """(agent, the module entries of its `sluicectl stats`) for every agent
+        still running; one that exited is recorded in out[exited_key]."""
+        for a in self.list:
+            if a.proc.poll() is not None:
+                out[exited_key] = a.proc.returncode
+                continue
+            st = self.ctl(ctx, a, "stats")
+            yield a, [m for ifc in st["interfaces"] for m in ifc["modules"]]
+
     def stop(self, ctx):
         for a in reversed(self.list):
             try:

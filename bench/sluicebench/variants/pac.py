@@ -156,40 +156,35 @@ ein = false
 
     def metrics(self, ctx, topo):
         out = {"held_acks": 0, "admitted_acks": 0, "p50_ack_delay_us": None, "p99_ack_delay_us": None}
-        for a in self.agents.list:
-            if a.proc.poll() is not None:
-                out["pac_agent_exited"] = a.proc.returncode
-                continue
-            j = self.agents.ctl(ctx, a, "stats")
-            for ifc in j["interfaces"]:
-                for m in ifc["modules"]:
-                    if m["name"] == "aqm":
-                        out["ce_marks"] = out.get("ce_marks", 0) + m["stats"].get("ce_marks", 0)
-                    if m["name"] != "pac":
-                        continue
-                    s = m["stats"]
-                    verdicts = {v["reason"]: v["packets"] for pr in m["programs"] for v in pr["verdicts"]}
-                    admitted = verdicts.get("PAC_ADMIT", 0) + verdicts.get("PAC_FAIL_OPEN", 0)
-                    out["held_acks"] += s["held_events"]
-                    out["admitted_acks"] += admitted
-                    out["p50_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.50)
-                    out["p99_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.99)
-                    out["pac_hold_mean_us"] = round(s["hold_time_mean_us"], 1)
-                    out["pac_avg_srtt_us"] = round(s.get("avg_srtt_us", 0), 1)
-                    out["pac_busy_poll_us"] = s.get("busy_poll_us", 0)
-                    out["pac_threshold_changes"] = s.get("threshold_changes", 0)
-                    out["pac_threshold_bytes"] = s.get("threshold_bytes", 0)
-                    out["pac_rwnd_clamped"] = s.get("rwnd_clamped", 0)
-                    out["pac_bound_bytes"] = s.get("bound_bytes", 0)
-                    out["pac_idle_resets"] = s.get("idle_resets", 0)
-                    for k in ("new_flows", "first_window_bytes", "resp_cut_bytes", "uncounted_bytes",
-                              "phantom_bytes"):
-                        out[f"pac_{k}"] = s.get(k, 0)
-                    for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
-                              "dropped_teardown", "send_failures", "corrections", "stalls"):
-                        out[f"pac_{k}"] = s[k]
-                    out["pac_fail_open_acks"] = verdicts.get("PAC_FAIL_OPEN", 0)
-                    out["pac_ring_full"] = verdicts.get("PAC_RING_FULL", 0)
+        for _, modules in self.agents.live_modules(ctx, out, "pac_agent_exited"):
+            for m in modules:
+                if m["name"] == "aqm":
+                    out["ce_marks"] = out.get("ce_marks", 0) + m["stats"].get("ce_marks", 0)
+                if m["name"] != "pac":
+                    continue
+                s = m["stats"]
+                verdicts = {v["reason"]: v["packets"] for pr in m["programs"] for v in pr["verdicts"]}
+                admitted = verdicts.get("PAC_ADMIT", 0) + verdicts.get("PAC_FAIL_OPEN", 0)
+                out["held_acks"] += s["held_events"]
+                out["admitted_acks"] += admitted
+                out["p50_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.50)
+                out["p99_ack_delay_us"] = _percentile_from_hist(admitted, s["hold_time_hist"], 0.99)
+                out["pac_hold_mean_us"] = round(s["hold_time_mean_us"], 1)
+                out["pac_avg_srtt_us"] = round(s.get("avg_srtt_us", 0), 1)
+                out["pac_busy_poll_us"] = s.get("busy_poll_us", 0)
+                out["pac_threshold_changes"] = s.get("threshold_changes", 0)
+                out["pac_threshold_bytes"] = s.get("threshold_bytes", 0)
+                out["pac_rwnd_clamped"] = s.get("rwnd_clamped", 0)
+                out["pac_bound_bytes"] = s.get("bound_bytes", 0)
+                out["pac_idle_resets"] = s.get("idle_resets", 0)
+                for k in ("new_flows", "first_window_bytes", "resp_cut_bytes", "uncounted_bytes",
+                          "phantom_bytes"):
+                    out[f"pac_{k}"] = s.get(k, 0)
+                for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
+                          "dropped_teardown", "send_failures", "corrections", "stalls"):
+                    out[f"pac_{k}"] = s[k]
+                out["pac_fail_open_acks"] = verdicts.get("PAC_FAIL_OPEN", 0)
+                out["pac_ring_full"] = verdicts.get("PAC_RING_FULL", 0)
         return out
 
     def teardown(self, ctx, topo):

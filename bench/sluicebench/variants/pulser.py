@@ -100,21 +100,16 @@ ein_threshold = {a.aqm_ein_threshold}
 
     def metrics(self, ctx, topo):
         out = {"ce_marks": 0, "ein_marks": 0, "incasts_detected": 0}
-        for ag in self.agents.list:
-            if ag.proc.poll() is not None:
-                out["agent_exited"] = ag.proc.returncode
-                continue
-            st = self.agents.ctl(ctx, ag, "stats")
-            for ifc in st["interfaces"]:
-                for m in ifc["modules"]:
-                    s = m.get("stats", {})
-                    if m["name"] == "aqm":
-                        for k in ("ce_marks", "ein_marks", "incasts_detected", "not_ect_over_k"):
-                            out[k] = out.get(k, 0) + s.get(k, 0)
-                    elif m["name"] == "ein":
-                        for k in ("echoes_set", "echoes_received", "marks_recorded", "marks_unmanaged",
-                                  "echoes_stale"):
-                            out[k] = out.get(k, 0) + s.get(k, 0)
+        for ag, modules in self.agents.live_modules(ctx, out):
+            for m in modules:
+                s = m.get("stats", {})
+                if m["name"] == "aqm":
+                    for k in ("ce_marks", "ein_marks", "incasts_detected", "not_ect_over_k"):
+                        out[k] = out.get(k, 0) + s.get(k, 0)
+                elif m["name"] == "ein":
+                    for k in ("echoes_set", "echoes_received", "marks_recorded", "marks_unmanaged",
+                              "echoes_stale"):
+                        out[k] = out.get(k, 0) + s.get(k, 0)
             if ag.role == "switch" and self.register:
                 status = self.agents.ctl(ctx, ag, "status")
                 for c in status.get("congestion_control", []):

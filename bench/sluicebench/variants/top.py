@@ -107,19 +107,14 @@ clock_source = "shared"
                     out["token_drops_switch"] += delta
         if self.agents.list:
             out.update({"tokens_expired": 0, "tokens_valid": 0, "tokens_sent": 0})
-        for ag in self.agents.list:
-            if ag.proc.poll() is not None:
-                out["agent_exited"] = ag.proc.returncode
-                continue
-            st = self.agents.ctl(ctx, ag, "stats")
-            for ifc in st["interfaces"]:
-                for m in ifc["modules"]:
-                    if m["name"] != "top":
-                        continue
-                    tk = m["stats"]["tokens"]
-                    out["tokens_expired"] += sum(tk["expired"])
-                    out["tokens_valid"] += sum(tk["valid"]) + sum(tk["future"])
-                    out["tokens_sent"] += sum(tk["sent"])
+        for _, modules in self.agents.live_modules(ctx, out):
+            for m in modules:
+                if m["name"] != "top":
+                    continue
+                tk = m["stats"]["tokens"]
+                out["tokens_expired"] += sum(tk["expired"])
+                out["tokens_valid"] += sum(tk["valid"]) + sum(tk["future"])
+                out["tokens_sent"] += sum(tk["sent"])
         return out
 
     def teardown(self, ctx, topo):
