@@ -28,13 +28,8 @@ class TopAgentTest : public ::testing::Test {
   void SetUp() override {
     require_root();
     lab_ = std::make_unique<Lab>("qt");
-    static int n = 0;
-    std::string k = std::to_string(n++);
-    sif_ = "s" + k;
-    rif_ = "r" + k;
-    snd_ = lab_->add_ns("s" + k);
-    rcv_ = lab_->add_ns("r" + k);
-    lab_->add_veth(snd_, sif_, "10.78.0.1/24", rcv_, rif_, "10.78.0.2/24");
+    TopPair p = add_top_pair(*lab_, "10.78.0");
+    snd_ = p.snd, rcv_ = p.rcv, sif_ = p.sif, rif_ = p.rif;
   }
   void TearDown() override {
     agents_.clear();

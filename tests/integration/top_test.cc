@@ -27,15 +27,8 @@ class TopLabTest : public ::testing::Test {
   void SetUp() override {
     require_root();
     lab_ = std::make_unique<Lab>("tp");
-    // Names differ per test: a namespace deleted by the previous test may
-    // still be going away in the kernel.
-    static int n = 0;
-    std::string k = std::to_string(n++);
-    sif_ = "s" + k;
-    rif_ = "r" + k;
-    snd_ = lab_->add_ns("s" + k);
-    rcv_ = lab_->add_ns("r" + k);
-    lab_->add_veth(snd_, sif_, "10.77.0.1/24", rcv_, rif_, "10.77.0.2/24");
+    TopPair p = add_top_pair(*lab_, "10.77.0");
+    snd_ = p.snd, rcv_ = p.rcv, sif_ = p.sif, rif_ = p.rif;
   }
   Process recv(const std::vector<std::string>& extra, const std::string& log) {
     return top_recv(*lab_, rcv_, "10.77.0.2", extra, log);

@@ -7,6 +7,14 @@
 
 namespace sluice::test {
 
+TopPair add_top_pair(Lab& lab, const std::string& net) {
+  static int n = 0;
+  const std::string k = std::to_string(n++);
+  TopPair p{lab.add_ns("s" + k), lab.add_ns("r" + k), "s" + k, "r" + k};
+  lab.add_veth(p.snd, p.sif, net + ".1/24", p.rcv, p.rif, net + ".2/24");
+  return p;
+}
+
 Process top_recv(Lab& lab, const std::string& ns, const std::string& bind, const std::vector<std::string>& extra,
                  const std::string& log) {
   std::vector<std::string> argv = {

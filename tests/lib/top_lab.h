@@ -10,6 +10,15 @@
 
 namespace sluice::test {
 
+// A sender and a receiver namespace joined by one veth, addresses
+// `net`.1 (sender) and `net`.2 (receiver), /24. Names differ per call: a
+// namespace a previous test deleted may still be going away in the kernel.
+struct TopPair {
+  std::string snd, rcv;  // namespaces
+  std::string sif, rif;  // short interface names (Lab::name gives the full one)
+};
+TopPair add_top_pair(Lab& lab, const std::string& net);
+
 // sluice-top recv in `ns`, bound to `bind`, a 100 Mbit/s link and a 500 µs
 // RTT, then `extra`; the process runs until it exits or is stopped.
 Process top_recv(Lab& lab, const std::string& ns, const std::string& bind, const std::vector<std::string>& extra,
