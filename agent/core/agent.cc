@@ -64,9 +64,12 @@ ReloadPlan plan_reload(const Config& running, const Config& next, const Mechanis
   auto nj = to_json(next, mechanisms), rj = to_json(running, mechanisms);
   for (const auto& mi : mechanisms) {
     if (!mi.service.make) continue;
-    std::string s = mi.section ? mi.section->name : mi.name;
-    auto sect = [&](const nlohmann::json& j) { return j.contains(s) ? j[s] : nlohmann::json(); };
-    if (sect(nj) != sect(rj)) p.services.push_back(mi.name);
+    // Its own section and the sections it reads (e.g. a switch logic's).
+    std::vector<std::string> secs = mi.reads;
+    secs.push_back(mi.section ? mi.section->name : mi.name);
+    auto sect = [&](const nlohmann::json& j, const std::string& s) { return j.contains(s) ? j[s] : nlohmann::json(); };
+    if (std::any_of(secs.begin(), secs.end(), [&](const std::string& s) { return sect(nj, s) != sect(rj, s); }))
+      p.services.push_back(mi.name);
   }
   p.metrics = next.metrics.enabled != running.metrics.enabled || next.metrics.bind != running.metrics.bind ||
               next.metrics.port != running.metrics.port;

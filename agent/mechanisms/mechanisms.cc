@@ -23,6 +23,7 @@
 #include "mechanisms/aqm/aqm_module.h"
 #include "mechanisms/cc/cc.h"
 #include "mechanisms/ein/ein_module.h"
+#include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/host_runner.h"
 #include "mechanisms/flowstat/flowstat_module.h"
 #include "mechanisms/pac/pac_module.h"
@@ -85,6 +86,7 @@ const MechanismTable& mechanisms() {
                   sw::logic_names() + "; docs/switch.md)",
        .service = {&make_switch_service, &switch_used_by},
        .section = &switch_section(),
+       .reads = sw::logic_sections(),
        .tc = {{"sw_ingress, sw_egress", kSwportTcPrio}}},
       {.name = "top",
        .on_host = true,
@@ -100,6 +102,7 @@ const MechanismTable& mechanisms() {
        .on_host = true,
        .on_switch_port = true,
        .summary = "per-hop per-destination windows and credits (floodgate-conext21); first-hop pause at hosts",
+       .section = &floodgate::floodgate_section(),
        .available = false,
        .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}}},
       {.name = "bfc",

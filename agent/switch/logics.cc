@@ -44,7 +44,8 @@ const std::vector<LogicInfo>& switch_logics() {
        .summary = "per-destination windows toward the next hop, VOQs for destinations out of window, credits "
                   "per ingress port every T (floodgate-conext21; docs/floodgate.md)",
        .make = &floodgate::make_switch_logic,
-       .view = &floodgate::switch_view},
+       .view = &floodgate::switch_view,
+       .section = "floodgate"},
   };
   return kLogics;
 }
@@ -59,6 +60,13 @@ std::string logic_names() {
   std::string s;
   for (const auto& l : switch_logics()) s += (s.empty() ? "" : ", ") + l.name;
   return s;
+}
+
+std::vector<std::string> logic_sections() {
+  std::vector<std::string> v;
+  for (const auto& l : switch_logics())
+    if (!l.section.empty()) v.push_back(l.section);
+  return v;
 }
 
 }  // namespace sluice::sw

@@ -51,6 +51,9 @@ struct LogicInfo {
   // Optional: the logic's own state for `sluicectl switch` (shown under
   // "logic"); pure, called on the agent's thread.
   nlohmann::json (*view)(const Logic& logic, const Substrate& sw) = nullptr;
+  // Optional: the config section it reads ([name], a mechanisms-table
+  // row's .section); a change to it rebuilds the switch on reload.
+  std::string section;
 };
 
 // THE table (logics.cc).
@@ -58,5 +61,7 @@ const std::vector<LogicInfo>& switch_logics();
 const LogicInfo* find_logic(std::string_view name);
 // "fifo, pfc, ..." for error messages.
 std::string logic_names();
+// The sections the logics read (switch mode's `reads`).
+std::vector<std::string> logic_sections();
 
 }  // namespace sluice::sw

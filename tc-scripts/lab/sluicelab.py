@@ -458,7 +458,9 @@ class Topology:
     def __init__(self, lab: Lab, kind: str, mode: str = "gso", switch: str = "bridge",
                  sluice: Optional[dict] = None):
         """sluice: {"bin": sluiced, "logic": name, "queues": n} makes every
-        switch a sluice switch (forwarding stays `switch`)."""
+        switch a sluice switch (forwarding stays `switch`); optional
+        "extra" (sluice_config) and "prefix" (argv before sluiced, e.g.
+        chrt)."""
         if mode not in ("gso", "mtu"):
             raise LabError(f"unknown frame mode '{mode}' (gso or mtu)")
         if switch not in ("bridge", "router"):
@@ -617,7 +619,9 @@ class Topology:
 
     def sluice_config(self, node: Node) -> str:
         """sluiced's configuration for switch `node`: [switch] with every
-        port of the node, at the rate, buffer and burst of its shaper."""
+        port of the node, at the rate, buffer and burst of its shaper, then
+        what sluice["extra"](node) returns (more sections or tables, e.g.
+        the logic's own section), if given."""
         lab, s = self.lab, self.sluice
         state = os.path.join(lab.tmp, f"sluiced-{node.name}")
         bursts = {p.shape.burst for p in node.ports if p.shape and p.shape.burst}
@@ -634,6 +638,9 @@ class Topology:
             lines += ["[[switch.ports]]", f'name = "{p.ifname}"', f'role = "{role}"',
                       f"rate_mbit = {max(1, int(round(p.shape.rate_mbit)))}",
                       f"buffer_bytes = {p.shape.buffer if p.shape.buffer is not None else 1_000_000}"]
+        extra = s.get("extra")
+        if extra:
+            lines.append(extra(node))
         return "\n".join(lines) + "\n"
 
     def _start_sluice(self, node: Node):
@@ -643,7 +650,8 @@ class Topology:
         cfg = os.path.join(lab.tmp, f"sluiced-{node.name}.toml")
         with open(cfg, "w") as f:
             f.write(self.sluice_config(node))
-        p = lab.spawn(node.ns, [self.sluice["bin"], "--config", cfg], f"sluiced-{node.name}")
+        p = lab.spawn(node.ns, list(self.sluice.get("prefix") or []) + [self.sluice["bin"], "--config", cfg],
+                      f"sluiced-{node.name}")
         self.sluice_procs.append((p, node))
         for _ in range(500):
             if "SWITCH_STARTED" in lab.log_of(p) or p.poll() is not None:
@@ -843,14 +851,19 @@ def dumbbell(lab: Lab, left: int, right: int, rate: float = 1000, bottleneck_rat
 
 def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4, rate: float = 1000,
                core_rate: Optional[float] = None, buffer: int = 131072, mode: str = "gso",
-               shaper: str = "tbf", burst: Optional[int] = None, sluice: Optional[dict] = None) -> Topology:
+               shaper: str = "tbf", burst: Optional[int] = None, sluice: Optional[dict] = None,
+               core_delay_us: float = 0, host_delay_us: float = 0, wire: Optional[str] = None) -> Topology:
     """2-tier leaf-spine of routers: every ToR links to every spine; ToRs
     spread traffic to other racks over the spines by ECMP (5-tuple hash).
     Port classes: tor-down (ToR -> host), tor-up (ToR -> spine), core
-    (spine -> ToR), host-up. Host t<a>h<i> has 10.<a>.<i>.2."""
+    (spine -> ToR), host-up. Host t<a>h<i> has 10.<a>.<i>.2.
+    core_delay_us / host_delay_us > 0: that one-way propagation delay on
+    every ToR<->spine / host<->ToR link (a sluice-wire each; `wire` is its
+    binary)."""
     if tors > 250 or hosts_per_tor > 250 or spines > 60:
         raise LabError("leaf_spine: at most 250 ToRs, 250 hosts per ToR, 60 spines")
     t = Topology(lab, "leaf-spine", mode, "router", sluice)
+    t.wire_bin = wire
     crate = core_rate or rate
     up = Shape(rate_mbit=rate, kind="htb", burst=burst)
     spine_nodes = [t.add_node(f"s{b}", "switch") for b in range(1, spines + 1)]
@@ -861,7 +874,7 @@ def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4,
             h.ip = f"10.{a}.{i}.2"
             t.link(h, f"t{a}h{i}", "host-up", tor, f"t{a}d{i}", "tor-down",
                    a_shape=up, b_shape=_bottleneck_shape(rate, buffer, shaper, burst),
-                   a_addr=f"{h.ip}/24", b_addr=f"10.{a}.{i}.1/24")
+                   a_addr=f"{h.ip}/24", b_addr=f"10.{a}.{i}.1/24", delay_us=host_delay_us)
             t.route(h, f"add default via 10.{a}.{i}.1")
         nexthops = []
         for b, s in enumerate(spine_nodes, start=1):
@@ -870,7 +883,7 @@ def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4,
             t.link(tor, f"t{a}u{b}", "tor-up", s, f"s{b}t{a}", "core",
                    a_shape=_bottleneck_shape(crate, buffer, shaper, burst),
                    b_shape=_bottleneck_shape(crate, buffer, shaper, burst),
-                   a_addr=f"{tor_ip}/30", b_addr=f"{sp_ip}/30")
+                   a_addr=f"{tor_ip}/30", b_addr=f"{sp_ip}/30", delay_us=core_delay_us)
             nexthops.append(f"nexthop via {sp_ip}")
             t.route(s, f"add 10.{a}.0.0/16 via {tor_ip}")
         t.route(tor, "add 10.0.0.0/8 " + " ".join(nexthops))
@@ -880,5 +893,6 @@ def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4,
     t.bottleneck = next(p for p in t.ports("tor-down") if p.peer.node is t.receivers[0])
     t.params = {"tors": tors, "spines": spines, "hosts_per_tor": hosts_per_tor, "rate_mbit": rate,
                 "core_mbit": crate, "buffer": buffer, "mode": mode, "shaper": shaper,
-                "burst": burst or Shape(rate).default_burst()}
+                "burst": burst or Shape(rate).default_burst(), "core_delay_us": core_delay_us,
+                "host_delay_us": host_delay_us}
     return t.build()

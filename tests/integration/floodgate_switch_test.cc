@@ -14,6 +14,8 @@
 //  - once h1 stops, sa's VOQ drains through credits to nothing.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -57,14 +59,16 @@ class FloodgateSwitch : public ::testing::Test {
              {sa_, {"sah", "sab"}}, {sb_, {"sba", "sb3", "sb4"}}})
       for (const auto& i : ifs)
         lab_->nsh(ns, "ethtool -K " + lab_->name(i) + " gro off gso off tso off >/dev/null 2>&1");
-    const std::string keys = "logic = \"floodgate\"\nqueues = 4\nrate_mbit = 100\nfail_open_ms = 500\n";
     A_ = std::make_unique<SwitchAgent>(*lab_, sa_, "a");
     B_ = std::make_unique<SwitchAgent>(*lab_, sb_, "b");
-    A_->configure(keys, {{lab_->name("sah"), "host-facing", 100}, {lab_->name("sab"), "switch-facing", 100}});
-    B_->configure(keys, {{lab_->name("sba"), "switch-facing", 100},
-                         {lab_->name("sb3"), "host-facing", 10},
-                         {lab_->name("sb4"), "host-facing", 10}});
+    a_ports_ = {{lab_->name("sah"), "host-facing", 100}, {lab_->name("sab"), "switch-facing", 100}};
+    A_->configure(kKeys, a_ports_);
+    B_->configure(kKeys, {{lab_->name("sba"), "switch-facing", 100},
+                          {lab_->name("sb3"), "host-facing", 10},
+                          {lab_->name("sb4"), "host-facing", 10}});
   }
+  static constexpr const char* kKeys = "logic = \"floodgate\"\nqueues = 4\nrate_mbit = 100\nfail_open_ms = 500\n";
+  std::vector<SwitchPort> a_ports_;
   void TearDown() override {
     if (A_) A_->stop();
     if (B_) B_->stop();
@@ -148,3 +152,40 @@ TEST_F(FloodgateSwitch, CreditsFlowVoqHoldsTheIncastOtherDestinationPasses) {
 }
 
 }  // namespace
+
+// [floodgate] reaches the logic sluiced runs: T and the hop RTT shape the
+// initial window of the switch-facing port (BDP_nextHop + C_out x T, §3.2),
+// shown by `sluicectl switch --json`.
+TEST_F(FloodgateSwitch, TheSectionReachesTheRunningLogic) {
+  A_->configure(kKeys, a_ports_, "[floodgate]\nhop_rtt_us = 400\ncredit_interval_us = 250\nmax_voqs = 2\n");
+  ASSERT_TRUE(A_->start());
+  json s = A_->state()["logic_state"];
+  EXPECT_EQ(s.value("hop_rtt_us", 0), 400) << s.dump(2);
+  EXPECT_EQ(s.value("credit_interval_us", 0), 250);
+  EXPECT_EQ(s.value("max_voqs", 0), 2);
+  bool seen = false;
+  for (const auto& p : s.value("ports", json::array())) {
+    if (p["port"] != lab_->name("sab")) continue;
+    seen = true;
+    // 100 Mbit/s: 12.5 B/us x (400 + 250) us; 2 VOQs (max_voqs) of the port's 3.
+    EXPECT_EQ(p["init_window_bytes"], 8125) << p.dump();
+    EXPECT_EQ(p["voqs"], 2) << p.dump();
+  }
+  EXPECT_TRUE(seen) << s.dump(2);
+}
+
+// A bad [floodgate] is refused with its key, and nothing runs: sluiced
+// exits before it builds a queue tree.
+TEST_F(FloodgateSwitch, ABadSectionIsRefusedWithItsKey) {
+  for (const std::string bad : {"credit_interval_us = 10\n", "up_ports = [\"nope\"]\n"}) {
+    SCOPED_TRACE(bad);
+    A_->configure(kKeys, a_ports_, "[floodgate]\n" + bad);
+    Process p = lab_->spawn(sa_, {build_path("agent/sluiced"), "-c", A_->cfg()}, "sluiced-bad");
+    int st = p.wait(20s);
+    ASSERT_NE(st, -1) << "sluiced kept running with a bad [floodgate]";
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0) << st;
+    EXPECT_NE(p.log().find("floodgate."), std::string::npos) << p.log();
+    EXPECT_EQ(lab_->out("tc -n " + sa_ + " qdisc show dev " + lab_->name("sab")).find("htb"), std::string::npos)
+        << p.log();
+  }
+}

@@ -19,7 +19,7 @@ class Reader {
  public:
   Reader(const toml::table& t, std::vector<SectionProblem>& out) : t_(t), out_(out) {}
   void bad(const std::string& k, const toml::node* n, const std::string& why) {
-    out_.push_back({"floodgate." + k, n ? render_toml(*n) : "", why});
+    out_.push_back({"floodgate." + k, n ? render_toml(*n) : "", why, n ? toml_where(*n) : ""});
   }
   const toml::node* node(const char* k) {
     seen_.push_back(k);
@@ -60,9 +60,12 @@ class Reader {
 SectionError::SectionError(std::vector<SectionProblem> problems)
     : std::invalid_argument(join(problems)), problems_(std::move(problems)) {}
 
-Config parse_section(const toml::table& t, const std::vector<std::string>& port_names) {
-  Config c;
-  std::vector<SectionProblem> out;
+namespace {
+
+// The keys into a Section (up_ports as names); problems to `out`.
+Section read_section(const toml::table& t, std::vector<SectionProblem>& out) {
+  Section sec;
+  Config& c = sec.config;
   Reader r(t, out);
   r.integer("credit_interval_us", c.credit_interval_ns, 50, 1'000'000, 1000);
   r.integer("hop_rtt_us", c.hop_rtt_ns, 0, 1'000'000, 1000);
@@ -81,11 +84,8 @@ Config parse_section(const toml::table& t, const std::vector<std::string>& port_
       r.bad("up_ports", n, "expected an array of port names");
     } else {
       for (auto&& e : *a) {
-        auto s = e.as_string();
-        auto it = s ? std::find(port_names.begin(), port_names.end(), s->get()) : port_names.end();
-        if (!s) r.bad("up_ports", &e, "expected a port name");
-        else if (it == port_names.end()) r.bad("up_ports", &e, "not a port of this switch");
-        else c.up_ports.push_back(PortId(it - port_names.begin()));
+        if (auto s = e.as_string()) sec.up_port_names.push_back(s->get());
+        else r.bad("up_ports", &e, "expected a port name");
       }
     }
   }
@@ -94,11 +94,77 @@ Config parse_section(const toml::table& t, const std::vector<std::string>& port_
     try {
       c.validate();
     } catch (const std::invalid_argument& e) {
-      out.push_back({"floodgate", "", e.what()});
+      out.push_back({"floodgate", "", e.what(), ""});
     }
   }
-  if (!out.empty()) throw SectionError(std::move(out));
+  return sec;
+}
+
+}  // namespace
+
+Config Section::resolve(const std::vector<std::string>& port_names) const {
+  Config c = config;
+  c.up_ports.clear();
+  for (const auto& n : up_port_names) {
+    auto it = std::find(port_names.begin(), port_names.end(), n);
+    if (it == port_names.end())
+      throw std::invalid_argument("floodgate.up_ports: \"" + n + "\" is not a port of this switch");
+    c.up_ports.push_back(PortId(it - port_names.begin()));
+  }
+  c.validate();
   return c;
+}
+
+Config parse_section(const toml::table& t, const std::vector<std::string>& port_names) {
+  std::vector<SectionProblem> out;
+  Section sec = read_section(t, out);
+  if (out.empty()) {
+    // Name by name, so every unknown port is reported.
+    for (const auto& n : sec.up_port_names)
+      if (std::find(port_names.begin(), port_names.end(), n) == port_names.end())
+        out.push_back({"floodgate.up_ports", "\"" + n + "\"", "not a port of this switch", ""});
+  }
+  if (!out.empty()) throw SectionError(std::move(out));
+  return sec.resolve(port_names);
+}
+
+const ConfigSection& floodgate_section() {
+  static const ConfigSection s = [] {
+    ConfigSection sec;
+    sec.name = Section::kSection;
+    // Every key with another valid value (the reload test sets each).
+    sec.keys = {{"credit_interval_us", "1000", "", ""}, {"hop_rtt_us", "400", "", ""},
+                {"max_voqs", "50", "", ""},             {"thre_credit_bdp", "20", "", ""},
+                {"thre_credit_bytes", "100000", "", ""}, {"voq_grouping", "false", "", ""},
+                {"down_voqs", "2", "", ""},             {"up_ports", "[\"swp1\"]", "", ""},
+                {"syn_timeout_ms", "20", "", ""},       {"dst_pause", "true", "", ""},
+                {"thre_off_bytes", "5000", "", ""},     {"thre_on_bytes", "2000", "", ""}};
+    sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
+      static const toml::table kEmpty;
+      std::vector<SectionProblem> ps;
+      Section r = read_section(t ? *t : kEmpty, ps);
+      for (auto& p : ps) out.push_back({p.key, p.value, p.reason, p.where});
+      return ps.empty() ? r : Section{};
+    };
+    sec.to_json = [](const std::any& a) {
+      const Section& x = std::any_cast<const Section&>(a);
+      const Config& c = x.config;
+      return nlohmann::json{{"credit_interval_us", c.credit_interval_ns / 1000},
+                            {"hop_rtt_us", c.hop_rtt_ns / 1000},
+                            {"max_voqs", c.max_voqs},
+                            {"thre_credit_bdp", c.thre_credit_bdp},
+                            {"thre_credit_bytes", c.thre_credit_bytes},
+                            {"voq_grouping", c.voq_grouping},
+                            {"down_voqs", c.down_voqs},
+                            {"up_ports", x.up_port_names},
+                            {"syn_timeout_ms", c.syn_timeout_ns / 1'000'000},
+                            {"dst_pause", c.dst_pause},
+                            {"thre_off_bytes", c.thre_off_bytes},
+                            {"thre_on_bytes", c.thre_on_bytes}};
+    };
+    return sec;
+  }();
+  return s;
 }
 
 nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& port_names) {

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 #include <vector>
 
+#include "core/config_section.h"
 #include "mechanisms/floodgate/logic.h"
 
 namespace sluice::floodgate {
@@ -19,6 +20,7 @@ struct SectionProblem {
   std::string key;  // "floodgate.credit_interval_us"
   std::string value;
   std::string reason;
+  std::string where;  // "file:line" of the value ("" when unknown)
 };
 
 class SectionError : public std::invalid_argument {
@@ -43,6 +45,23 @@ class SectionError : public std::invalid_argument {
 //   thre_off_bytes, thre_on_bytes
 // Throws SectionError.
 Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
+
+// [floodgate] as sluiced loads it (the mechanisms table's floodgate row):
+// the parameters, with up_ports still names; switch mode's logic
+// "floodgate" reads it with config.get<Section>() and resolves the names
+// against its ports (resolve()).
+struct Section {
+  static constexpr const char* kSection = "floodgate";
+  Config config;
+  std::vector<std::string> up_port_names;
+  // `config` with up_ports resolved; throws std::invalid_argument naming an
+  // up port that is not one of `port_names`.
+  Config resolve(const std::vector<std::string>& port_names) const;
+};
+// The section for the loader (core/config_section.h): the keys above, each
+// problem reported with its key, value and line; a bad section changes
+// nothing.
+const sluice::ConfigSection& floodgate_section();
 
 // `sluicectl floodgate --json`: windows, VOQs in use, credits sent and
 // received, delayed credits, switchSYNs, dstPause state.

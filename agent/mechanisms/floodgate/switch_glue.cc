@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/module.h"
 #include "core/tc.h"
 #include "floodgate_sw.skel.h"
+#include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/logic.h"
 #include "sluice/floodgate_sw.h"
 #include "switch/tree.h"
@@ -66,6 +68,56 @@ struct Group {          // a VOQ (port, queue)
   uint64_t out_at = 0;  // bytes out of the VOQ at that release
   uint64_t out_total = 0;
   uint64_t drops_seen = 0;  // the queue's dropped packets at the last read
+};
+
+// Which of a FIFO's bytes are still queued, per contributor. Snapshots of
+// cumulative counts (a total and its parts: destinations of a port's
+// default queue, ingress ports of a destination) are taken as the counters
+// are read; with `still` bytes queued now, the queue holds what entered
+// after the total was now - still, so a part's share of it is what the
+// part added since the newest snapshot at or below that total (an
+// overestimate by at most what entered between two snapshots). Without a
+// snapshot that old, the part's whole count since the oldest one.
+template <class K>
+class FifoShare {
+ public:
+  void snap(const std::map<K, uint64_t>& parts) {
+    uint64_t total = 0;
+    for (const auto& [k, v] : parts) total += v;
+    if (!hist_.empty() && hist_.back().total == total) {
+      hist_.back().parts = parts;
+      return;
+    }
+    hist_.push_back({total, parts});
+    if (hist_.size() > kKeep) hist_.pop_front();
+  }
+  // Bytes of `k` among the last `still` bytes that entered.
+  uint64_t queued(const K& k, uint64_t still) const {
+    if (hist_.empty() || !still) return 0;
+    const Snap& now = hist_.back();
+    uint64_t have = part(now, k);
+    uint64_t at = now.total > still ? now.total - still : 0;
+    const Snap* base = &hist_.front();
+    for (auto it = hist_.rbegin(); it != hist_.rend(); ++it)
+      if (it->total <= at) {
+        base = &*it;
+        break;
+      }
+    uint64_t before = part(*base, k);
+    return std::min(still, have > before ? have - before : 0);
+  }
+
+ private:
+  struct Snap {
+    uint64_t total;
+    std::map<K, uint64_t> parts;
+  };
+  static uint64_t part(const Snap& s, const K& k) {
+    auto it = s.parts.find(k);
+    return it == s.parts.end() ? 0 : it->second;
+  }
+  static constexpr size_t kKeep = 256;
+  std::deque<Snap> hist_;
 };
 
 struct Stats {
@@ -140,6 +192,10 @@ class SwitchFloodgate final : public Logic {
     } else if (f.type == CtrlType::kSwitchSyn) {
       // §4.3: answer at once with our PSN; bytes the upstream sent that never
       // arrived are counted as forwarded so its window is not lost for ever.
+      // The answer credits only what left (as every credit): bytes still
+      // held here (a VOQ behind a slow last hop is the usual reason for the
+      // silence) stay uncredited, or the upstream's window would grow by
+      // what this switch already buffers.
       read_rx();
       std::vector<CreditRec> recs;
       for (const auto& r : f.syns) {
@@ -151,7 +207,7 @@ class SwitchFloodgate final : public Logic {
           st_.syn_lost_bytes += next - have;
           x.adj += next - have;
         }
-        recs.push_back(credit_rec(Key{port, r.dst}, x, true));
+        recs.push_back(credit_rec(Key{port, r.dst}, x));
       }
       send_credits(port, recs);
     }
@@ -190,6 +246,11 @@ class SwitchFloodgate final : public Logic {
     return {
         {"credit_interval_us", cfg_.credit_interval_ns / 1000},
         {"hop_rtt_us", cfg_.hop_rtt_ns / 1000},
+        {"max_voqs", cfg_.max_voqs},
+        {"syn_timeout_ms", cfg_.syn_timeout_ns / 1'000'000},
+        {"thre_credit_bdp", cfg_.thre_credit_bdp},
+        {"thre_credit_bytes", cfg_.thre_credit_bytes},
+        {"ports", port_view()},
         {"voqs_in_use", in_use},
         {"credits_sent",
          {{"frames", st_.credit_frames_out}, {"records", st_.credit_recs_out}, {"bytes", st_.credit_bytes_out}}},
@@ -212,6 +273,18 @@ class SwitchFloodgate final : public Logic {
 
  private:
   static uint32_t if_index(const std::string& n) { return if_nametoindex(n.c_str()); }
+
+  // Per port: windowed or not, VOQs, the initial window (§3.2).
+  nlohmann::json port_view() const {
+    nlohmann::json v = nlohmann::json::array();
+    for (size_t i = 0; i < fp_.size(); ++i)
+      v.push_back({{"port", ports_[i].name},
+                   {"windowed", bool(fp_[i].windowed)},
+                   {"credits", bool(fp_[i].credits)},
+                   {"voqs", fp_[i].nvoq},
+                   {"init_window_bytes", fp_[i].init_window}});
+    return v;
+  }
 
   uint64_t bdp(PortId p) const { return ports_[p].rate_bps / 8 * cfg_.hop_rtt_ns / 1'000'000'000; }
   uint64_t init_window(PortId p) const {
@@ -236,6 +309,7 @@ class SwitchFloodgate final : public Logic {
     sl_fg_key cur{}, next{};
     sl_fg_key* prev = nullptr;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
+    std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
       cur = next;
       prev = &cur;
@@ -247,6 +321,7 @@ class SwitchFloodgate final : public Logic {
       TxState& t = it->second;
       if (fresh) t.last_credit_ns = now;
       t.direct = v.direct_bytes;
+      direct[cur.port_id][k.second] = v.direct_bytes;
       t.voq_in = v.voq_bytes;
       t.voq_in_pkts = v.voq_pkts;
       if (!t.voq && t.pending() && v.voq_q) {
@@ -256,6 +331,7 @@ class SwitchFloodgate final : public Logic {
       }
       if (t.voq) groups[{cur.port_id, t.voq}].push_back(k);
     }
+    for (const auto& [p, parts] : direct) q0_[p].snap(parts);
     for (auto& [pq, keys] : groups) {
       auto [p, q] = pq;
       uint64_t backlog = sw_->depth(PortId(p), QueueId(q)).bytes;
@@ -340,6 +416,7 @@ class SwitchFloodgate final : public Logic {
   }
 
   void read_rx() {
+    std::map<Addr, std::map<uint32_t, uint64_t>> by_dst;  // per dst: forwarded per ingress port
     int fd = bpf_map__fd(skel_->maps.sl_fg_rx_v1);
     sl_fg_key cur{}, next{};
     sl_fg_key* prev = nullptr;
@@ -354,22 +431,38 @@ class SwitchFloodgate final : public Logic {
       x.counted = v.bytes;
       x.pkts = v.pkts;
       x.out_port = v.out_port;
+      by_dst[k.second][k.first] = v.bytes;
     }
+    for (const auto& [d, parts] : by_dst) in_[d].snap(parts);
   }
 
-  // Bytes of dst still in this switch: its egress port's default queue and
-  // its VOQ there. Credits cover only bytes that left (§4.1 "forwarded").
+  // Bytes from ingress port k.first for dst k.second still in this switch:
+  // of its egress port's default queue and its VOQ there. Credits cover
+  // only bytes that left (§4.1 "forwarded"). Both queues are FIFOs, so
+  // what is still queued is the newest of what entered (FifoShare): of a
+  // switch-facing egress port's default queue, the dst's share of its
+  // newest bytes (a host-facing port's queue is its host's: all of it);
+  // of those, this ingress port's share of the dst's newest bytes. Not
+  // the whole queue: bytes of other destinations or from other upstream
+  // ports would hold this port's credits back (and its window, and
+  // switchSYNs that answer for them).
   uint64_t queued(const Key& k, const RxState& x) const {
     if (x.out_port >= fp_.size()) return 0;
-    uint64_t q = sw_->depth(PortId(x.out_port), 0).bytes;
+    uint64_t depth0 = sw_->depth(PortId(x.out_port), 0).bytes;
+    uint64_t q = depth0;
+    if (fp_[x.out_port].windowed) {
+      auto f = q0_.find(x.out_port);
+      q = f == q0_.end() ? depth0 : f->second.queued(k.second, depth0);
+    }
     auto it = tx_.find(Key{x.out_port, k.second});
     if (it != tx_.end()) q += it->second.pending();
-    return q;
+    auto in = in_.find(k.second);
+    return in == in_.end() ? q : in->second.queued(k.first, q);
   }
 
-  CreditRec credit_rec(const Key& k, RxState& x, bool force) {
+  CreditRec credit_rec(const Key& k, RxState& x) {
     uint64_t have = x.counted + x.adj;
-    uint64_t q = force ? 0 : queued(k, x);
+    uint64_t q = queued(k, x);
     uint64_t upto = have > q ? have - q : 0;
     CreditRec r;
     r.dst = k.second;
@@ -410,7 +503,7 @@ class SwitchFloodgate final : public Logic {
         continue;
       }
       uint64_t before = x.credited;
-      CreditRec r = credit_rec(k, x, false);
+      CreditRec r = credit_rec(k, x);
       if (x.credited > before) out[k.first].push_back(r);
     }
     for (auto& [p, recs] : out) send_credits(PortId(p), recs);
@@ -425,13 +518,23 @@ class SwitchFloodgate final : public Logic {
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;
   std::map<std::pair<uint32_t, uint32_t>, Group> groups_;
+  std::map<uint32_t, FifoShare<Addr>> q0_;     // per windowed port: its default queue, by dst
+  std::map<Addr, FifoShare<uint32_t>> in_;     // per dst: what this switch holds of it, by ingress port
   Stats st_;
 };
 
 }  // namespace
 
 std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx) {
+  // [floodgate] (config.h), its up_ports named against the switch's ports;
+  // defaults without a configuration.
   Config cfg;
+  if (ctx.config) {
+    std::vector<std::string> names;
+    if (ctx.ports)
+      for (const auto& p : *ctx.ports) names.push_back(p.name);
+    cfg = ctx.config->get<Section>().resolve(names);
+  }
   // Outside sluiced (tests, simulators): the I/O-free logic on the port model.
   if (!ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
   return std::make_unique<SwitchFloodgate>(ctx, cfg);

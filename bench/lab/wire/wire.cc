@@ -8,7 +8,8 @@
 //
 //   ip netns exec NS sluice-wire --a wA --b wB --delay-us 2000
 //
-// Frames (IPv4, ARP, IPv6) are read with AF_PACKET sockets bound to each
+// Frames (IPv4, ARP, IPv6, and the switch substrate's control frames:
+// credits, pauses) are read with AF_PACKET sockets bound to each
 // protocol, after tc ingress (promiscuous; the interfaces' own
 // transmissions are not seen by such sockets), and written back with the
 // qdisc bypassed. Each
@@ -39,6 +40,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "sluice/wire.h"
 
 using namespace sluice;
 
@@ -69,7 +71,9 @@ struct Frame {
 // reads a frame after tc ingress has run on it (an ETH_P_ALL tap reads it
 // before), so a program at a wire end (the far end of a switch port, where
 // aqm writes EIN as packets leave the port's queue) acts on what crosses.
-constexpr uint16_t kProtocols[] = {ETH_P_IP, ETH_P_ARP, ETH_P_IPV6};
+// Control frames (docs/switch.md) cross too: a delayed link between two
+// sluice switches carries their credits and pauses.
+constexpr uint16_t kProtocols[] = {ETH_P_IP, ETH_P_ARP, ETH_P_IPV6, SLUICE_CTRL_ETHERTYPE};
 constexpr size_t kNumProtocols = sizeof(kProtocols) / sizeof(kProtocols[0]);
 
 // One end of the wire: packet sockets bound to an interface, one per

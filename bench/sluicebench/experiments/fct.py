@@ -11,7 +11,6 @@ One row per size bucket (and one for all flows) per variant.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 
@@ -19,7 +18,7 @@ import sluicelab
 
 from .. import core
 from ..core import TOP, Experiment, experiment
-from .. import util
+from .. import traffic, util
 
 
 @experiment
@@ -90,13 +89,8 @@ class Fct(Experiment):
         rec = os.path.join(ctx.tmp, f"{tag}.csv")
         with core.Measurement(ctx, topo, v, tag) as m:
             m.start(senders, [topo.bottleneck])
-            argv = ctx.tg() + ["flows", "--to", ",".join(h.ip for h in senders),
-                    "--cdf", cdf, "--load", str(a.load), "--count", str(a.flows), "--seed", str(a.seed + rep),
-                    "--link-mbps", str(a.rate), "--pool", str(a.pool), "--scale", str(a.size_scale),
-                    "--buckets", ",".join(str(b) for b in self.bounds), "--records", rec, "--json", out,
-                    "--timeout", str(a.timeout)]
-            if v.cc:
-                argv += ["--cc", v.cc]
+            argv = traffic.flows_argv(ctx, senders, cdf, a.load, a.flows, a.seed + rep, a.rate, rec, out,
+                                      a.timeout, cc=v.cc, pool=a.pool, scale=a.size_scale, buckets=self.bounds)
             ctx.run_tool(recv.ns, argv, f"tg-flows-{tag}", timeout=a.timeout + 60)
             ctx.save_artifacts(f"{tag}.json", f"{tag}.csv", f"tg-flows-{tag}.log")
             m.finish()
@@ -114,10 +108,7 @@ class Fct(Experiment):
             common["mean_queue_bytes"] = round(qmon["ports"][0]["mean_backlog_bytes"], 1)
         common.update(m.faults)
         common.update(m.extra)
-        recs = []
-        with open(rec) as f:
-            for r in csv.DictReader(f):
-                recs.append((int(r["size"]), float(r["fct_us"]), float(r["slowdown"])))
+        recs = traffic.read_records(rec)
         rows = []
         for b in tg["buckets"]:
             lo, hi = b["min_bytes"], b["max_bytes"]

@@ -18,7 +18,7 @@ import sluicelab
 
 from .. import core
 from ..core import BenchError, Experiment, experiment
-from .. import util
+from .. import traffic, util
 
 
 # Link profiles (see docs/lab.md, "incast"): the bottleneck settings the
@@ -278,18 +278,10 @@ class Incast(Experiment):
             m.stop_on_finish("background", lambda: self.stop_background(ctx, bg))
             m.start(senders, topo.switch_ports())
             before = {h.ns: sluicelab.netns_counters(h.ns) for h in senders}
-            argv = ctx.tg() + ["incast", "--to", ",".join(h.ip for h in senders),
-                    "--conns", str(n), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
-                    "--gap-ms", str(a.gap_ms), "--link-mbps", str(a.rate), "--json", out, "--per-flow",
-                    "--timeout", str(a.timeout)]
-            if a.connections == "fresh":
-                argv += ["--fresh"]
-            if a.total_bytes:
-                argv += ["--total-bytes", str(a.total_bytes)]
-            else:
-                argv += ["--bytes", str(a.bytes_per_sender)]
-            if v.cc:
-                argv += ["--cc", v.cc]
+            argv = traffic.incast_argv(ctx, senders, n, a.rounds, a.rate, out, a.timeout,
+                                       bytes_per_conn=a.bytes_per_sender, total_bytes=a.total_bytes,
+                                       warmup=a.warmup, gap_ms=a.gap_ms, fresh=a.connections == "fresh",
+                                       cc=v.cc)
             ctx.run_tool(recv.ns, argv, f"tg-incast-{tag}", timeout=a.timeout + 30)
             ctx.save_artifacts(f"incast-{tag}.json", f"tg-incast-{tag}.log")
             ns = {}

@@ -24,7 +24,6 @@ max_data_queue_bytes (the bottleneck port, sluice-qmon).
 from __future__ import annotations
 
 import bisect
-import csv
 import json
 import os
 import random
@@ -33,7 +32,7 @@ import subprocess
 
 import sluicelab
 
-from .. import core, util
+from .. import core, traffic, util
 from ..core import TOP, BenchError, Experiment, experiment
 
 
@@ -291,13 +290,9 @@ class TopExp(Experiment):
         for i in range(a.pairs):
             r, s = topo.receivers[i], topo.senders[i]
             rec = os.path.join(ctx.tmp, f"{tag}-{i}.csv")
-            argv = ctx.tg() + ["flows", "--to", s.ip, "--cdf", self.cdf_file, "--load", str(load / a.pairs),
-                               "--count", str(n), "--seed", str(a.seed * 1000003 + rep * 1009 + i),
-                               "--link-mbps", f"{a.rate:g}", "--pool", "2", "--scale", str(a.size_scale),
-                               "--records", rec, "--json", os.path.join(ctx.tmp, f"{tag}-{i}.json"),
-                               "--timeout", str(a.timeout)]
-            if v.cc:
-                argv += ["--cc", v.cc]
+            argv = traffic.flows_argv(ctx, [s], self.cdf_file, load / a.pairs, n, a.seed * 1000003 + rep * 1009 + i,
+                                      a.rate, rec, os.path.join(ctx.tmp, f"{tag}-{i}.json"), a.timeout, cc=v.cc,
+                                      scale=a.size_scale)
             procs.append((rec, ctx.spawn(r.ns, argv, f"{tag}-tg{i}")))
         recs = []
         for rec, p in procs:
@@ -308,9 +303,7 @@ class TopExp(Experiment):
                 raise BenchError(f"sluice-tg did not finish: {ctx.lab.log_of(p)[-1500:]}")
             if p.returncode != 0:
                 raise BenchError(f"sluice-tg failed: {ctx.lab.log_of(p)[-1500:]}")
-            with open(rec) as f:
-                for r in csv.DictReader(f):
-                    recs.append((int(r["size"]), float(r["fct_us"])))
+            recs += [(size, fct) for size, fct, _ in traffic.read_records(rec)]
         return recs
 
     # -- presentation ----------------------------------------------------------

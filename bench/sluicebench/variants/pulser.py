@@ -46,6 +46,9 @@ class _SluiceSwitch(Variant):
         g.add_argument("--ein-fresh-us", type=int, default=2000, help="[ein] echo_fresh_us")
         g.add_argument("--pulser-cwnd-safe", type=int, default=4, help="Pulser cwnd_safe in segments")
         g.add_argument("--dctcp-shift-g", type=int, default=4, help="DCTCP g = 1/2^shift_g")
+        g.add_argument("--aqm-ports", choices=("bottleneck", "all"), default="bottleneck",
+                       help="where the switch marks: the experiment's bottleneck port, or every switch port "
+                            "(one agent per switch namespace; multi-hop topologies)")
 
     def __init__(self, args):
         super().__init__(args)
@@ -56,10 +59,11 @@ class _SluiceSwitch(Variant):
         stem = f"sl{ctx.lab.runid}"
         return stem + "_d", stem + "_p"
 
-    def _start(self, ctx, ns, tag, role, body):
+    def _start(self, ctx, ns, tag, role, body, pin=""):
         # One pin_root for every agent of the point: sl_ein_sk_v1 is shared by
-        # the hosts' ein programs and the switch agent's sluice_pulser.
-        pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}"
+        # the hosts' ein programs and the switch agent's sluice_pulser
+        # (`pin`: a switch agent of its own, one of several marking ones).
+        pin_root = f"{self.agents.bpffs(ctx)}/p{self.point_no}" + (f"-{pin}" if pin else "")
         return self.agents.start(ctx, ns, tag, pin_root, f"""[ein]
 bit = "{self.args.ein_bit}"
 echo_fresh_us = {self.args.ein_fresh_us}
@@ -81,17 +85,27 @@ echo_fresh_us = {self.args.ein_fresh_us}
             hw += 'ein_mark = "departure"\n'
             ns, dev = topo.far_end(bn)
             far_end = f"{ns}:{dev}"
-        self._start(ctx, bn.ns, f"sw-{self.name}-{self.point_no}", "switch", f"""[cc]
+        aqm = f"""[aqm]
+ecn_threshold_packets = {a.aqm_k}
+ein_samples = {a.aqm_ein_samples}
+ein_threshold = {a.aqm_ein_threshold}
+{hw}"""
+        cc = f"""[cc]
 register = [{regs}]
 dctcp_name = "{dname}"
 pulser_name = "{pname}"
 dctcp_shift_g = {a.dctcp_shift_g}
 pulser_cwnd_safe = {a.pulser_cwnd_safe}
-[aqm]
-ecn_threshold_packets = {a.aqm_k}
-ein_samples = {a.aqm_ein_samples}
-ein_threshold = {a.aqm_ein_threshold}
-{hw}{aqm_port(bn, far_end)}""")
+"""
+        if getattr(a, "aqm_ports", "bottleneck") == "all":
+            # One agent per switch namespace, marking on every port; the
+            # first registers the congestion controls (kernel-wide).
+            for i, node in enumerate(topo.switches):
+                ports = "".join(aqm_port(p) for p in node.ports)
+                self._start(ctx, node.ns, f"sw-{self.name}-{self.point_no}-{node.name}", "switch",
+                            (cc if i == 0 else "") + aqm + ports, pin=node.name)
+        else:
+            self._start(ctx, bn.ns, f"sw-{self.name}-{self.point_no}", "switch", cc + aqm + aqm_port(bn, far_end))
         if self.host_ein:
             for h in topo.hosts:
                 self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", host_interface(h, ["ein"]))

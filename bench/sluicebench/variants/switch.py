@@ -22,6 +22,20 @@ import subprocess
 from ..core import BenchError, Variant, variant
 
 
+def switch_states(ctx, topo):
+    """(switch node, `sluicectl switch --json`) for every sluice switch of
+    the topology; raises if one's sluiced has exited."""
+    for p, node in topo.sluice_procs:
+        if p.poll() is not None:
+            raise BenchError(f"sluiced of {node.ns} exited:\n{ctx.lab.log_of(p)[-1000:]}")
+        sock = f"{ctx.tmp}/sluiced-{node.name}/sluiced.sock"
+        r = subprocess.run(["ip", "netns", "exec", node.ns, ctx.tool("sluicectl"), "-s", sock, "switch", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=15)
+        if r.returncode != 0:
+            raise BenchError(f"sluicectl switch in {node.ns}: {r.stderr[-300:]}")
+        yield node, json.loads(r.stdout)
+
+
 @variant
 class SluiceSwitch(Variant):
     name = "sluice-switch"
@@ -45,15 +59,7 @@ class SluiceSwitch(Variant):
 
     def metrics(self, ctx, topo):
         out = {"switch_ctrl_rejected": 0, "switch_pause_changes": 0, "switch_fallback_pkts": 0}
-        for p, node in topo.sluice_procs:
-            if p.poll() is not None:
-                raise BenchError(f"sluiced of {node.ns} exited:\n{ctx.lab.log_of(p)[-1000:]}")
-            sock = f"{ctx.tmp}/sluiced-{node.name}/sluiced.sock"
-            r = subprocess.run(["ip", "netns", "exec", node.ns, ctx.tool("sluicectl"), "-s", sock, "switch", "--json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=15)
-            if r.returncode != 0:
-                raise BenchError(f"sluicectl switch in {node.ns}: {r.stderr[-300:]}")
-            j = json.loads(r.stdout)
+        for node, j in switch_states(ctx, topo):
             for port in j["ports"]:
                 out["switch_ctrl_rejected"] += port["control"]["rejected"]
                 out["switch_pause_changes"] += port["pause_changes"]

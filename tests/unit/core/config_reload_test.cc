@@ -67,12 +67,20 @@ std::vector<Case> all_sections() {
 Doc base_for(const Case& c) {
   Doc d;
   d.set("interface", "name", "\"eth0\"");
-  if (c.owner && (c.owner->on_host || c.owner->on_switch_port)) {
+  if (c.owner && c.owner->available && (c.owner->on_host || c.owner->on_switch_port)) {
     d.set("interface", "role", c.owner->on_host ? "\"host\"" : "\"switch-port\"");
     d.set("interface", "mechanisms", "[\"" + c.owner->name + "\"]");
     if (c.owner->needs_line_rate) d.set("interface", "line_rate_mbps", "100");
   }
   return d;
+}
+
+// The host-wide part that reads `section` besides its own (switch mode
+// reads its logics' sections), or nullptr.
+const MechanismInfo* reader_service(const std::string& section) {
+  for (const auto& mi : mechanisms())
+    if (mi.service.make && std::find(mi.reads.begin(), mi.reads.end(), section) != mi.reads.end()) return &mi;
+  return nullptr;
 }
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
@@ -129,6 +137,8 @@ TEST(Reload, EveryKeyOfEverySectionTakesEffect) {
         EXPECT_TRUE(p.metrics);
       } else if (c.owner && c.owner->service.make) {
         EXPECT_TRUE(has(p.services, c.owner->name)) << "its host-wide part is not rebuilt";
+      } else if (const MechanismInfo* r = reader_service(c.section)) {
+        EXPECT_TRUE(has(p.services, r->name)) << "the host-wide part that reads it (" << r->name << ") is not rebuilt";
       } else {
         EXPECT_TRUE(has(p.reattach, iface)) << "the interface that reads it is not re-attached";
       }

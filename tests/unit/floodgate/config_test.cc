@@ -2,7 +2,9 @@
 // (agent/mechanisms/floodgate/config.h).
 #include <gtest/gtest.h>
 
+#include "lib/config_check.h"
 #include "mechanisms/floodgate/config.h"
+#include "mechanisms/mechanisms.h"
 #include "switch/port_model.h"
 
 using namespace sluice::sw;
@@ -139,4 +141,43 @@ TEST(FloodgateConfig, ViewShowsWindowsVoqsCreditsAndPauses) {
   EXPECT_NE(text.find("voq 0 (all): 8 pkts 12112 B, head 10.0.9.1 via up (waiting for credit)"), std::string::npos)
       << text;
   EXPECT_NE(text.find("10.0.9.1 paused on h0 h1"), std::string::npos) << text;
+}
+
+// sluiced's loader reads [floodgate] (the mechanisms table's row) into a
+// Section; switch mode resolves its up_ports against the switch's ports.
+const std::string kIface = "[[interface]]\nname = \"eth0\"\n";
+
+TEST(FloodgateConfig, SluicedLoadsTheSection) {
+  sluice::Config all = sluice::parse_config_string(
+      kIface + "[floodgate]\nhop_rtt_us = 400\ncredit_interval_us = 250\nup_ports = [\"swp1\"]\n", "sw.toml");
+  const Section& s = all.get<Section>();
+  EXPECT_EQ(s.config.hop_rtt_ns, 400'000u);
+  EXPECT_EQ(s.config.credit_interval_ns, 250'000u);
+  EXPECT_EQ(s.up_port_names, std::vector<std::string>{"swp1"});
+  Config c = s.resolve({"swp0", "swp1"});
+  EXPECT_EQ(c.up_ports, std::vector<PortId>{1});
+  try {
+    s.resolve({"swp0"});
+    ADD_FAILURE() << "an up port that is not a port of the switch was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "floodgate.up_ports: \"swp1\" is not a port of this switch");
+  }
+  // Absent: the defaults.
+  sluice::Config none = sluice::parse_config_string(kIface, "sw.toml");
+  EXPECT_EQ(none.get<Section>().config.hop_rtt_ns, Config{}.hop_rtt_ns);
+  EXPECT_EQ(sluice::to_json(all, sluice::mechanisms())["floodgate"]["hop_rtt_us"], 400);
+}
+
+TEST(FloodgateConfig, SluicedRejectsABadSectionWithItsKeyAndLine) {
+  using sluice::test::config_rejects;
+  EXPECT_TRUE(config_rejects("[floodgate]\ncredit_interval_us = 10\n", "floodgate.credit_interval_us",
+                             "out of range [50, 1000000]"));
+  EXPECT_TRUE(config_rejects("[floodgate]\nhop_rtt = 400\n", "floodgate.hop_rtt", "unknown key"));
+  EXPECT_TRUE(config_rejects("[floodgate]\nup_ports = [1]\n", "floodgate.up_ports", "expected a port name"));
+  EXPECT_TRUE(config_rejects("[floodgate]\ncredit_interval_us = 10000\nsyn_timeout_ms = 5\n", "floodgate",
+                             "syn_timeout must be at least 2 credit intervals"));
+  auto ps = sluice::test::config_problems(kIface + "[floodgate]\nmax_voqs = 0\n");
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].key, "floodgate.max_voqs");
+  EXPECT_EQ(ps[0].where, "<string>:4") << ps[0].to_string();
 }

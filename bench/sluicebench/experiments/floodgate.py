@@ -1,0 +1,259 @@
+"""floodgate: Floodgate's testbed experiment (floodgate-conext21 §5.2) at
+lab scale.
+
+Topology: leaf-spine of routers, one spine (the paper's core switch) and
+three ToRs with two hosts each; host links at the profile's host rate, ToR
+links at twice that (the paper's 10/20 Gbit/s, 1:2), every ToR<->core link
+given --core-delay-us of propagation delay by a sluice-wire (and host links
+--host-delay-us), MTU frames. The incast destination is the last host
+(t3h2); four hosts of the other two racks send it --incast-bytes each at
+once (sluice-tg incast rounds, --incast-gap-ms apart, for about as long as
+the Poisson flows run), while Poisson flows with sizes from --workload run
+among the five other hosts (each of them asks the other four, at --load of
+its link).
+
+Variants (variants/floodgate.py, variants/pulser.py): dctcp (the lab's
+plain switches marking ECN at K on every port, sluice_dctcp hosts) and
+floodgate (sluice switches with logic floodgate, the same hosts and
+marking). One row per variant with the maximum backlog per hop
+(tor_up_queue_max_bytes: the first hop, ToR -> core; core_queue_max_bytes:
+core -> ToR; tor_down_queue_max_bytes: the last hop, ToR -> host;
+sluice-qmon, exact per packet), drops per hop (last_hop_drops = ToR-down),
+other_fct_mean_us / _p50 / _p99 with other_fct_n (the Poisson flows),
+incast_fct_mean_us / _p99 with incast_fct_n (every incast flow of every
+round), credit_bytes_fraction (credit and switchSYN bytes / all bytes the
+switch ports sent), and CDF points of both FCTs for the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+
+import sluicelab
+
+from .. import core, traffic, util
+from ..core import BenchError, Experiment, experiment
+from .top import mean_size, read_cdf
+
+# Host and core rates (1:2 as in §5.2), MTU frames.
+PROFILES = {
+    "100m": {"rate": 100.0, "core": 200.0, "help": "hosts 100 Mbit/s, core 200 Mbit/s"},
+    "1g": {"rate": 1000.0, "core": 2000.0, "help": "hosts 1 Gbit/s, core 2 Gbit/s"},
+}
+HOPS = (("tor_up", "tor-up"), ("core", "core"), ("tor_down", "tor-down"))
+CDF_POINTS = 200
+
+
+def cdf_points(values: list) -> list:
+    """CDF_POINTS evenly spaced quantiles of `values` (for the plot)."""
+    s = sorted(values)
+    if not s:
+        return []
+    return [round(s[min(len(s) - 1, int(i * len(s) / CDF_POINTS))], 1) for i in range(CDF_POINTS)] + [s[-1]]
+
+
+@experiment
+class FloodgateExp(Experiment):
+    name = "floodgate"
+    help = "Floodgate §5.2 at lab scale: leaf-spine 1 core x 3 ToRs x 2 hosts, 4-to-1 incast + Poisson flows"
+    default_variants = "dctcp,floodgate"
+    point_keys = ("profile",)
+    key_figures = ("tor_down_queue_max_bytes", "core_queue_max_bytes", "tor_up_queue_max_bytes",
+                   "other_fct_mean_us", "other_fct_p99_us", "incast_fct_mean_us", "last_hop_drops",
+                   "credit_bytes_fraction")
+    ratio_to = "dctcp"
+    default_repeat = 3
+    build_targets = core.DEFAULT_TARGETS + ["sluice-wire", "sluiced", "sluicectl"]
+
+    @classmethod
+    def add_args(cls, p):
+        p.add_argument("--profile", choices=sorted(PROFILES), default="100m",
+                       help="; ".join(f"{k}: {v['help']}" for k, v in sorted(PROFILES.items())))
+        p.add_argument("--buffer", type=util.size, default=131072, help="switch port buffer, bytes")
+        p.add_argument("--core-delay-us", type=float, default=50,
+                       help="one-way propagation delay of every ToR<->core link (sluice-wire)")
+        p.add_argument("--host-delay-us", type=float, default=0,
+                       help="one-way propagation delay of every host<->ToR link (sluice-wire)")
+        p.add_argument("--incast-bytes", type=util.size, default=45000,
+                       help="bytes per incast sender per round (the paper's BDP-sized flows: 45 KB)")
+        p.add_argument("--incast-gap-ms", type=float, default=10, help="idle time between incast rounds")
+        p.add_argument("--workload", default="hadoop", help="Poisson flow sizes: CDF in bench/cdf/ or a path")
+        p.add_argument("--load", type=float, default=0.4,
+                       help="offered Poisson load into each of the five non-incast hosts, fraction of its link")
+        p.add_argument("--flows", type=int, default=1000,
+                       help="Poisson flows per variant and repeat (split over the five receiving hosts)")
+        p.add_argument("--seed", type=int, default=1, help="Poisson arrivals, sizes, servers (repeat k: seed + k)")
+        p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
+
+    def params(self) -> dict:
+        a = self.args
+        pr = PROFILES[a.profile]
+        return {"profile": a.profile, "rate_mbit": pr["rate"], "core_mbit": pr["core"], "buffer": a.buffer,
+                "mode": "mtu", "core_delay_us": a.core_delay_us, "host_delay_us": a.host_delay_us,
+                "incast_senders": len(self.incast_hosts), "incast_bytes": a.incast_bytes,
+                "incast_gap_ms": a.incast_gap_ms, "incast_rounds": self.rounds, "workload": a.workload,
+                "cdf": os.path.relpath(self.cdf_path(), core.TOP), "load": a.load, "flows": a.flows,
+                "seed": a.seed, "aqm_k": getattr(a, "aqm_k", None), "aqm_ports": getattr(a, "aqm_ports", None),
+                "receiver": self.receiver.name, "incast_hosts": [h.name for h in self.incast_hosts],
+                "poisson_hosts": [h.name for h in self.others]}
+
+    def run(self, ctx, variants):
+        a = self.args
+        pr = PROFILES[a.profile]
+        # The dctcp variant marks on every switch port of the leaf-spine, as
+        # the floodgate variant's switches do.
+        a.aqm_ports = "all"
+        ctx.log(f"building leaf-spine: 1 core, 3 ToRs x 2 hosts, hosts {pr['rate']:g} / core {pr['core']:g} Mbit/s, "
+                f"buffer {a.buffer} B, core links +{a.core_delay_us:g} us, host links +{a.host_delay_us:g} us")
+        wire = ctx.tool("sluice-wire") if (a.core_delay_us or a.host_delay_us) else None
+        topo = sluicelab.leaf_spine(ctx.lab, tors=3, spines=1, hosts_per_tor=2, rate=pr["rate"],
+                                    core_rate=pr["core"], buffer=a.buffer, mode="mtu",
+                                    core_delay_us=a.core_delay_us, host_delay_us=a.host_delay_us, wire=wire)
+        self.receiver = topo.receivers[0]
+        rack = self.receiver.name.split("h")[0]
+        self.incast_hosts = [h for h in topo.hosts if not h.name.startswith(rack + "h")][:4]
+        self.others = [h for h in topo.hosts if h is not self.receiver]
+        # Incast rounds for about as long as the Poisson flows take at their load.
+        rate_Bps = pr["rate"] * 1e6 / 8
+        poisson_s = a.flows * mean_size(read_cdf(self.cdf_path())) / (len(self.others) * a.load * rate_Bps)
+        round_s = len(self.incast_hosts) * a.incast_bytes / rate_Bps + a.incast_gap_ms / 1e3
+        self.rounds = max(10, int(poisson_s / round_s))
+        ctx.log(f"incast {len(self.incast_hosts)} x {a.incast_bytes} B -> {self.receiver.name}, {self.rounds} rounds; "
+                f"{a.flows} {a.workload} flows among {', '.join(h.name for h in self.others)} (~{poisson_s:.1f} s)")
+        by_name = {v.name: v for v in variants}
+
+        def measure(profile, name, rep):
+            r = self.point(ctx, topo, by_name[name], rep)
+            ctx.log(f"rep {rep} {name:10s} maxq up/core/down {r['tor_up_queue_max_bytes']}/"
+                    f"{r['core_queue_max_bytes']}/{r['tor_down_queue_max_bytes']} B  other FCT mean "
+                    f"{r['other_fct_mean_us']:.0f} p99 {r['other_fct_p99_us']:.0f} us (n={r['other_fct_n']})  "
+                    f"incast FCT mean {r['incast_fct_mean_us']:.0f} us  last-hop drops {r['last_hop_drops']}  "
+                    f"credit share {r['credit_bytes_fraction']:.4f}")
+            return r
+
+        rows = core.sweep(ctx, [a.profile], list(by_name), measure)
+        return {"experiment": self.name, "params": self.params(), "topology": topo.describe(),
+                "wires": topo.wire_stats(), "variants": rows}
+
+    def point(self, ctx, topo, v, rep) -> dict:
+        a = self.args
+        pr = PROFILES[a.profile]
+        ctx.point = {"profile": a.profile, "repeat": rep, "sender_hosts": self.others, "receiver": self.receiver}
+        topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
+        tag = f"fg-{v.name}-r{rep}"
+        cdf = self.cdf_path()
+        inc_out = os.path.join(ctx.tmp, f"{tag}-incast.json")
+        per = max(1, a.flows // len(self.others))
+        with core.Measurement(ctx, topo, v, tag) as m:
+            m.start(self.others, topo.switch_ports())
+            procs = []
+            for i, h in enumerate(self.others):
+                rec = os.path.join(ctx.tmp, f"{tag}-flows{i}.csv")
+                argv = traffic.flows_argv(ctx, [x for x in self.others if x is not h], cdf, a.load, per,
+                                          (a.seed + rep) * 1009 + i, pr["rate"], rec,
+                                          os.path.join(ctx.tmp, f"{tag}-flows{i}.json"), a.timeout, cc=v.cc)
+                procs.append((rec, ctx.spawn(h.ns, argv, f"{tag}-flows{i}")))
+            inc = ctx.spawn(self.receiver.ns, traffic.incast_argv(
+                ctx, self.incast_hosts, len(self.incast_hosts), self.rounds, pr["rate"], inc_out, a.timeout,
+                bytes_per_conn=a.incast_bytes, gap_ms=a.incast_gap_ms, cc=v.cc), f"{tag}-incast")
+            other = []
+            for rec, p in procs + [(None, inc)]:
+                try:
+                    rc = p.wait(timeout=a.timeout + 60)
+                except subprocess.TimeoutExpired:
+                    ctx.stop(p)
+                    raise BenchError(f"{p.name} did not finish: {ctx.lab.log_of(p)[-1500:]}")
+                if rc != 0:
+                    raise BenchError(f"{p.name} failed ({rc}): {ctx.lab.log_of(p)[-1500:]}")
+                if rec:
+                    other += [fct for _, fct, _ in traffic.read_records(rec)]
+            ctx.save_artifacts(*[f"{tag}-flows{i}.csv" for i in range(len(self.others))], f"{tag}-incast.json")
+            m.finish()
+        topo.check_switches()
+        topo.check_wires()
+        with open(inc_out) as f:
+            tg = json.load(f)
+        incast = [fl["fct_us"] for r in tg["per_round"] for fl in r["flows"]]
+        cls = m.qmon["classes"] if m.qmon else {}
+        row = {"profile": a.profile}
+        for key, c in HOPS:
+            row[f"{key}_queue_max_bytes"] = cls.get(c, {}).get("max_backlog_bytes")
+            row[f"{key}_drops"] = cls.get(c, {}).get("drops")
+        row["last_hop_drops"] = row["tor_down_drops"]
+        bn = topo.bottleneck.spec()
+        ports = m.qmon["ports"] if m.qmon else []
+        row["incast_port_queue_max_bytes"] = next((p["max_backlog_bytes"] for p in ports if p["spec"] == bn), None)
+        row["other_fct_mean_us"] = round(statistics.fmean(other), 1) if other else None
+        core.add_percentiles(row, other, "other_fct", unit="us")
+        row["incast_fct_mean_us"] = round(statistics.fmean(incast), 1) if incast else None
+        core.add_percentiles(row, incast, "incast_fct", unit="us")
+        row["incast_rounds"] = len(tg["per_round"])
+        row["incast_rto_rounds"] = tg["summary"]["rto_rounds"]
+        row["wire_bytes"] = sum(p["tc"]["bytes"] for p in ports)
+        ctrl = m.extra.get("fg_credit_bytes", 0) + m.extra.get("fg_syn_bytes", 0)
+        row["credit_bytes_fraction"] = round(ctrl / row["wire_bytes"], 6) if row["wire_bytes"] else None
+        row["other_fct_cdf_us"] = cdf_points(other)
+        row["incast_fct_cdf_us"] = cdf_points(incast)
+        row.update(m.faults)
+        row.update(m.extra)
+        return row
+
+    # -- presentation ----------------------------------------------------------
+    def table(self, result) -> str:
+        p = result["params"]
+        lines = [f"floodgate: leaf-spine 1 core x 3 ToRs x 2 hosts, {p['rate_mbit']:g}/{p['core_mbit']:g} Mbit/s, "
+                 f"buffer {p['buffer']} B, core links +{p['core_delay_us']:g} us; incast {p['incast_senders']} x "
+                 f"{p['incast_bytes']} B x {p['incast_rounds']} rounds; {p['flows']} {p['workload']} flows at "
+                 f"{p['load']:g}; {result.get('repeat', 1)} repeat(s), medians (percentiles pooled)",
+                 f"{'variant':10} {'upQ_max':>8} {'coreQ_max':>9} {'downQ_max':>9} {'down_drops':>10} "
+                 f"{'other_mean':>10} {'other_p99':>10} {'n':>5} {'incast_mean':>11} {'n':>5} {'credit%':>8}"]
+
+        def f(r, k, fmt="{:.0f}"):
+            x = r.get(k)
+            return "-" if x is None else fmt.format(x)
+        for _, v, r in self.points(result):
+            lines.append(f"{v:10} {f(r, 'tor_up_queue_max_bytes'):>8} {f(r, 'core_queue_max_bytes'):>9} "
+                         f"{f(r, 'tor_down_queue_max_bytes'):>9} {f(r, 'last_hop_drops'):>10} "
+                         f"{f(r, 'other_fct_mean_us'):>10} {f(r, 'other_fct_p99_us'):>10} {f(r, 'other_fct_n'):>5} "
+                         f"{f(r, 'incast_fct_mean_us'):>11} {f(r, 'incast_fct_n'):>5} "
+                         f"{f(r, 'credit_bytes_fraction', '{:.3%}'):>8}")
+        return "\n".join(lines)
+
+    def plot(self, result, path):
+        names = list(result["variants"])
+        fig, axes = self.subplots(1, 3, figsize=(15, 4.2))
+        width = 0.8 / max(1, len(names))
+        for j, v in enumerate(names):
+            rows = result["variants"][v]
+            r = rows[0]
+            xs = [i - 0.4 + (j + 0.5) * width for i in range(len(HOPS))]
+            keys = [f"{k}_queue_max_bytes" for k, _ in HOPS]
+            axes[0].bar(xs, [(r.get(k) or 0) / 1e3 for k in keys], width, label=v)
+            for x, k in zip(xs, keys):
+                sp = r.get("spread", {}).get(k)
+                if sp and len(r.get("runs", [])) > 1:
+                    axes[0].plot([x, x], [sp[0] / 1e3, sp[1] / 1e3], color="k", lw=1)
+            for ax, key in ((axes[1], "other_fct_cdf_us"), (axes[2], "incast_fct_cdf_us")):
+                for k, run in enumerate(r.get("runs", [r])):
+                    pts = run.get(key) or []
+                    if pts:
+                        ys = [i / (len(pts) - 1) for i in range(len(pts))]
+                        ax.plot([x / 1e3 for x in pts], ys, color=f"C{j}", lw=1, alpha=0.8,
+                                label=v if k == 0 else None)
+        axes[0].set_xticks(range(len(HOPS)))
+        axes[0].set_xticklabels(["ToR-up (1st hop)", "core", "ToR-down (last hop)"])
+        axes[0].set_ylabel("max buffer (KB)")
+        axes[0].set_title("max buffer per hop (bars: median, lines: min-max)")
+        axes[1].set_title("non-incast (Poisson) FCT CDF, one line per repeat")
+        axes[2].set_title("incast FCT CDF, one line per repeat")
+        for ax in axes[1:]:
+            ax.set_xscale("log")
+            ax.set_xlabel("FCT (ms)")
+            ax.set_ylabel("CDF")
+        for ax in axes:
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        self.save(fig, path)

@@ -1,0 +1,120 @@
+"""floodgate: every switch a sluice switch running the floodgate logic
+(docs/floodgate.md, "In sluiced"), the hosts the same as the dctcp
+variant's (sluice_dctcp, ECN), so the two differ only in the switches.
+
+The switches' sluiced also runs the aqm mechanism on every port (DCTCP
+step marking at --aqm-k, as the dctcp variant's switches do) unless
+--floodgate-no-ecn; its first switch registers the congestion control for
+the run. After the point sluiced stops and the lab's shapers are put back
+(like sluice-switch), so dctcp and floodgate alternate on one topology.
+
+Extra row fields (summed over the switches, from `sluicectl switch
+--json` -> logic_state): fg_credit_frames, fg_credit_records,
+fg_credit_bytes (on the wire: Ethernet + header + 28 B per record, at
+least 60 B a frame), fg_syn_records, fg_syn_bytes, fg_delayed_credits,
+fg_voq_engaged, fg_releases, fg_release_failed, fg_ctrl_rejected,
+fg_fallback_pkts.
+"""
+
+from __future__ import annotations
+
+from ..agents import aqm_port
+from ..core import BenchError, Variant, variant
+from .switch import switch_states
+
+# Wire sizes (include/sluice/wire.h): Ethernet header, control header,
+# one record; a frame is padded to the Ethernet minimum (no FCS counted, as
+# a qdisc counts bytes).
+ETH_HDR, CTRL_HDR, CREDIT_REC, SYN_REC, ETH_MIN = 14, 8, 28, 24, 60
+
+
+def frame_bytes(frames: int, records: int, rec: int) -> int:
+    """Bytes of `frames` control frames holding `records` records in all."""
+    if not frames:
+        return 0
+    return max(frames * ETH_MIN, frames * (ETH_HDR + CTRL_HDR) + records * rec)
+
+
+@variant
+class Floodgate(Variant):
+    name = "floodgate"
+    help = "sluice switches with logic floodgate (windows, VOQs, credits), sluice_dctcp hosts as the dctcp variant"
+    cc = "sluice_dctcp"
+    ecn = True
+    build_targets = ["sluiced", "sluicectl"]
+
+    @classmethod
+    def add_args(cls, parser):
+        g = parser.add_argument_group("floodgate variant")
+        g.add_argument("--floodgate-queues", type=int, default=8,
+                       help="queues per switch port (queue 0 + VOQs 1..N-1)")
+        g.add_argument("--floodgate-no-ecn", action="store_true",
+                       help="no DCTCP marking in the floodgate switches (hosts then react to loss only)")
+        g.add_argument("--floodgate-section", default="",
+                       help="extra keys for every switch's [floodgate] section, e.g. 'hop_rtt_us = 400'")
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.point_no = 0
+
+    def setup(self, ctx, topo):
+        if topo.sluice_procs:
+            raise BenchError("floodgate: the topology already has sluice switches (--switch sluice)")
+        a = self.args
+        self.point_no += 1
+        self.cc = f"sl{ctx.lab.runid}_d"   # the dctcp variant's name for sluice_dctcp in this run
+        first = topo.switches[0]
+
+        def extra(node):
+            out = []
+            if node is first:
+                out.append(f'[cc]\nregister = ["dctcp"]\ndctcp_name = "{self.cc}"\n'
+                           f"dctcp_shift_g = {getattr(a, 'dctcp_shift_g', 4)}")
+            if not a.floodgate_no_ecn:
+                out.append(f"[aqm]\necn_threshold_packets = {getattr(a, 'aqm_k', 20)}")
+                out += [aqm_port(p) for p in node.ports]
+            if a.floodgate_section:
+                out.append("[floodgate]\n" + a.floodgate_section.replace(";", "\n"))
+            return "\n".join(out)
+
+        # The switch's agent runs its control loop (credits, VOQ releases)
+        # above the traffic generator's SCHED_FIFO 10/11 (--sched fifo), as a
+        # switch's own CPU would: measured with one TCP flow through a VOQ,
+        # 55-74 Mbit/s at SCHED_FIFO 12 against ~25 at normal priority on
+        # the loaded machine (docs/floodgate.md).
+        prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
+        topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": "floodgate", "queues": a.floodgate_queues,
+                           "extra": extra, "prefix": prefix})
+
+    def metrics(self, ctx, topo):
+        out = {"fg_credit_frames": 0, "fg_credit_records": 0, "fg_credit_bytes": 0, "fg_syn_records": 0,
+               "fg_syn_bytes": 0, "fg_delayed_credits": 0, "fg_voq_engaged": 0, "fg_releases": 0,
+               "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0}
+        for node, j in switch_states(ctx, topo):
+            for port in j["ports"]:
+                out["fg_ctrl_rejected"] += port["control"]["rejected"]
+                out["fg_fallback_pkts"] += port.get("fallback", {}).get("pkts_out", 0)
+            s = j.get("logic_state") or {}
+            if not s:
+                raise BenchError(f"{node.ns}: no floodgate state in `sluicectl switch --json`")
+            c = s["credits_sent"]
+            out["fg_credit_frames"] += c["frames"]
+            out["fg_credit_records"] += c["records"]
+            out["fg_credit_bytes"] += frame_bytes(c["frames"], c["records"], CREDIT_REC)
+            syn = s["switch_syns"]["sent"]
+            out["fg_syn_records"] += syn
+            # A switchSYN frame per port and tick; counted as one record each
+            # (the most frames they can have been).
+            out["fg_syn_bytes"] += frame_bytes(syn, syn, SYN_REC)
+            out["fg_delayed_credits"] += s["delayed_credits"]
+            out["fg_voq_engaged"] += s["voq"]["engaged"]
+            out["fg_releases"] += s["voq"]["releases"]
+            out["fg_release_failed"] += s["voq"]["release_failed"]
+        return out
+
+    def teardown(self, ctx, topo):
+        if topo.sluice_procs:
+            codes = topo.stop_sluice(restore=True)
+            bad = [c for c in codes if c not in (0, None)]
+            if bad:
+                ctx.log(f"floodgate: sluiced exited with {bad}")
