@@ -85,6 +85,7 @@ class SwitchMode final : public HostService, public Substrate {
   void arm_timer(uint64_t at_ns) override;
   bool release(PortId p, QueueId q, uint64_t bytes) override;
   void kick(SwPort& sp);  // with mu_ held
+  static bool send_frame(const SwPort& sp, const std::vector<uint8_t>& frame, uint16_t ethertype);
   uint64_t dropped(PortId p, QueueId q) const override;
 
  private:
@@ -302,14 +303,7 @@ void SwitchMode::kick(SwPort& sp) {
   std::memcpy(&f[6], sp.mac.data(), 6);
   f[12] = kKickEthertype >> 8;
   f[13] = kKickEthertype & 0xff;
-  sockaddr_ll to{};
-  to.sll_family = AF_PACKET;
-  to.sll_ifindex = sp.ifindex;
-  to.sll_protocol = htons(kKickEthertype);
-  to.sll_halen = 6;
-  std::memcpy(to.sll_addr, kCtrlGroupMac.data(), 6);
-  if (sendto(sp.tx_fd, f.data(), f.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == ssize_t(f.size()))
-    ++sp.kicks;  // the caller holds mu_
+  if (send_frame(sp, f, kKickEthertype)) ++sp.kicks;  // the caller holds mu_
 }
 
 bool SwitchMode::release(PortId p, QueueId q, uint64_t bytes) {
@@ -335,17 +329,23 @@ void SwitchMode::send_control(PortId p, const ControlFrame& frame) {
     ++sp.ctrl.out_rejected;
     return;
   }
-  auto eth = ethernet_frame(sp.mac, payload);
+  bool sent = send_frame(sp, ethernet_frame(sp.mac, payload), SLUICE_CTRL_ETHERTYPE);
+  std::lock_guard lk(mu_);
+  if (sent) ++sp.ctrl.out;
+  else ++sp.ctrl.out_rejected;
+}
+
+// A whole Ethernet frame out of the port, to the control group address,
+// into the never-paused fallback class (the socket's priority).
+bool SwitchMode::send_frame(const SwPort& sp, const std::vector<uint8_t>& frame, uint16_t ethertype) {
   sockaddr_ll to{};
   to.sll_family = AF_PACKET;
   to.sll_ifindex = sp.ifindex;
-  to.sll_protocol = htons(SLUICE_CTRL_ETHERTYPE);
+  to.sll_protocol = htons(ethertype);
   to.sll_halen = 6;
   std::memcpy(to.sll_addr, kCtrlGroupMac.data(), 6);
-  ssize_t n = sendto(sp.tx_fd, eth.data(), eth.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
-  std::lock_guard lk(mu_);
-  if (n == ssize_t(eth.size())) ++sp.ctrl.out;
-  else ++sp.ctrl.out_rejected;
+  return sendto(sp.tx_fd, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)) ==
+         ssize_t(frame.size());
 }
 
 void SwitchMode::arm_timer(uint64_t at_ns) {

@@ -653,7 +653,8 @@ class Topology:
         p = lab.spawn(node.ns, list(self.sluice.get("prefix") or []) + [self.sluice["bin"], "--config", cfg],
                       f"sluiced-{node.name}")
         self.sluice_procs.append((p, node))
-        for _ in range(500):
+        # Up to a minute: netlink (the tree) is slow when other labs hold rtnl.
+        for _ in range(3000):
             if "SWITCH_STARTED" in lab.log_of(p) or p.poll() is not None:
                 break
             time.sleep(0.02)

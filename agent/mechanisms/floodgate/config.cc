@@ -133,12 +133,18 @@ const ConfigSection& floodgate_section() {
     ConfigSection sec;
     sec.name = Section::kSection;
     // Every key with another valid value (the reload test sets each).
-    sec.keys = {{"credit_interval_us", "1000", "", ""}, {"hop_rtt_us", "400", "", ""},
-                {"max_voqs", "50", "", ""},             {"thre_credit_bdp", "20", "", ""},
-                {"thre_credit_bytes", "100000", "", ""}, {"voq_grouping", "false", "", ""},
-                {"down_voqs", "2", "", ""},             {"up_ports", "[\"swp1\"]", "", ""},
-                {"syn_timeout_ms", "20", "", ""},       {"dst_pause", "true", "", ""},
-                {"thre_off_bytes", "5000", "", ""},     {"thre_on_bytes", "2000", "", ""}};
+    sec.keys = {{"credit_interval_us", "1000", "", ""},
+                {"hop_rtt_us", "400", "", ""},
+                {"max_voqs", "50", "", ""},
+                {"thre_credit_bdp", "20", "", ""},
+                {"thre_credit_bytes", "100000", "", ""},
+                {"voq_grouping", "false", "", ""},
+                {"down_voqs", "2", "", ""},
+                {"up_ports", "[\"swp1\"]", "", ""},
+                {"syn_timeout_ms", "20", "", ""},
+                {"dst_pause", "true", "", ""},
+                {"thre_off_bytes", "5000", "", ""},
+                {"thre_on_bytes", "2000", "", ""}};
     sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
       static const toml::table kEmpty;
       std::vector<SectionProblem> ps;

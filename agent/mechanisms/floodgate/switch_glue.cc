@@ -518,8 +518,8 @@ class SwitchFloodgate final : public Logic {
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;
   std::map<std::pair<uint32_t, uint32_t>, Group> groups_;
-  std::map<uint32_t, FifoShare<Addr>> q0_;     // per windowed port: its default queue, by dst
-  std::map<Addr, FifoShare<uint32_t>> in_;     // per dst: what this switch holds of it, by ingress port
+  std::map<uint32_t, FifoShare<Addr>> q0_;  // per windowed port: its default queue, by dst
+  std::map<Addr, FifoShare<uint32_t>> in_;  // per dst: what this switch holds of it, by ingress port
   Stats st_;
 };
 

@@ -4,8 +4,8 @@ lab scale.
 Topology: leaf-spine of routers, one spine (the paper's core switch) and
 three ToRs with two hosts each; host links at the profile's host rate, ToR
 links at twice that (the paper's 10/20 Gbit/s, 1:2), every ToR<->core link
-given --core-delay-us of propagation delay by a sluice-wire (and host links
---host-delay-us), MTU frames. The incast destination is the last host
+optionally given --core-delay-us of propagation delay by a sluice-wire (and
+host links --host-delay-us; both 0 by default, see the option), MTU frames. The incast destination is the last host
 (t3h2); four hosts of the other two racks send it --incast-bytes each at
 once (sluice-tg incast rounds, --incast-gap-ms apart, for about as long as
 the Poisson flows run), while Poisson flows with sizes from --workload run
@@ -73,8 +73,12 @@ class FloodgateExp(Experiment):
         p.add_argument("--profile", choices=sorted(PROFILES), default="100m",
                        help="; ".join(f"{k}: {v['help']}" for k, v in sorted(PROFILES.items())))
         p.add_argument("--buffer", type=util.size, default=131072, help="switch port buffer, bytes")
-        p.add_argument("--core-delay-us", type=float, default=50,
-                       help="one-way propagation delay of every ToR<->core link (sluice-wire)")
+        # 0 by default: on the shared 2-core machine the wires (user space,
+        # normal priority, below the generator's and switches' SCHED_FIFO)
+        # forwarded frames 0.5-14 ms late on average (docs/floodgate.md), so
+        # a 50 us wire made hop RTTs a matter of scheduling, not distance.
+        p.add_argument("--core-delay-us", type=float, default=0,
+                       help="one-way propagation delay of every ToR<->core link (sluice-wire; 0 = none)")
         p.add_argument("--host-delay-us", type=float, default=0,
                        help="one-way propagation delay of every host<->ToR link (sluice-wire)")
         p.add_argument("--incast-bytes", type=util.size, default=45000,

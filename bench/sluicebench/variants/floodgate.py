@@ -6,7 +6,8 @@ The switches' sluiced also runs the aqm mechanism on every port (DCTCP
 step marking at --aqm-k, as the dctcp variant's switches do) unless
 --floodgate-no-ecn; its first switch registers the congestion control for
 the run. After the point sluiced stops and the lab's shapers are put back
-(like sluice-switch), so dctcp and floodgate alternate on one topology.
+(as sluice-switch, whose teardown it shares), so dctcp and floodgate
+alternate on one topology.
 
 Extra row fields (summed over the switches, from `sluicectl switch
 --json` -> logic_state): fg_credit_frames, fg_credit_records,
@@ -19,8 +20,8 @@ fg_fallback_pkts.
 from __future__ import annotations
 
 from ..agents import aqm_port
-from ..core import BenchError, Variant, variant
-from .switch import switch_states
+from ..core import BenchError, variant
+from .switch import SluiceSwitch, switch_states
 
 # Wire sizes (include/sluice/wire.h): Ethernet header, control header,
 # one record; a frame is padded to the Ethernet minimum (no FCS counted, as
@@ -36,12 +37,11 @@ def frame_bytes(frames: int, records: int, rec: int) -> int:
 
 
 @variant
-class Floodgate(Variant):
+class Floodgate(SluiceSwitch):
     name = "floodgate"
     help = "sluice switches with logic floodgate (windows, VOQs, credits), sluice_dctcp hosts as the dctcp variant"
     cc = "sluice_dctcp"
     ecn = True
-    build_targets = ["sluiced", "sluicectl"]
 
     @classmethod
     def add_args(cls, parser):
@@ -111,10 +111,3 @@ class Floodgate(Variant):
             out["fg_releases"] += s["voq"]["releases"]
             out["fg_release_failed"] += s["voq"]["release_failed"]
         return out
-
-    def teardown(self, ctx, topo):
-        if topo.sluice_procs:
-            codes = topo.stop_sluice(restore=True)
-            bad = [c for c in codes if c not in (0, None)]
-            if bad:
-                ctx.log(f"floodgate: sluiced exited with {bad}")

@@ -110,7 +110,7 @@ pulser_cwnd_safe = {a.pulser_cwnd_safe}
             for h in topo.hosts:
                 self._start(ctx, h.ns, f"{h.name}-{self.name}-{self.point_no}", "host", host_interface(h, ["ein"]))
         for ag in self.agents.list:
-            ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=30)
+            ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=120)  # several agents on a loaded machine: measured > 30 s
 
     def metrics(self, ctx, topo):
         out = {"ce_marks": 0, "ein_marks": 0, "incasts_detected": 0}

@@ -53,7 +53,7 @@ class SluiceSwitch(Variant):
 
     def setup(self, ctx, topo):
         if topo.sluice_procs:
-            raise BenchError("sluice-switch: the topology already has sluice switches (--switch sluice)")
+            raise BenchError(f"{self.name}: the topology already has sluice switches (--switch sluice)")
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": getattr(self.args, "sluice_switch_logic", "fifo"),
                            "queues": getattr(self.args, "sluice_switch_queues", 1)})
 
@@ -71,4 +71,4 @@ class SluiceSwitch(Variant):
             codes = topo.stop_sluice(restore=True)
             bad = [c for c in codes if c not in (0, None)]
             if bad:
-                ctx.log(f"sluice-switch: sluiced exited with {bad}")
+                ctx.log(f"{self.name}: sluiced exited with {bad}")
