@@ -8,6 +8,7 @@
 #include "core/control.h"
 #include "ctl/print.h"
 #include "switch/view.h"
+#include "mechanisms/bfc/bfc_view.h"
 #include "mechanisms/top/top_view.h"
 
 using nlohmann::json;
@@ -26,11 +27,12 @@ int main(int argc, char** argv) {
   auto* reload = app.add_subcommand("reload", "reload the configuration file (like SIGHUP)");
   auto* sw = app.add_subcommand("switch", "switch mode: per port and queue depth, pause, packets, control frames");
   auto* top_cmd = app.add_subcommand("top", "TOP: clock state, expiry threshold, tokens per priority, flows");
+  auto* bfc_cmd = app.add_subcommand("bfc", "BFC switch: flow table, queue assignment, pause counters, paused queues");
   std::string iface;
   size_t top = 20;
   flows->add_option("-i,--iface", iface, "only this interface");
   flows->add_option("-n,--top", top, "show at most N flows per interface (0 = all)");
-  for (auto* sc : {status, stats, flows, config, reload, sw, top_cmd})
+  for (auto* sc : {status, stats, flows, config, reload, sw, top_cmd, bfc_cmd})
     sc->add_flag("--json", as_json, "print the raw JSON reply");
   CLI11_PARSE(app, argc, argv);
 
@@ -40,7 +42,7 @@ int main(int argc, char** argv) {
   if (*flows) req = {{"cmd", "flows"}, {"iface", iface}, {"limit", top}};
   if (*config) req = {{"cmd", "config"}};
   if (*reload) req = {{"cmd", "reload"}};
-  if (*sw) req = {{"cmd", "status"}};
+  if (*sw || *bfc_cmd) req = {{"cmd", "status"}};
   if (*top_cmd) req = {{"cmd", "stats"}};
   json reply;
   try {
@@ -68,6 +70,17 @@ int main(int argc, char** argv) {
       }
       if (as_json) std::cout << reply.at("switch").dump(2, ' ', false, json::error_handler_t::replace) << "\n";
       else std::cout << sluice::sw::render_switch_text(reply.at("switch"));
+      return 0;
+    }
+    if (*bfc_cmd) {
+      std::string why;
+      json v = sluice::bfc::view_from_status(reply, why);
+      if (!why.empty()) {
+        std::fprintf(stderr, "sluicectl: %s\n", why.c_str());
+        return 1;
+      }
+      std::cout << (as_json ? v.dump(2, ' ', false, json::error_handler_t::replace) + "\n"
+                            : sluice::bfc::render_text(v));
       return 0;
     }
     if (*top_cmd) {

@@ -116,8 +116,9 @@ struct MechanismInfo {
   ModuleFactory switch_module = nullptr;  // its module on a switch port
   HostServiceHooks service;               // its host-wide part, if any
   // Its configuration section ([name], core/config_section.h), if any, and
-  // the other sections its modules read (they join its interfaces'
-  // reload fingerprint).
+  // the other sections its modules or its host-wide part read (they join
+  // its interfaces' reload fingerprint; a change rebuilds its host-wide
+  // part).
   const ConfigSection* section = nullptr;
   std::vector<std::string> reads;
   // false: planned, not built yet (listed so `sluiced --help` can say so;

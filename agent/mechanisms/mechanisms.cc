@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "mechanisms/aqm/aqm_module.h"
+#include "mechanisms/bfc/bfc_config.h"
 #include "mechanisms/cc/cc.h"
 #include "mechanisms/ein/ein_module.h"
 #include "mechanisms/floodgate/config.h"
@@ -108,6 +109,7 @@ const MechanismTable& mechanisms() {
       {.name = "bfc",
        .on_switch_port = true,
        .summary = "per-hop per-flow backpressure (bfc-nsdi22)",
+       .section = &bfc_section(),
        .available = false},
   };
   return table;

@@ -2,6 +2,8 @@
 // One row per logic; see registry.h for how to add one.
 #include "switch/registry.h"
 
+#include <algorithm>
+
 #include "mechanisms/bfc/bfc_switch.h"
 #include "mechanisms/floodgate/switch_glue.h"
 #include "switch/pfc.h"
@@ -30,16 +32,19 @@ const std::vector<LogicInfo>& switch_logics() {
                   "queues. In sluiced: pause from sampled depth, flows hashed (docs/bfc.md)",
        .make = &bfc::make_bfc,
        .hash_flows = true,
-       .view = &bfc::switch_view},
+       .view = &bfc::switch_view,
+       .section = "bfc"},
       {.name = "bfc-stochastic",
        .summary = "BFC with stochastic (hash) queue assignment, the ablation of bfc-nsdi22 Fig. 8",
        .make = &bfc::make_bfc_stochastic,
        .hash_flows = true,
-       .view = &bfc::switch_view},
+       .view = &bfc::switch_view,
+       .section = "bfc"},
       {.name = "bfc-single",
        .summary = "BFC with every flow in queue 0 (PFC-like), the ablation of bfc-nsdi22 Fig. 8",
        .make = &bfc::make_bfc_single,
-       .view = &bfc::switch_view},
+       .view = &bfc::switch_view,
+       .section = "bfc"},
       {.name = "floodgate",
        .summary = "per-destination windows toward the next hop, VOQs for destinations out of window, credits "
                   "per ingress port every T (floodgate-conext21; docs/floodgate.md)",
@@ -65,7 +70,7 @@ std::string logic_names() {
 std::vector<std::string> logic_sections() {
   std::vector<std::string> v;
   for (const auto& l : switch_logics())
-    if (!l.section.empty()) v.push_back(l.section);
+    if (!l.section.empty() && std::find(v.begin(), v.end(), l.section) == v.end()) v.push_back(l.section);
   return v;
 }
 

@@ -11,6 +11,7 @@ Topologies (hosts and switches are namespaces joined by veth pairs):
   star(lab, ...)        N senders -> one switch -> receiver(s)
   dumbbell(lab, ...)    left hosts -> switch L == bottleneck == switch R -> right hosts
   leaf_spine(lab, ...)  ToRs x hosts per ToR, spines; routers with ECMP
+  three_switch(lab, ...) BFC §6.1: groups via switch 1/3 -> switch 2 -> 2 receivers
 
 Switches forward as a Linux bridge (star, dumbbell; "router" routes
 instead) or as routers (leaf-spine). switch="sluice" keeps that forwarding
@@ -896,4 +897,50 @@ def leaf_spine(lab: Lab, tors: int = 2, spines: int = 2, hosts_per_tor: int = 4,
                 "core_mbit": crate, "buffer": buffer, "mode": mode, "shaper": shaper,
                 "burst": burst or Shape(rate).default_burst(), "core_delay_us": core_delay_us,
                 "host_delay_us": host_delay_us}
+    return t.build()
+
+
+def three_switch(lab: Lab, groups: tuple = (2, 4, 4), rate: float = 100, core_rate: Optional[float] = None,
+                 buffer: int = 131072, mode: str = "mtu", shaper: str = "tbf", burst: Optional[int] = None,
+                 delay_us: float = 0, wire: Optional[str] = None, sluice: Optional[dict] = None) -> Topology:
+    """The three-switch testbed of BFC §6.1 (bfc-nsdi22 Fig. 6):
+         group 1 (g1h*) -> switch 1 -> switch 2 -> receiver 1 (r1)
+         group 2 (g2h*) -> switch 1 -> switch 2 -> receiver 2 (r2)
+         group 3 (g3h*) -> switch 3 -> switch 2 -> receiver 2
+    `groups` = hosts per sender group (topo.groups lists them). Groups 1
+    and 2 share the switch 1 -> switch 2 link (class "core", `core_rate`,
+    default `rate`), groups 2 and 3 the switch 2 -> receiver 2 port (the
+    bottleneck, class "sw-down"). delay_us > 0 gives both switch-to-switch
+    links that one-way delay (sluice-wire; sluice control frames cross it
+    too), so the hop RTT between switches can be longer than a veth's.
+    Bridges (one L2 domain, a tree: no loops)."""
+    if len(groups) != 3 or min(groups) < 1 or max(groups) > 60:
+        raise LabError("three_switch: groups = (g1, g2, g3) hosts, 1..60 each")
+    t = Topology(lab, "three-switch", mode, "bridge", sluice)
+    t.wire_bin = wire
+    crate = core_rate or rate
+    up = Shape(rate_mbit=rate, kind="htb", burst=burst)
+    s1, s2, s3 = (t.add_node(f"sw{i}", "switch") for i in (1, 2, 3))
+    for k, s in ((1, s1), (3, s3)):
+        t.link(s, f"c{k}2", "core", s2, f"c2{k}", "core",
+               a_shape=_bottleneck_shape(crate, buffer, shaper, burst),
+               b_shape=_bottleneck_shape(crate, buffer, shaper, burst), delay_us=delay_us)
+    t.groups = [[], [], []]
+    plan = [(f"g{g + 1}h{i}", sw, g) for g, sw in enumerate((s1, s1, s3)) for i in range(1, groups[g] + 1)]
+    plan += [("r1", s2, None), ("r2", s2, None)]
+    for idx, (short, sw, g) in enumerate(plan, start=1):
+        h = t.add_node(short, "host")
+        cidr, _ = _host_ip(idx, False)
+        h.ip = cidr.split("/")[0]
+        t.link(h, short, "host-up", sw, "p" + short, "sw-down",
+               a_shape=up, b_shape=_bottleneck_shape(rate, buffer, shaper, burst), a_addr=cidr)
+        if g is None:
+            t.receivers.append(h)
+        else:
+            t.groups[g].append(h)
+            t.senders.append(h)
+    t.bottleneck = next(p for p in s2.ports if p.peer.node is t.receivers[1])
+    t.params = {"groups": list(groups), "rate_mbit": rate, "core_mbit": crate, "buffer": buffer, "mode": mode,
+                "switch": "bridge", "shaper": shaper, "burst": burst or Shape(rate).default_burst(),
+                "core_delay_us": delay_us}
     return t.build()

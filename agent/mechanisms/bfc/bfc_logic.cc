@@ -403,6 +403,19 @@ void BfcLogic::sample(uint64_t now) {
   }
   std::vector<uint64_t> th(ports_.size());
   for (PortId p = 0; p < ports_.size(); ++p) th[p] = threshold_bytes(p);
+  last_bytes_.resize(ports_.size());
+  for (PortId p = 0; p < ports_.size(); ++p) {
+    last_bytes_[p].resize(ports_[p].nq, 0);
+    for (QueueId q = 0; q < ports_[p].nq; ++q) {
+      if (bytes[p][q] || last_bytes_[p][q]) {
+        TracePoint tp{now, p, q, bytes[p][q], th[p]};
+        if (trace_.size() < kTraceCap) trace_.push_back(tp);
+        else trace_[trace_next_] = tp;
+        trace_next_ = (trace_next_ + 1) % kTraceCap;
+      }
+      last_bytes_[p][q] = bytes[p][q];
+    }
+  }
   for (PortId s = 0; s < ports_.size(); ++s) {
     if (sw_->port(s).role != sw::PortRole::kSwitchFacing) continue;
     Port& I = ports_[s];
@@ -427,6 +440,13 @@ void BfcLogic::sample(uint64_t now) {
       }
     }
   }
+}
+
+std::vector<BfcLogic::TracePoint> BfcLogic::trace() const {
+  if (trace_.size() < kTraceCap) return trace_;
+  std::vector<TracePoint> out(trace_.begin() + long(trace_next_), trace_.end());
+  out.insert(out.end(), trace_.begin(), trace_.begin() + long(trace_next_));
+  return out;
 }
 
 void BfcLogic::on_timer(uint64_t now) {

@@ -148,6 +148,20 @@ class BfcLogic final : public sw::Logic {
   // The queue the flow-table entry of (p, flow_hash) holds (kNoQueue if never used).
   QueueId entry_queue(PortId p, uint32_t flow_hash) const;
 
+  // Sampled mode: the queue-length-vs-Th trace (§6.1 Fig. 7). Every sample
+  // records each queue that holds data, or held data at the previous
+  // sample, with the port's Th then; the last kTraceCap records are kept.
+  struct TracePoint {
+    uint64_t t_ns;
+    PortId port;
+    QueueId queue;
+    uint64_t bytes;
+    uint64_t th_bytes;
+  };
+  static constexpr size_t kTraceCap = 8192;
+  // Oldest first.
+  std::vector<TracePoint> trace() const;
+
  private:
   struct Entry {
     QueueId queue = sw::kNoQueue;  // kNoQueue: never assigned
@@ -199,7 +213,10 @@ class BfcLogic final : public sw::Logic {
   std::vector<Port> ports_;
   std::unordered_map<uint64_t, Mark> marks_;
   Counters ctr_;
-  uint64_t next_bitmap_ns_ = 0;  // sampled mode: bitmaps and expiry keep their own period
+  uint64_t next_bitmap_ns_ = 0;    // sampled mode: bitmaps and expiry keep their own period
+  std::vector<TracePoint> trace_;  // ring of kTraceCap
+  size_t trace_next_ = 0;
+  std::vector<std::vector<uint64_t>> last_bytes_;  // previous sample's depth per port and queue
 };
 
 }  // namespace sluice::bfc

@@ -48,7 +48,29 @@ nlohmann::json view(const BfcLogic& logic, const sw::Substrate& sw) {
     ports.push_back(std::move(port));
   }
   out["ports"] = std::move(ports);
+  // Sampled mode's queue-vs-Th trace: [t_us, port, queue, bytes, th_bytes].
+  json trace = json::array();
+  for (const auto& t : logic.trace()) trace.push_back({t.t_ns / 1000, t.port, t.queue, t.bytes, t.th_bytes});
+  out["trace"] = std::move(trace);
+  out["samples"] = c.samples;
   return out;
+}
+
+nlohmann::json view_from_status(const nlohmann::json& status, std::string& why) {
+  why.clear();
+  auto sw = status.find("switch");
+  if (sw == status.end() || !sw->is_object()) {
+    why = "sluiced is not in switch mode ([switch] ports is empty)";
+    return nlohmann::json::object();
+  }
+  auto logic = sw->find("logic");
+  std::string name = logic != sw->end() && logic->is_string() ? logic->get<std::string>() : "?";
+  auto st = sw->find("logic_state");
+  if (name.rfind("bfc", 0) != 0 || st == sw->end() || !st->is_object() || !st->contains("ports")) {
+    why = "the switch runs logic '" + name + "', not bfc";
+    return nlohmann::json::object();
+  }
+  return *st;
 }
 
 std::string render_text(const nlohmann::json& v) {

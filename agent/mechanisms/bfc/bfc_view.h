@@ -15,8 +15,13 @@ namespace sluice::bfc {
 //  "queues": [{"queue", "bytes", "pkts", "flows", "paused"}] (queues that
 //  hold data, flows or a pause only), "pause_counters": [{"upstream_q",
 //  "count"}] (non-zero only: what this switch asks the hop behind the port
-//  to pause)}]}
+//  to pause)}], "trace": [[t_us, port, queue, bytes, th_bytes], ...] (the
+//  sampled mode's queue-vs-Th samples, oldest first), "samples"}
 nlohmann::json view(const BfcLogic& logic, const sw::Substrate& sw);
 std::string render_text(const nlohmann::json& v);
+// `sluicectl bfc`: the BFC view inside sluiced's status reply (its switch
+// part's logic_state), with the switch's logic name added. An empty object
+// and `why` set when sluiced is not in switch mode or runs another logic.
+nlohmann::json view_from_status(const nlohmann::json& status, std::string& why);
 
 }  // namespace sluice::bfc
