@@ -26,20 +26,18 @@ void validate(ConfigReader& r, S& s) {
 }  // namespace
 
 const ConfigSection& bfc_section() {
-  static const ConfigSection s = make_section<S>(S::kSection,
-                                                 {
-                                                     field::integer("hrtt_us", &S::hrtt_us, 1, 1'000'000),
-                                                     field::integer("sample_us", &S::sample_us, 100, 1'000'000),
-                                                     field::integer("bitmap_interval_us", &S::bitmap_interval_us,
-                                                                    100, 10'000'000),
-                                                     field::integer("pause_expiry_us", &S::pause_expiry_us, 0,
-                                                                    100'000'000),
-                                                     field::integer("th_min_bytes", &S::th_min_bytes, 0, 1 << 30),
-                                                     field::integer("th_fixed_bytes", &S::th_fixed_bytes, 0, 1 << 30),
-                                                     field::integer("flow_table_factor", &S::flow_table_factor, 1,
-                                                                    10'000),
-                                                 },
-                                                 validate);
+  static const ConfigSection s =
+      make_section<S>(S::kSection,
+                      {
+                          field::integer("hrtt_us", &S::hrtt_us, 1, 1'000'000),
+                          field::integer("sample_us", &S::sample_us, 100, 1'000'000),
+                          field::integer("bitmap_interval_us", &S::bitmap_interval_us, 100, 10'000'000),
+                          field::integer("pause_expiry_us", &S::pause_expiry_us, 0, 100'000'000),
+                          field::integer("th_min_bytes", &S::th_min_bytes, 0, 1 << 30),
+                          field::integer("th_fixed_bytes", &S::th_fixed_bytes, 0, 1 << 30),
+                          field::integer("flow_table_factor", &S::flow_table_factor, 1, 10'000),
+                      },
+                      validate);
   return s;
 }
 

@@ -17,7 +17,9 @@ using namespace sluice;
 
 namespace {
 
-Config parse(const std::string& text) { return parse_config_string(text + "[[interface]]\nname = \"eth0\"\n", "b.toml"); }
+Config parse(const std::string& text) {
+  return parse_config_string(text + "[[interface]]\nname = \"eth0\"\n", "b.toml");
+}
 
 TEST(BfcConfig, SectionReachesTheLogicTheRegistryBuilds) {
   Config c = parse(R"([bfc]
