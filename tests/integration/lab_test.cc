@@ -663,7 +663,7 @@ json transfer_in_topology(Lab& lab, const std::string& topo_args, const std::str
 }  // namespace
 
 // Every builder carries TCP end to end: star with a router, dumbbell with
-// bridges and with routers, and leaf-spine, where ECMP spreads 16
+// bridges and with routers, three-switch, and leaf-spine, where ECMP spreads 16
 // connections over both spines (the chance that all 16 hash to one spine
 // is 2 * 2^-16).
 TEST(Topologies, CarryTrafficEndToEnd) {
@@ -677,6 +677,9 @@ TEST(Topologies, CarryTrafficEndToEnd) {
            {"star --senders 2 --switch router --mode mtu --rate 100", "h1", "10.1.0.2", "r1"},
            {"dumbbell --left 2 --right 1 --rate 100", "l2", "10.0.0.2", "r1"},
            {"dumbbell --left 1 --right 2 --switch router --rate 100", "l1", "10.1.1.2", "r2"},
+           // BFC §6.1: group 3 (g3h1, behind switch 3) to receiver 2 through
+           // switch 2, over a delayed switch link (sluice-wire).
+           {"three-switch --groups 1,1,1 --rate 100 --mode mtu --delay-us 200", "g3h1", "10.0.0.3", "r2"},
        }) {
     json r = transfer_in_topology(lab, c.args, c.server, c.ip, c.client, 2, {}, &none);
     EXPECT_GT(r["summary"]["goodput_mbps"].get<double>(), 10.0) << c.args;
