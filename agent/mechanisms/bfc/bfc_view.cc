@@ -77,7 +77,11 @@ std::string render_text(const nlohmann::json& v) {
   std::ostringstream os;
   os << "bfc variant " << v.value("variant", "?") << "\n";
   const auto& c = v.at("counters");
-  os << "  collisions " << c.at("collisions") << ", pauses sent " << c.at("pauses_sent") << ", resumes sent "
+  // The sampled mode sees no packets, so no flow sharing a queue: say so
+  // rather than print a zero.
+  if (v.value("samples", 0) > 0) os << "  collisions n/a (sampled mode), pauses sent ";
+  else os << "  collisions " << c.at("collisions") << ", pauses sent ";
+  os << c.at("pauses_sent") << ", resumes sent "
      << c.at("resumes_sent") << ", pauses received " << c.at("pauses_rx") << ", bitmap repairs "
      << c.at("bitmap_repairs") << ", expired " << c.at("expired") << "\n";
   for (const auto& p : v.at("ports")) {

@@ -111,6 +111,7 @@ TEST(BfcConfig, SampledModeTracesQueuesAgainstTh) {
   nlohmann::json v = bfc::view(logic, sw);
   EXPECT_EQ(v["trace"].size(), tr.size());
   EXPECT_EQ(v["trace"][0].size(), 5u);
+  EXPECT_NE(sluice::bfc::render_text(v).find("collisions n/a (sampled mode)"), std::string::npos);
 }
 
 }  // namespace
