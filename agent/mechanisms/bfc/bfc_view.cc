@@ -81,9 +81,8 @@ std::string render_text(const nlohmann::json& v) {
   // rather than print a zero.
   if (v.value("samples", 0) > 0) os << "  collisions n/a (sampled mode), pauses sent ";
   else os << "  collisions " << c.at("collisions") << ", pauses sent ";
-  os << c.at("pauses_sent") << ", resumes sent "
-     << c.at("resumes_sent") << ", pauses received " << c.at("pauses_rx") << ", bitmap repairs "
-     << c.at("bitmap_repairs") << ", expired " << c.at("expired") << "\n";
+  os << c.at("pauses_sent") << ", resumes sent " << c.at("resumes_sent") << ", pauses received " << c.at("pauses_rx")
+     << ", bitmap repairs " << c.at("bitmap_repairs") << ", expired " << c.at("expired") << "\n";
   for (const auto& p : v.at("ports")) {
     os << "port " << p.at("port") << " " << p.at("name").get<std::string>() << ": Th " << p.at("threshold_bytes")
        << " B, active queues " << p.at("active_queues") << ", flow table " << p.at("flow_table").at("live") << "/"
