@@ -607,7 +607,9 @@ class Topology:
         Returns the exit codes."""
         codes = []
         for p, node in self.sluice_procs:
-            codes.append(self.lab.stop(p, grace=5.0))
+            # Removing its trees goes through rtnl, which other labs on the
+            # machine hold at times: 5 s was measured too short (a run lost).
+            codes.append(self.lab.stop(p, grace=20.0))
         self.sluice_procs = []
         if restore:
             for node in self.switches:
