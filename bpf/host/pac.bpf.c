@@ -76,17 +76,6 @@ struct {
 	__type(value, struct sluice_pac_flow_ctl);
 } sl_pac_ctl_v1 SEC(".maps");
 
-/* Flows whose response is in progress and still counted in pac.bound or
- * the estimate (expected bytes):
- * watched for its end, one slot per arriving data segment (flow_watch()). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLUICE_PAC_WATCH_SLOTS);
-	__type(key, __u32);
-	__type(value, struct sluice_pac_flow_key);
-} sl_pac_watch_v1 SEC(".maps");
-__u32 watch_next = 0, watch_scan = 0;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22); /* ~14k held ACK records */
@@ -222,7 +211,7 @@ int pac_ingress(struct __sk_buff *skb)
 		f->rcv_high = p.seq + len;
 	}
 	bound_update(f);
-	flow_watch(&k, f, now);
+	flow_watch(f);
 	/* Data our stack already acknowledged (even if that ACK is still held)
 	 * is a duplicate. One that starts at the last ACK we released (the
 	 * sender's snd_una) is a retransmission timeout: §III-D's stale case.

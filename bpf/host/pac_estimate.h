@@ -134,76 +134,88 @@ static __always_inline void response_done(struct sluice_pac_flow *f, __u8 flags,
 		pac.resp_guess = b;
 }
 
+/* The quiet time after which a flow that still holds a share is done:
+ * max(2 x its RTT, trigger_age_min_ns), 1 ms when the trigger age is off. */
+static __always_inline __u64 quiet_ns(const struct sluice_pac_flow *g)
+{
+	__u64 quiet = (__u64)g->srtt_us * 2000;
+	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
+	return quiet < floor ? floor : quiet;
+}
+
+/* quiet_timer's callback (softirq, any CPU): the flow armed it when it took
+ * a share; if it has been quiet for quiet_ns() since, its response is over
+ * and the share goes; if not, check again when it could be. */
+static int flow_quiet(void *map, struct sluice_pac_flow_key *k, struct sluice_pac_flow *g)
+{
+	int bound_on = rwnd_cap_bytes && cap_to_response;
+	if (!(g->bflags & SLUICE_PAC_BF_LISTED))
+		return 0; /* unlisted meanwhile (a new request, a share gone) */
+	__s64 gc = bound_on ? cur_contrib(g) : 0;
+	sync_epoch(g);
+	__u64 ge = trigger_age_min_ns ? g->expect : 0;
+	if (gc <= 0 && !ge) {
+		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns(), quiet = quiet_ns(g), last = g->last_ns;
+	if (now <= last || now - last <= quiet) {
+		__u64 wait = now <= last ? quiet : quiet - (now - last);
+		bpf_timer_start(&g->quiet_timer, wait + 1000, 0);
+		return 0;
+	}
+	/* A response of unknown size ended: now it is measured. */
+	if (gc > 0 && (g->bflags & SLUICE_PAC_BF_GUESS))
+		pac.resp_guess = g->cur_burst;
+	g->bflags &= ~SLUICE_PAC_BF_LISTED;
+	if (gc > 0)
+		bound_set(g, 0);
+	if (ge) {
+		g->expect = 0;
+		lower_in_flight((__s64)ge);
+		g->phantom_bytes += ge;
+		__sync_fetch_and_add(&pac.phantom_bytes, ge);
+		__sync_fetch_and_add(&pac.phantom_events, 1);
+	}
+	return 0;
+}
+
 /* A flow's share can outlive its response: a first response (size unknown,
  * the whole window counts) or one shorter than the last ends without the
  * share reaching 0. Rather than wait for the agent's idle reset (which
- * needs the whole pipe quiet, i.e. every other flow done too), each data
- * segment that arrives checks one watched flow: a flow whose response began
- * and that was quiet for max(2 x its RTT, trigger_age_min_ns) (nothing
- * either way) is done; its share goes. A flow is listed by a segment of its
- * response and unlisted by its next request (request_burst()), so one still
- * waiting for the first byte of its response keeps its share: the response
- * will come, however late the sender's application answers. A flow that
- * sends again is counted again by its next segment.
+ * needs the whole pipe quiet, i.e. every other flow done too), a flow whose
+ * response began and that was quiet for quiet_ns() (nothing either way) is
+ * done; its share goes. A flow is listed (its quiet_timer armed) by a
+ * segment of its response and unlisted by its next request
+ * (request_burst()), so one still waiting for the first byte of its
+ * response keeps its share: the response will come, however late the
+ * sender's application answers.
  *
  * The same holds for a flow's expected bytes in the eq. (4)/(5) estimate
  * (with the trigger age on): eq. (3) in slow start counts the last ACKs of a
  * response of unknown size (a new connection's first) as doubling the
  * window, and that data never comes. age_expect() writes such bytes off only
  * when the flow's own next segment arrives, which a finished flow never
- * sends: they stayed until the whole pipe went idle. Watched, they go once
- * the flow was quiet for the same time. A listed flow whose slot is taken
- * by another is listed again by its next segment. */
-static __always_inline void flow_watch(const struct sluice_pac_flow_key *k, struct sluice_pac_flow *f, __u64 now)
+ * sends: they stayed until the whole pipe went idle.
+ *
+ * One timer per flow, not a shared list checked by other flows' data: a
+ * list of 32 slots lost finished flows whenever more than 32 held shares
+ * (N > 32 new connections), and when the finished flows' shares filled the
+ * threshold no data arrived that would have checked them (the pipe stalled
+ * until the agent's idle reset; docs/pac.md, "New connections"). */
+static __always_inline void flow_watch(struct sluice_pac_flow *f)
 {
 	int bound_on = rwnd_cap_bytes && cap_to_response;
 	if (!bound_on && !trigger_age_min_ns)
 		return;
-	if (!(f->bflags & SLUICE_PAC_BF_LISTED) &&
-	    ((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect))) {
-		__u32 slot = __sync_fetch_and_add(&watch_next, 1) % SLUICE_PAC_WATCH_SLOTS;
-		struct sluice_pac_flow_key *ok = bpf_map_lookup_elem(&sl_pac_watch_v1, &slot);
-		if (ok && ok->family) {
-			struct sluice_pac_flow *o = bpf_map_lookup_elem(&sl_pac_flows_v1, ok);
-			if (o && o != f)
-				o->bflags &= ~SLUICE_PAC_BF_LISTED;
-		}
-		bpf_map_update_elem(&sl_pac_watch_v1, &slot, k, BPF_ANY);
+	if ((f->bflags & SLUICE_PAC_BF_LISTED) || !((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect)))
+		return;
+	/* -EBUSY once initialised: the callback is set again, the same one. */
+	bpf_timer_init(&f->quiet_timer, &sl_pac_flows_v1, 1 /* CLOCK_MONOTONIC */);
+	if (bpf_timer_set_callback(&f->quiet_timer, flow_quiet))
+		return;
+	if (!bpf_timer_start(&f->quiet_timer, quiet_ns(f) + 1000, 0))
 		f->bflags |= SLUICE_PAC_BF_LISTED;
-	}
-	__u32 idx = __sync_fetch_and_add(&watch_scan, 1) % SLUICE_PAC_WATCH_SLOTS;
-	struct sluice_pac_flow_key *gk = bpf_map_lookup_elem(&sl_pac_watch_v1, &idx);
-	if (!gk || !gk->family)
-		return;
-	struct sluice_pac_flow *g = bpf_map_lookup_elem(&sl_pac_flows_v1, gk);
-	if (!g || g == f || !(g->bflags & SLUICE_PAC_BF_LISTED))
-		return;
-	__s64 gc = bound_on ? cur_contrib(g) : 0;
-	sync_epoch(g);
-	__u64 ge = trigger_age_min_ns ? g->expect : 0;
-	if (gc <= 0 && !ge) {
-		g->bflags &= ~SLUICE_PAC_BF_LISTED;
-		return;
-	}
-	__u64 quiet = (__u64)g->srtt_us * 2000;
-	__u64 floor = trigger_age_min_ns ? trigger_age_min_ns : 1000000ULL;
-	if (quiet < floor)
-		quiet = floor;
-	if (now > g->last_ns && now - g->last_ns > quiet) {
-		/* A response of unknown size ended: now it is measured. */
-		if (gc > 0 && (g->bflags & SLUICE_PAC_BF_GUESS))
-			pac.resp_guess = g->cur_burst;
-		g->bflags &= ~SLUICE_PAC_BF_LISTED;
-		if (gc > 0)
-			bound_set(g, 0);
-		if (ge) {
-			g->expect = 0;
-			lower_in_flight((__s64)ge);
-			g->phantom_bytes += ge;
-			__sync_fetch_and_add(&pac.phantom_bytes, ge);
-			__sync_fetch_and_add(&pac.phantom_events, 1);
-		}
-	}
 }
 
 /* Eq. (3), bounded for request/response flows: a sender cannot send more

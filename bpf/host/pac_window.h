@@ -7,7 +7,7 @@
  * segments), and pac.bound: the exact in-flight bound of request/response
  * flows whose windows are capped, kept per flow and watched for the end of
  * each response. Included by pac.bpf.c after the globals, the .bss state
- * and the maps (sl_pac_flows_v1, sl_pac_watch_v1) it uses. */
+ * and the map (sl_pac_flows_v1) it uses. */
 #ifndef SLUICE_BPF_PAC_WINDOW_H
 #define SLUICE_BPF_PAC_WINDOW_H
 
@@ -77,8 +77,8 @@ static __always_inline void bound_set(struct sluice_pac_flow *f, __s64 c)
 	__u64 old = __sync_lock_test_and_set(&f->contrib, (__u64)c);
 	if ((__s64)old != c)
 		__sync_fetch_and_add(&pac.bound, c - (__s64)old);
-	/* Nothing counted: no longer watched (its next response lists it anew,
-	 * even if a stale slot of sl_pac_watch_v1 still names it). */
+	/* Nothing counted: no longer watched (its next response lists it anew;
+	 * a quiet_timer still pending finds it unlisted and does nothing). */
 	if (!c)
 		f->bflags &= ~SLUICE_PAC_BF_LISTED;
 }

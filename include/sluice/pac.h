@@ -23,6 +23,9 @@
 #define SLUICE_PAC_H
 
 #include "sluice/types.h"
+#if !defined(__bpf__) && !defined(__VMLINUX_H__)
+#include <linux/bpf.h> /* struct bpf_timer */
+#endif
 
 /* Largest ACK frame the egress program copies for the agent: Ethernet (+VLAN)
  * + IPv4 with options or IPv6 + TCP with 40 bytes of options. */
@@ -90,6 +93,11 @@ struct sluice_pac_flow {
 	__u64 contrib;       /* this flow's share of pac.bound */
 	__u32 req_end;       /* end (seq + len) of the last request handed to the agent */
 	__u32 pad3;
+	/* Fires once the flow was quiet for max(2 x its RTT, the age floor)
+	 * while it still holds a share of the estimate or the bound
+	 * (flow_watch(), docs/pac.md "New connections"). BPF only; reads as
+	 * zeros in user space. */
+	struct bpf_timer quiet_timer;
 };
 
 /* Per-flow control written only by the agent (the BPF side reads it). */
@@ -146,8 +154,7 @@ struct sluice_pac_state {
 
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
 #define SLUICE_PAC_BF_GUESS 0x02  /* burst_bytes is the initial-window guess, not a measured response */
-#define SLUICE_PAC_BF_LISTED 0x04 /* in sl_pac_watch_v1: watched for the end of its response */
-#define SLUICE_PAC_WATCH_SLOTS 32
+#define SLUICE_PAC_BF_LISTED 0x04 /* quiet_timer armed: watched for the end of its response */
 
 enum sluice_pac_event_type {
 	SLUICE_PAC_EV_HELD = 1,    /* an ACK to hold; frame attached */
@@ -266,7 +273,8 @@ static inline __u32 sluice_pac_trigger(__u32 ack_prev, __u8 ack_valid, __u32 ack
 #include <cstddef>
 static_assert(sizeof(sluice_pac_flow_key) == 40, "sluice_pac_flow_key ABI");
 static_assert(offsetof(sluice_pac_flow_key, rport) == 32, "sluice_pac_flow_key ABI");
-static_assert(sizeof(sluice_pac_flow) == 208, "sluice_pac_flow ABI");
+static_assert(sizeof(sluice_pac_flow) == 224, "sluice_pac_flow ABI");
+static_assert(offsetof(sluice_pac_flow, quiet_timer) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");

@@ -22,8 +22,8 @@ struct RwndCap {
     auto v = n->value<int64_t>();
     auto str = n->as_string();
     if (str && str->get() == "auto") return;
-    if (!v || str || (*v != 0 && (*v < 4096 || *v > (int64_t(1) << 30))))
-      return r.problem("rwnd_cap_bytes", n, "expected \"auto\", 0 (off) or a byte count from 4096 to 1073741824");
+    if (!v || str || (*v != 0 && (*v < 1024 || *v > (int64_t(1) << 30))))
+      return r.problem("rwnd_cap_bytes", n, "expected \"auto\", 0 (off) or a byte count from 1024 to 1073741824");
     pc.rwnd_cap_bytes = uint32_t(*v);
   }
   // "auto": no flow may have more in flight than the threshold lets all of

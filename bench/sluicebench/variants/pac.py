@@ -112,6 +112,7 @@ class Pac(Variant):
         response = 0 if getattr(args, "total_bytes", 0) else (getattr(args, "bytes_per_sender", 0) or 0)
         cap = rwnd_cap(args.pac_rwnd_cap, thr, response, "hold_requests = true" in self.extra_config,
                        self.cap_always)
+        thr, cap = self.window_only(ctx, thr, cap)
         self.point_no += 1
         bpffs = self.agents.bpffs(ctx)
         extra = "\n".join(l.strip() for l in args.pac_extra.split(";") if l.strip())
@@ -153,6 +154,10 @@ ein = false
                         p.kill()
             self.killer = threading.Timer(args.pac_kill_at, kill)
             self.killer.start()
+
+    def window_only(self, ctx, thr, cap):
+        """(buffer_bytes, rwnd_cap_bytes) the agent gets; pac-rwnd overrides."""
+        return thr, cap
 
     def metrics(self, ctx, topo):
         out = {"held_acks": 0, "admitted_acks": 0, "p50_ack_delay_us": None, "p99_ack_delay_us": None}
@@ -218,3 +223,29 @@ class PacRequestsSleep(PacRequests):
     name = "pac-req-sleep"
     help = "pac-req with busy_poll_us = 0: the agent sleeps in epoll while ACKs are held (ablation of the polling)"
     extra_config = PacRequests.extra_config + "\nbusy_poll_us = 0"
+
+
+def fair_window(threshold: int, senders: int, wscale_unit: int = 128) -> int:
+    """pac-rwnd's window: the threshold's payload split over the senders in
+    whole segments, at least one (a sender cannot send less than a segment
+    into a window: tcp_snd_wnd_test), rounded up to the window-scale unit
+    the clamp works in (Linux's receive scale is 7 with the default
+    tcp_rmem, 128-byte units), so a k-segment window is not clamped to
+    k segments less a few bytes."""
+    mss = 1448
+    payload = threshold * mss // (mss + 66)
+    segs = max(1, payload // (max(1, senders) * mss))
+    b = segs * mss
+    return (b + wscale_unit - 1) // wscale_unit * wscale_unit
+
+
+@variant
+class PacRwnd(Pac):
+    name = "pac-rwnd"
+    help = ("the alternative to holding ACKs: receiver-side window tuning. No ACK held (threshold out of reach); "
+            "every connection's receive window clamped to its share of the threshold, max(1 segment, "
+            "threshold / N) in whole segments, N the point's sender count (an oracle: the receiver is told N)")
+
+    def window_only(self, ctx, thr, cap):
+        n = int(ctx.point.get("senders", 1))
+        return 1 << 32, fair_window(thr, n)
