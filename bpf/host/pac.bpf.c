@@ -69,12 +69,30 @@ struct {
 	__type(value, struct sluice_pac_flow);
 } sl_pac_flows_v1 SEC(".maps");
 
+/* The agent's per-flow control, slot = the flow's id (an array lookup is
+ * an address computation; a second hash lookup was a quarter of an admitted
+ * ACK's cost, docs/pac.md "The fast path, measured"). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SLUICE_PAC_FLOW_TABLE_SIZE);
-	__type(key, struct sluice_pac_flow_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_PAC_CTL_SLOTS);
+	__type(key, __u32);
 	__type(value, struct sluice_pac_flow_ctl);
 } sl_pac_ctl_v1 SEC(".maps");
+
+/* A new flow entry's id (never 0). */
+static __always_inline __u32 new_flow_id(void)
+{
+	__u32 id = __sync_fetch_and_add(&pac.next_id, 1) + 1;
+	return id ? id : __sync_fetch_and_add(&pac.next_id, 1) + 1;
+}
+
+/* The agent's control of flow `f`, NULL when it wrote none. */
+static __always_inline struct sluice_pac_flow_ctl *ctl_of(const struct sluice_pac_flow *f)
+{
+	__u32 slot = f->id % SLUICE_PAC_CTL_SLOTS;
+	struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&sl_pac_ctl_v1, &slot);
+	return c && f->id && c->id == f->id ? c : 0;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -128,7 +146,7 @@ int pac_ingress(struct __sk_buff *skb)
 			sl_count(SLUICE_R_PAC_NOT_PURE_ACK, skb->len);
 			return SL_TC_NEXT;
 		}
-		struct sluice_pac_flow init = { .first_ns = now };
+		struct sluice_pac_flow init = { .first_ns = now, .id = new_flow_id() };
 		bpf_map_update_elem(&sl_pac_flows_v1, &k, &init, BPF_NOEXIST);
 		f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
 		if (!f) {
@@ -143,7 +161,7 @@ int pac_ingress(struct __sk_buff *skb)
 		f->fin_rst |= (p.tcp_flags & SL_TCP_RST) ? 2 : 1;
 		if (f->contrib)
 			bound_set(f, 0);
-		struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&sl_pac_ctl_v1, &k);
+		struct sluice_pac_flow_ctl *c = ctl_of(f);
 		if (held_of(f, c))
 			emit_segment(&k, f, &p, SLUICE_PAC_EVF_INGRESS, now);
 	}
@@ -279,7 +297,7 @@ int pac_egress(struct __sk_buff *skb)
 			sl_count(SLUICE_R_PAC_UNKNOWN_FLOW, skb->len);
 			return SL_TC_NEXT;
 		}
-		struct sluice_pac_flow init = { .first_ns = now, .last_ns = now };
+		struct sluice_pac_flow init = { .first_ns = now, .last_ns = now, .id = new_flow_id() };
 		bpf_map_update_elem(&sl_pac_flows_v1, &k, &init, BPF_NOEXIST);
 		f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
 		if (!f) {
@@ -302,7 +320,7 @@ int pac_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 	}
-	struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&sl_pac_ctl_v1, &k);
+	struct sluice_pac_flow_ctl *c = ctl_of(f);
 	struct tcp_opts o = {};
 	__u32 trig;
 
@@ -396,7 +414,7 @@ int pac_egress(struct __sk_buff *skb)
 	 * agent's wake-up latency off the ACK clock of a long flow. */
 	if (held && fits && !request && !o.has_sack && f->ack_valid &&
 	    sluice_pac_seq_delta(f->last_ack, p.ack_seq) > 0 && held >= pac.held) {
-		__sync_fetch_and_add(&f->admitted, 1);
+		f->admitted++;
 		released(f, &p, trig, &o, now);
 		emit_segment(&k, f, &p, 0, now);
 		sl_count(SLUICE_R_PAC_SUPERSEDE, skb->len);
@@ -413,7 +431,7 @@ int pac_egress(struct __sk_buff *skb)
 	if (!held && fits) {
 		if (request)
 			trig = request_trigger(f, c, &p, 1, o.has_sack);
-		__sync_fetch_and_add(&f->admitted, 1);
+		f->admitted++;
 		released(f, &p, trig, &o, now);
 		sl_count(SLUICE_R_PAC_ADMIT, skb->len);
 		return SL_TC_NEXT;

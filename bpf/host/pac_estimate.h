@@ -350,11 +350,14 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 	if (trig) {
 		if (!cov) {
 			__sync_fetch_and_add(&pac.in_flight, (__s64)trig);
-			__sync_fetch_and_add(&f->expect, trig);
+			/* Plain adds: the flow's other writers (ingress) use
+			 * plain stores too; in_flight is what must not lose an
+			 * update. */
+			f->expect += trig;
 			age_rotate(f, now);
 			f->trig_cur += trig;
 		}
-		__sync_fetch_and_add(&f->trig_sum, trig);
+		f->trig_sum += trig;
 		pac.last_trigger_ns = now;
 	}
 	if (!f->ack_valid || sluice_pac_seq_delta(f->last_ack, p->ack_seq) > 0)

@@ -13,7 +13,8 @@
  *    AF_PACKET socket whose SO_MARK makes the egress program admit it and
  *    account its trigger.
  *  - Per-flow state is split by writer: `sl_pac_flows_v1` is written by BPF only,
- *    `sl_pac_ctl_v1` by the agent only; the global `struct sluice_pac_state`
+ *    `sl_pac_ctl_v1` by the agent only (an array: slot = the flow's id, so
+ *    the fast path finds it without a second hash lookup); the global `struct sluice_pac_state`
  *    lives in the program's .bss, which the agent maps and updates with
  *    atomic instructions.
  *
@@ -92,7 +93,7 @@ struct sluice_pac_flow {
 	__u32 edge;          /* right edge of the windows released: ACK + window (rwnd_cap_bytes) */
 	__u64 contrib;       /* this flow's share of pac.bound */
 	__u32 req_end;       /* end (seq + len) of the last request handed to the agent */
-	__u32 pad3;
+	__u32 id;            /* >= 1, unique per flow entry: its control in sl_pac_ctl_v1[id % SLUICE_PAC_CTL_SLOTS] */
 	/* Fires once the flow was quiet for max(2 x its RTT, the age floor)
 	 * while it still holds a share of the estimate or the bound
 	 * (flow_watch(), docs/pac.md "New connections"). BPF only; reads as
@@ -100,13 +101,19 @@ struct sluice_pac_flow {
 	struct bpf_timer quiet_timer;
 };
 
-/* Per-flow control written only by the agent (the BPF side reads it). */
+/* Per-flow control written only by the agent (the BPF side reads it), in
+ * slot `id % SLUICE_PAC_CTL_SLOTS` of an array; valid for the flow whose
+ * sluice_pac_flow.id equals `id` (0: the slot is free). Two live flows
+ * share a slot only when 65,536 flows were created while the older one
+ * lived; the older then reads no control (as before the agent wrote any). */
 struct sluice_pac_flow_ctl {
 	__u64 dropped; /* held ACKs the agent dropped (stale/teardown) */
 	__u32 window;  /* estimated sender window in bytes (CA increment) */
+	__u32 id;      /* the flow this slot belongs to */
 	__u8 ca;       /* inferred congestion avoidance (§III-C) */
-	__u8 pad[3];
+	__u8 pad[7];
 };
+#define SLUICE_PAC_CTL_SLOTS SLUICE_PAC_FLOW_TABLE_SIZE
 
 /* Global state in the program's .bss, shared with the agent through the
  * mmapped map. Fields both sides modify are changed with atomic adds /
@@ -136,7 +143,7 @@ struct sluice_pac_state {
 	 * max(in_flight, bound). */
 	__s64 bound;
 	__u32 bound_epoch; /* bumped by the agent when it clears bound (idle pipe) */
-	__u32 pad3;
+	__u32 next_id;     /* last flow id given out (sluice_pac_flow.id) */
 	__u64 last_request_ns; /* last time a request of ours left (its response may not have begun) */
 	__u64 resp_guess;      /* size of the last response measured on any flow: a new flow's first guess */
 	/* Trigger of the ACK the agent releases next, 0 when it holds no ACK
@@ -277,7 +284,7 @@ static_assert(sizeof(sluice_pac_flow) == 224, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, quiet_timer) == 208, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
-static_assert(sizeof(sluice_pac_flow_ctl) == 16, "sluice_pac_flow_ctl ABI");
+static_assert(sizeof(sluice_pac_flow_ctl) == 24, "sluice_pac_flow_ctl ABI");
 static_assert(sizeof(sluice_pac_state) == 184, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");

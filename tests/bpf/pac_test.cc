@@ -192,11 +192,21 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   st_->held = 0;
   sluice_pac_flow_ctl c{};
   c.dropped = 2;
-  auto k = flow_key();
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &k, &c, BPF_ANY), 0);
+  c.id = flow().id;
+  ASSERT_NE(c.id, 0u);
+  __u32 slot = c.id % SLUICE_PAC_CTL_SLOTS;
+  // A slot that names another flow is not this flow's control.
+  c.id += 1;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &slot, &c, BPF_ANY), 0);
+  st_->held = 10;  // (others hold too: not a lone flow's superseding ACK)
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss + 1))).retval, kShot) << "another flow's slot";
+  st_->held = 0;
+  c.id -= 1;
+  c.dropped = 3;  // that one too
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &slot, &c, BPF_ANY), 0);
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 5 * kMss))).retval, kNext);
   EXPECT_EQ(reason(SLUICE_R_PAC_ADMIT), 2u);
-  EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 3u);
+  EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 4u);
   EXPECT_EQ(reason(SLUICE_R_PAC_REINJECTED), 1u);
 }
 

@@ -118,8 +118,28 @@ struct PacModule::Impl : Datapath {
     HeldAck copy = a;
     return reinjector->send(copy.frame.data(), copy.frame_len);
   }
+  // sl_pac_ctl_v1 is an array indexed by the flow's id (include/sluice/pac.h):
+  // the id comes from the flow's entry.
   void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) override {
-    if (bpf_map_update_elem(ctl_fd, &key, &ctl, BPF_ANY) != 0) ++ctl_write_failures;
+    sluice_pac_flow f{};
+    if (bpf_map_lookup_elem(flows_fd, &key, &f) != 0 || !f.id) {
+      ++ctl_write_failures;
+      return;
+    }
+    sluice_pac_flow_ctl c = ctl;
+    c.id = f.id;
+    __u32 slot = f.id % SLUICE_PAC_CTL_SLOTS;
+    if (bpf_map_update_elem(ctl_fd, &slot, &c, BPF_ANY) != 0) ++ctl_write_failures;
+  }
+  // Frees the control slot of flow `f` (its entry is going), if it is still its.
+  void free_ctl(const sluice_pac_flow& f) {
+    if (!f.id) return;
+    __u32 slot = f.id % SLUICE_PAC_CTL_SLOTS;
+    sluice_pac_flow_ctl c{};
+    if (bpf_map_lookup_elem(ctl_fd, &slot, &c) == 0 && c.id == f.id) {
+      c = sluice_pac_flow_ctl{};
+      bpf_map_update_elem(ctl_fd, &slot, &c, BPF_ANY);
+    }
   }
   void set_wake(uint64_t held, uint64_t room, uint64_t ack_room) override {
     store(&st->wake_room, room);
@@ -274,10 +294,12 @@ struct PacModule::Impl : Datapath {
       last_expiry_ns = now;
       for (const auto& k : gone) {
         sluice_pac_flow f{};
-        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0 && f.contrib && f.bepoch == uint8_t(load(&st->bound_epoch)))
-          __atomic_fetch_sub(&st->bound, __s64(f.contrib), __ATOMIC_ACQ_REL);
+        if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0) {
+          if (f.contrib && f.bepoch == uint8_t(load(&st->bound_epoch)))
+            __atomic_fetch_sub(&st->bound, __s64(f.contrib), __ATOMIC_ACQ_REL);
+          free_ctl(f);
+        }
         bpf_map_delete_elem(flows_fd, &k);
-        bpf_map_delete_elem(ctl_fd, &k);
         prev_flow_bytes.erase(k);
         engine->forget(k);
         ++expired;
@@ -426,12 +448,19 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.ctl_fd = bpf_map__fd(s->maps.sl_pac_ctl_v1);
   // Pinned tables may hold a previous run's flows, whose held ACKs died
   // with that process: start clean.
-  for (int fd : {m.flows_fd, m.ctl_fd}) {
+  {
     sluice_pac_flow_key k{}, next{};
-    while (bpf_map_get_next_key(fd, nullptr, &next) == 0) {
+    while (bpf_map_get_next_key(m.flows_fd, nullptr, &next) == 0) {
       k = next;
-      if (bpf_map_delete_elem(fd, &k) != 0) break;
+      if (bpf_map_delete_elem(m.flows_fd, &k) != 0) break;
     }
+    // The control array: every slot free (ids restart with the .bss).
+    std::vector<__u32> slots(SLUICE_PAC_CTL_SLOTS);
+    std::vector<sluice_pac_flow_ctl> zero(SLUICE_PAC_CTL_SLOTS);
+    for (__u32 i = 0; i < SLUICE_PAC_CTL_SLOTS; ++i) slots[i] = i;
+    __u32 count = SLUICE_PAC_CTL_SLOTS;
+    if (bpf_map_update_batch(m.ctl_fd, slots.data(), zero.data(), &count, nullptr) != 0)
+      for (__u32 i = 0; i < SLUICE_PAC_CTL_SLOTS; ++i) bpf_map_update_elem(m.ctl_fd, &slots[i], &zero[i], BPF_ANY);
   }
   store(&m.st->threshold, sluice_pac_payload_capacity(m.cfg.buffer_bytes));
   m.reinjector = std::make_unique<Reinjector>(m.ifname, m.cfg.reinject_mark);

@@ -246,6 +246,10 @@ class PacRwnd(Pac):
             "every connection's receive window clamped to its share of the threshold, max(1 segment, "
             "threshold / N) in whole segments, N the point's sender count (an oracle: the receiver is told N)")
 
+    @classmethod
+    def add_args(cls, parser):
+        pass  # shares the --pac-* options
+
     def window_only(self, ctx, thr, cap):
         n = int(ctx.point.get("senders", 1))
         return 1 << 32, fair_window(thr, n)
