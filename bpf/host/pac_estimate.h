@@ -208,7 +208,8 @@ static __always_inline void flow_watch(struct sluice_pac_flow *f)
 	int bound_on = rwnd_cap_bytes && cap_to_response;
 	if (!bound_on && !trigger_age_min_ns)
 		return;
-	if ((f->bflags & SLUICE_PAC_BF_LISTED) || !((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect)))
+	if ((f->bflags & SLUICE_PAC_BF_LISTED) ||
+	    !((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect)))
 		return;
 	/* -EBUSY once initialised: the callback is set again, the same one. */
 	bpf_timer_init(&f->quiet_timer, &sl_pac_flows_v1, 1 /* CLOCK_MONOTONIC */);

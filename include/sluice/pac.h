@@ -142,8 +142,8 @@ struct sluice_pac_state {
 	 * (recomputed from sequence numbers at every packet). Admission uses
 	 * max(in_flight, bound). */
 	__s64 bound;
-	__u32 bound_epoch; /* bumped by the agent when it clears bound (idle pipe) */
-	__u32 next_id;     /* last flow id given out (sluice_pac_flow.id) */
+	__u32 bound_epoch;     /* bumped by the agent when it clears bound (idle pipe) */
+	__u32 next_id;         /* last flow id given out (sluice_pac_flow.id) */
 	__u64 last_request_ns; /* last time a request of ours left (its response may not have begun) */
 	__u64 resp_guess;      /* size of the last response measured on any flow: a new flow's first guess */
 	/* Trigger of the ACK the agent releases next, 0 when it holds no ACK
