@@ -362,8 +362,8 @@ int main(int argc, char** argv) {
     // more ACKs than they diverted).
     {
       sluice_pac_flow_key k{};
-      while (bpf_map_get_next_key(bpf_map__fd(skel->maps.sl_pac_flows_v1), nullptr, &k) == 0)
-        bpf_map_delete_elem(bpf_map__fd(skel->maps.sl_pac_flows_v1), &k);
+      while (bpf_map_get_next_key(bpf_map__fd(skel->maps.sl_pac_flows_v2), nullptr, &k) == 0)
+        bpf_map_delete_elem(bpf_map__fd(skel->maps.sl_pac_flows_v2), &k);
       run_ns(in, data, 1);
       st->threshold = 0;
       st->in_flight = 1 << 20;

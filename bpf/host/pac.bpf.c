@@ -67,7 +67,7 @@ struct {
 	__uint(max_entries, SLUICE_PAC_FLOW_TABLE_SIZE);
 	__type(key, struct sluice_pac_flow_key);
 	__type(value, struct sluice_pac_flow);
-} sl_pac_flows_v1 SEC(".maps");
+} sl_pac_flows_v2 SEC(".maps");
 
 /* The agent's per-flow control, slot = the flow's id (an array lookup is
  * an address computation; a second hash lookup was a quarter of an admitted
@@ -77,7 +77,7 @@ struct {
 	__uint(max_entries, SLUICE_PAC_CTL_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sluice_pac_flow_ctl);
-} sl_pac_ctl_v1 SEC(".maps");
+} sl_pac_ctl_v2 SEC(".maps");
 
 /* A new flow entry's id (never 0). */
 static __always_inline __u32 new_flow_id(void)
@@ -90,7 +90,7 @@ static __always_inline __u32 new_flow_id(void)
 static __always_inline struct sluice_pac_flow_ctl *ctl_of(const struct sluice_pac_flow *f)
 {
 	__u32 slot = f->id % SLUICE_PAC_CTL_SLOTS;
-	struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&sl_pac_ctl_v1, &slot);
+	struct sluice_pac_flow_ctl *c = bpf_map_lookup_elem(&sl_pac_ctl_v2, &slot);
 	return c && f->id && c->id == f->id ? c : 0;
 }
 
@@ -139,7 +139,7 @@ int pac_ingress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	__u64 now = bpf_ktime_get_ns();
-	struct sluice_pac_flow *f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
+	struct sluice_pac_flow *f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 	if (!f) {
 		if (!p.payload_len) {
 			/* Flows start with their first data segment. */
@@ -147,8 +147,8 @@ int pac_ingress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 		struct sluice_pac_flow init = { .first_ns = now, .id = new_flow_id() };
-		bpf_map_update_elem(&sl_pac_flows_v1, &k, &init, BPF_NOEXIST);
-		f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
+		bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 		if (!f) {
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
 			return SL_TC_NEXT;
@@ -284,7 +284,7 @@ int pac_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	__u64 now = bpf_ktime_get_ns();
-	struct sluice_pac_flow *f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
+	struct sluice_pac_flow *f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 	if (!f) {
 		/* Our SYN-ACK or first request lets the sender send an initial
 		 * window unprompted by any ACK: the flow starts here. A bare ACK
@@ -298,8 +298,8 @@ int pac_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 		struct sluice_pac_flow init = { .first_ns = now, .last_ns = now, .id = new_flow_id() };
-		bpf_map_update_elem(&sl_pac_flows_v1, &k, &init, BPF_NOEXIST);
-		f = bpf_map_lookup_elem(&sl_pac_flows_v1, &k);
+		bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 		if (!f) {
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
 			return SL_TC_NEXT;

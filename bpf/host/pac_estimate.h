@@ -212,7 +212,7 @@ static __always_inline void flow_watch(struct sluice_pac_flow *f)
 	    !((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect)))
 		return;
 	/* -EBUSY once initialised: the callback is set again, the same one. */
-	bpf_timer_init(&f->quiet_timer, &sl_pac_flows_v1, 1 /* CLOCK_MONOTONIC */);
+	bpf_timer_init(&f->quiet_timer, &sl_pac_flows_v2, 1 /* CLOCK_MONOTONIC */);
 	if (bpf_timer_set_callback(&f->quiet_timer, flow_quiet))
 		return;
 	if (!bpf_timer_start(&f->quiet_timer, quiet_ns(f) + 1000, 0))

@@ -7,7 +7,7 @@
  * segments), and pac.bound: the exact in-flight bound of request/response
  * flows whose windows are capped, kept per flow and watched for the end of
  * each response. Included by pac.bpf.c after the globals, the .bss state
- * and the map (sl_pac_flows_v1) it uses. */
+ * and the map (sl_pac_flows_v2) it uses. */
 #ifndef SLUICE_BPF_PAC_WINDOW_H
 #define SLUICE_BPF_PAC_WINDOW_H
 

@@ -12,8 +12,8 @@
  *    dropped. The agent holds it in the MLFQ and re-injects it through an
  *    AF_PACKET socket whose SO_MARK makes the egress program admit it and
  *    account its trigger.
- *  - Per-flow state is split by writer: `sl_pac_flows_v1` is written by BPF only,
- *    `sl_pac_ctl_v1` by the agent only (an array: slot = the flow's id, so
+ *  - Per-flow state is split by writer: `sl_pac_flows_v2` is written by BPF only,
+ *    `sl_pac_ctl_v2` by the agent only (an array: slot = the flow's id, so
  *    the fast path finds it without a second hash lookup); the global `struct sluice_pac_state`
  *    lives in the program's .bss, which the agent maps and updates with
  *    atomic instructions.
@@ -93,7 +93,7 @@ struct sluice_pac_flow {
 	__u32 edge;          /* right edge of the windows released: ACK + window (rwnd_cap_bytes) */
 	__u64 contrib;       /* this flow's share of pac.bound */
 	__u32 req_end;       /* end (seq + len) of the last request handed to the agent */
-	__u32 id;            /* >= 1, unique per flow entry: its control in sl_pac_ctl_v1[id % SLUICE_PAC_CTL_SLOTS] */
+	__u32 id;            /* >= 1, unique per flow entry: its control in sl_pac_ctl_v2[id % SLUICE_PAC_CTL_SLOTS] */
 	/* Fires once the flow was quiet for max(2 x its RTT, the age floor)
 	 * while it still holds a share of the estimate or the bound
 	 * (flow_watch(), docs/pac.md "New connections"). BPF only; reads as

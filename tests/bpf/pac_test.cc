@@ -104,12 +104,12 @@ class PacBpfTest : public ::testing::Test {
   int ingress() const { return bpf_program__fd((*skel_)->progs.pac_ingress); }
   sluice_pac_flow flow(const sluice_pac_flow_key& k = flow_key()) const {
     sluice_pac_flow f{};
-    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v1), &k, &f), 0) << "flow missing";
+    EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v2), &k, &f), 0) << "flow missing";
     return f;
   }
   bool has_flow(const sluice_pac_flow_key& k) const {
     sluice_pac_flow f{};
-    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v1), &k, &f) == 0;
+    return bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_pac_flows_v2), &k, &f) == 0;
   }
   uint64_t reason(uint32_t r) const { return read_reason_counters(bpf_map__fd((*skel_)->maps.sl_counters))[r].packets; }
   void drain() {
@@ -185,7 +185,7 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   EXPECT_EQ(f.reinjected, 1u);
   EXPECT_EQ(f.last_ack, 1000 + 2 * kMss);
 
-  // The agent dropped the other one (stale): once sl_pac_ctl_v1 says so, the
+  // The agent dropped the other one (stale): once sl_pac_ctl_v2 says so, the
   // flow has nothing held and ACKs are admitted again.
   st_->in_flight = 0;
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss))).retval, kShot) << "still one held (others too)";
@@ -197,13 +197,13 @@ TEST_F(PacBpfTest, AdmitDivertReinject) {
   __u32 slot = c.id % SLUICE_PAC_CTL_SLOTS;
   // A slot that names another flow is not this flow's control.
   c.id += 1;
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &slot, &c, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v2), &slot, &c, BPF_ANY), 0);
   st_->held = 10;  // (others hold too: not a lone flow's superseding ACK)
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 4 * kMss + 1))).retval, kShot) << "another flow's slot";
   st_->held = 0;
   c.id -= 1;
   c.dropped = 3;  // that one too
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v1), &slot, &c, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_pac_ctl_v2), &slot, &c, BPF_ANY), 0);
   EXPECT_EQ(run_tc(egress(), build(ack(1000 + 5 * kMss))).retval, kNext);
   EXPECT_EQ(reason(SLUICE_R_PAC_ADMIT), 2u);
   EXPECT_EQ(reason(SLUICE_R_PAC_DIVERT), 4u);

@@ -120,7 +120,7 @@ class Datapath {
   // Re-injects one ACK; returns false if it could not be sent.
   virtual bool send(const sluice_pac_flow_key& key, const HeldAck& a) = 0;
   // Tells BPF the agent dropped `total` held ACKs of this flow so far and
-  // its inferred phase/window (sl_pac_ctl_v1).
+  // its inferred phase/window (sl_pac_ctl_v2).
   virtual void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) = 0;
   // Held count and the head ACK's trigger, for the ingress wake-up; the
   // trigger of the first held ACK that is not a request (0: none), which the
@@ -202,7 +202,7 @@ class Engine {
     bool ce_ca = false;  // CE seen (from BPF)
     PhaseTracker phase;
     uint32_t window = 0;
-    uint64_t dropped = 0;  // total dropped, mirrored into sl_pac_ctl_v1
+    uint64_t dropped = 0;  // total dropped, mirrored into sl_pac_ctl_v2
     size_t level = 0;
     bool boosted = false;  // §III-D: stale flow moved to the top level
     bool queued = false;   // present in a level's RR list, at rr_pos

@@ -118,7 +118,7 @@ struct PacModule::Impl : Datapath {
     HeldAck copy = a;
     return reinjector->send(copy.frame.data(), copy.frame_len);
   }
-  // sl_pac_ctl_v1 is an array indexed by the flow's id (include/sluice/pac.h):
+  // sl_pac_ctl_v2 is an array indexed by the flow's id (include/sluice/pac.h):
   // the id comes from the flow's entry.
   void write_ctl(const sluice_pac_flow_key& key, const sluice_pac_flow_ctl& ctl) override {
     sluice_pac_flow f{};
@@ -444,8 +444,8 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   s.pin_maps(ctx.pin_dir);
   s.load();
   m.st = &s->bss->pac;
-  m.flows_fd = bpf_map__fd(s->maps.sl_pac_flows_v1);
-  m.ctl_fd = bpf_map__fd(s->maps.sl_pac_ctl_v1);
+  m.flows_fd = bpf_map__fd(s->maps.sl_pac_flows_v2);
+  m.ctl_fd = bpf_map__fd(s->maps.sl_pac_ctl_v2);
   // Pinned tables may hold a previous run's flows, whose held ACKs died
   // with that process: start clean.
   {
