@@ -6,6 +6,9 @@
 #include <bpf/libbpf.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,14 +24,46 @@ namespace sluice {
 template <typename T>
 struct SkelOps;
 
-#define SLUICE_SKELETON(name)                                                                       \
+// The ELF of an object to open through another object's skeleton type.
+struct SkelElf {
+  const void* data = nullptr;  // nullptr: the skeleton's own
+  size_t size = 0;
+  const char* name = nullptr;
+};
+
+#define SLUICE_SKELETON_OPS(name, choose_expr)                                                      \
   template <>                                                                                       \
   struct sluice::SkelOps<struct name> {                                                             \
     static struct name* open(const struct bpf_object_open_opts* o) { return name##__open_opts(o); } \
     static int load(struct name* s) { return name##__load(s); }                                     \
     static void destroy(struct name* s) { name##__destroy(s); }                                     \
+    static int create(struct name* s) { return name##__create_skeleton(s); }                        \
+    static sluice::SkelElf choose() { return choose_expr; }                                         \
     static constexpr const char* kName = #name;                                                     \
   }
+
+#define SLUICE_SKELETON(name) SLUICE_SKELETON_OPS(name, sluice::SkelElf{})
+
+// `twin` is built from `name`'s source with other DEFINES (e.g. pac_tc_compat
+// of pac_tc): the same maps, programs and globals, other code. A
+// Skeleton<name> opens name's own ELF or twin's, as
+// `chooser(SkelElf own, SkelElf twin)` says. The globals' sizes are checked
+// here, their layout by twin's own skeleton.
+#define SLUICE_SKEL_ELF(obj)             \
+  [] {                                   \
+    sluice::SkelElf e;                   \
+    e.data = obj##__elf_bytes(&e.size);  \
+    e.name = #obj;                       \
+    return e;                            \
+  }()
+#define SLUICE_SKELETON_TWIN(obj, twin, chooser)                                                   \
+  static_assert(sizeof(*static_cast<struct obj*>(nullptr)->bss) ==                                \
+                    sizeof(*static_cast<struct twin*>(nullptr)->bss),                              \
+                #twin " .bss");                                                                    \
+  static_assert(sizeof(*static_cast<struct obj*>(nullptr)->rodata) ==                              \
+                    sizeof(*static_cast<struct twin*>(nullptr)->rodata),                           \
+                #twin " .rodata");                                                                 \
+  SLUICE_SKELETON_OPS(obj, chooser(SLUICE_SKEL_ELF(obj), SLUICE_SKEL_ELF(twin)))
 
 // Creates `dir` and its parents; the leaf must be on a bpf filesystem when it
 // holds pins.
@@ -54,12 +89,33 @@ template <typename T>
 class Skeleton {
  public:
   Skeleton() {
-    skel_ = SkelOps<T>::open(nullptr);
-    if (!skel_) throw SysError(std::string("open BPF object ") + SkelOps<T>::kName, errno);
+    SkelElf elf = SkelOps<T>::choose();
+    if (!elf.data || !std::strcmp(elf.name, SkelOps<T>::kName)) {
+      skel_ = SkelOps<T>::open(nullptr);
+      if (!skel_) throw SysError(std::string("open BPF object ") + SkelOps<T>::kName, errno);
+      return;
+    }
+    // The twin's ELF through T's skeleton.
+    skel_ = static_cast<T*>(calloc(1, sizeof(T)));
+    if (!skel_) throw SysError(std::string("open BPF object ") + elf.name, ENOMEM);
+    int rc = SkelOps<T>::create(skel_);
+    if (!rc) {
+      skel_->skeleton->data = elf.data;
+      skel_->skeleton->data_sz = elf.size;
+      rc = bpf_object__open_skeleton(skel_->skeleton, nullptr);
+    }
+    if (rc) {
+      SkelOps<T>::destroy(skel_);
+      skel_ = nullptr;
+      throw SysError(std::string("open BPF object ") + elf.name, -rc);
+    }
+    name_ = elf.name;
   }
   ~Skeleton() {
     if (skel_) SkelOps<T>::destroy(skel_);
   }
+  // The object opened: T's own or its twin's.
+  const char* name() const { return name_; }
   Skeleton(const Skeleton&) = delete;
   Skeleton& operator=(const Skeleton&) = delete;
 
@@ -77,7 +133,7 @@ class Skeleton {
       if (!pin_dir_.empty())
         hint = " (if a pinned map under " + pin_dir_ +
                " no longer matches this build, `sluiced --purge` removes old pins)";
-      throw SysError(std::string("load BPF object ") + SkelOps<T>::kName + hint, rc);
+      throw SysError(std::string("load BPF object ") + name_ + hint, rc);
     }
   }
 
@@ -88,6 +144,7 @@ class Skeleton {
 
  private:
   T* skel_ = nullptr;
+  const char* name_ = SkelOps<T>::kName;
   std::string pin_dir_;
 };
 

@@ -25,12 +25,15 @@
 #include "probe_basic.skel.h"
 #include "probe_cc.skel.h"
 #include "probe_kern_ctx.skel.h"
+#include "sluice/liveness.h"
+#include "probe_liveness.skel.h"
 #include "probe_qdisc_tp.skel.h"
 #include "tc.h"
 
 SLUICE_SKELETON(probe_basic);
 SLUICE_SKELETON(probe_cc);
 SLUICE_SKELETON(probe_kern_ctx);
+SLUICE_SKELETON(probe_liveness);
 SLUICE_SKELETON(probe_qdisc_tp);
 
 namespace sluice {
@@ -44,15 +47,16 @@ const char* to_string(Feature f) {
     case Feature::StructOpsCc: return "struct-ops-tcp-cc";
     case Feature::TpBtfQdisc: return "tp-btf-qdisc";
     case Feature::CastToKernCtx: return "bpf-cast-to-kern-ctx";
+    case Feature::TaskFromPid: return "bpf-task-from-pid";
     case Feature::Xdp: return "xdp";
   }
   return "?";
 }
 
 const std::vector<Feature>& all_features() {
-  static const std::vector<Feature> v = {Feature::Btf,           Feature::RingBuf,     Feature::TcClsact,
-                                         Feature::Tcx,           Feature::StructOpsCc, Feature::TpBtfQdisc,
-                                         Feature::CastToKernCtx, Feature::Xdp};
+  static const std::vector<Feature> v = {Feature::Btf,         Feature::RingBuf,    Feature::TcClsact,
+                                         Feature::Tcx,         Feature::StructOpsCc, Feature::TpBtfQdisc,
+                                         Feature::CastToKernCtx, Feature::TaskFromPid, Feature::Xdp};
   return v;
 }
 
@@ -76,6 +80,25 @@ struct QuietLibbpf {
 };
 
 }  // namespace
+
+static FeatureResult probe_task_from_pid() {
+  QuietLibbpf quiet;
+  return probe([] {
+    if (btf* b = btf__load_vmlinux_btf()) {
+      bool has = btf__find_by_name_kind(b, "bpf_task_from_pid", BTF_KIND_FUNC) >= 0;
+      btf__free(b);
+      if (!has) throw Error("kfunc bpf_task_from_pid is not in the kernel's BTF (added in 6.2)");
+    }
+    Skeleton<probe_liveness> s;
+    s.load();
+    return std::string("kfunc callable from tc programs: fail-open tells a dead agent from a busy machine");
+  });
+}
+
+const FeatureResult& task_from_pid_feature() {
+  static const FeatureResult r = probe_task_from_pid();
+  return r;
+}
 
 std::string kernel_release() {
   std::ifstream f("/proc/sys/kernel/osrelease");
@@ -177,6 +200,7 @@ FeatureReport probe_features() {
     s.load();
     return std::string("kfunc resolved, qdisc backlog readable from tc");
   });
+  r[Feature::TaskFromPid] = probe_task_from_pid();
   r[Feature::TpBtfQdisc] = probe([] {
     for (int which = 0; which < 2; ++which) {
       Skeleton<probe_qdisc_tp> s;

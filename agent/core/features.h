@@ -18,6 +18,7 @@ enum class Feature {
   StructOpsCc,    // struct_ops tcp_congestion_ops written in BPF
   TpBtfQdisc,     // tp_btf/qdisc_enqueue and qdisc_dequeue
   CastToKernCtx,  // bpf_cast_to_kern_ctx kfunc (6.2+)
+  TaskFromPid,    // bpf_task_from_pid kfunc from tc programs (6.2+)
   Xdp,            // XDP, native on veth
 };
 
@@ -45,6 +46,11 @@ struct AttachProbeResults {
   FeatureResult tc, tcx, xdp;
 };
 AttachProbeResults probe_attach(int ifindex);
+
+// The bpf-task-from-pid probe, run once per process and remembered: whether
+// the programs that fail open may look at the agent's heartbeat thread
+// (bpf/lib/liveness.h) or must use their *_compat twin.
+const FeatureResult& task_from_pid_feature();
 
 std::string kernel_release();
 

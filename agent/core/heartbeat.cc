@@ -4,17 +4,21 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <future>
+#include <sstream>
 
 #include "bpf_util.h"
 #include "error.h"
 #include "event_loop.h"
+#include "features.h"
 #include "log.h"
 
 namespace sluice {
@@ -22,6 +26,24 @@ namespace sluice {
 namespace {
 constexpr uint64_t kIdlePeriodNs = 100'000'000;  // no registration yet
 constexpr uint64_t kLateBucketsNs[4] = {100'000, 1'000'000, 10'000'000, 100'000'000};
+
+// The calling thread's id in the outermost PID namespace /proc shows
+// (NSpid's first field; the initial one unless /proc was mounted inside a
+// namespace, in which case BPF finds another start time and falls back to
+// the heartbeat) and its start in clock ticks since boot (stat field 22).
+void own_task(pid_t* tid, uint64_t* start_ticks) {
+  *tid = pid_t(syscall(SYS_gettid));
+  *start_ticks = 0;
+  std::ifstream status("/proc/thread-self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("NSpid:", 0) == 0) {
+      std::istringstream in(line.substr(6));
+      long v = 0;
+      if (in >> v && v > 0) *tid = pid_t(v);
+      break;
+    }
+  *start_ticks = start_ticks_of("/proc/thread-self/stat");
+}
 
 timespec to_timespec(uint64_t ns) {
   timespec t{};
@@ -31,8 +53,34 @@ timespec to_timespec(uint64_t ns) {
 }
 }  // namespace
 
+uint64_t start_ticks_of(const std::string& proc_stat) {
+  std::ifstream stat(proc_stat);
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream in(text.substr(paren + 1));
+  std::string field;
+  for (int n = 3; n <= 22 && in >> field; ++n)  // field 3 is the state
+    if (n == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+SkelElf liveness_object(const SkelElf& own, const SkelElf& compat) {
+  const FeatureResult& f = task_from_pid_feature();
+  if (f.ok) return own;
+  static std::once_flag said;
+  std::call_once(said, [&f] {
+    SLOG_WARN("LIVENESS_COMPAT",
+              "fail-open by heartbeat alone (the *_compat objects): {}; a machine that runs nothing for longer than "
+              "a mechanism's fail_open_ms makes it fail open although sluiced is alive",
+              f.detail);
+  });
+  return compat;
+}
+
 HeartbeatThread::Registration::~Registration() {
   if (owner_) owner_->remove(this);
+  __atomic_store_n(&live_->withdrawn, 1u, __ATOMIC_RELEASE);
 }
 
 uint64_t HeartbeatThread::Registration::take_max_gap_ns() {
@@ -61,7 +109,9 @@ HeartbeatThread::HeartbeatThread(EventLoop& loop, Options opt) : loop_(loop), op
   stamp_ = loop_.every(kLoopStampPeriod, [this] { loop_stamp_ns_.store(monotonic_ns(), std::memory_order_relaxed); });
   std::promise<std::string> sched;
   auto sched_result = sched.get_future();
+  tick_ns_ = 1'000'000'000ull / uint64_t(std::max(1L, sysconf(_SC_CLK_TCK)));
   thread_ = std::thread([this, &sched] {
+    own_task(&tid_, &start_ticks_);
     std::string why;
     if (opt_.realtime) {
       sched_param p{};
@@ -105,20 +155,28 @@ HeartbeatThread::~HeartbeatThread() {
   for (Registration* r : regs_) r->owner_ = nullptr;
 }
 
-std::unique_ptr<HeartbeatThread::Registration> HeartbeatThread::add(__u64* word, std::chrono::nanoseconds period,
+std::unique_ptr<HeartbeatThread::Registration> HeartbeatThread::add(sluice_liveness* live,
+                                                                    std::chrono::nanoseconds period,
                                                                     std::chrono::nanoseconds loop_stall,
                                                                     std::chrono::nanoseconds limit,
                                                                     const std::string& owner) {
   std::unique_ptr<Registration> r(new Registration());
   r->owner_ = this;
-  r->word_ = word;
+  r->live_ = live;
   r->period_ns_ = uint64_t(std::max<int64_t>(period.count(), 1'000'000));
   r->loop_stall_ns_ = uint64_t(std::max<int64_t>(loop_stall.count(), 0));
   r->limit_ns_ = uint64_t(std::max<int64_t>(limit.count(), 0));
   r->owner_name_ = owner;
   uint64_t now = monotonic_ns();
   std::lock_guard<std::mutex> g(mu_);
-  __atomic_store_n(word, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&live->heartbeat_ns, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&live->stall_ns,
+                   std::max<uint64_t>(uint64_t(std::chrono::nanoseconds(kTaskStall).count()), 2 * r->limit_ns_),
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&live->tick_ns, tick_ns_, __ATOMIC_RELAXED);
+  __atomic_store_n(&live->task_start, start_ticks_, __ATOMIC_RELAXED);
+  __atomic_store_n(&live->task_tid, tid_, __ATOMIC_RELAXED);
+  __atomic_store_n(&live->withdrawn, 0u, __ATOMIC_RELEASE);
   r->last_ns_ = now;
   r->stats_.writes = 1;
   regs_.push_back(r.get());
@@ -150,11 +208,14 @@ nlohmann::json HeartbeatThread::status() const {
                      {"period_ms", double(r->period_ns_) / 1e6},
                      {"limit_ms", double(r->limit_ns_) / 1e6},
                      {"loop_stall_ms", double(r->loop_stall_ns_) / 1e6},
+                     {"task_stall_ms", double(__atomic_load_n(&r->live_->stall_ns, __ATOMIC_RELAXED)) / 1e6},
                      {"writes", r->stats_.writes},
                      {"gaps_over_limit", r->stats_.gaps_over_limit},
                      {"max_gap_us", r->stats_.max_gap_ns / 1000},
                      {"withheld", r->stats_.withheld}});
   return {{"sched", stats_.sched},
+          {"tid", tid_},
+          {"start_ticks", start_ticks_},
           {"wakeups", stats_.wakeups},
           {"late_max_us", stats_.late_max_ns / 1000},
           {"late_over_100us", stats_.late_over[0]},
@@ -183,13 +244,23 @@ void HeartbeatThread::run() {
     uint64_t expirations = 0;
     if (read(timer_fd_, &expirations, sizeof(expirations)) != sizeof(expirations)) continue;
     uint64_t now = monotonic_ns();
-    uint64_t loop_age = now - std::min(now, loop_stamp_ns_.load(std::memory_order_relaxed));
+    uint64_t stamp = loop_stamp_ns_.load(std::memory_order_relaxed);
+    uint64_t loop_age = now - std::min(now, stamp);
     uint64_t period = kIdlePeriodNs;
     std::vector<std::string> paused, resumed;
     {
       std::lock_guard<std::mutex> g(mu_);
       // Lateness against the deadline this wake-up was armed for.
       uint64_t late = now > deadline_ ? now - deadline_ : 0;
+      // The loop is blamed only for time this thread ran on time: after
+      // the whole machine stood still, both are late together.
+      if (stamp != seen_stamp_) {
+        seen_stamp_ = stamp;
+        lost_at_stamp_ = lost_ns_;
+      }
+      lost_ns_ += late;
+      uint64_t lost = lost_ns_ - lost_at_stamp_;
+      loop_age = loop_age > lost ? loop_age - lost : 0;
       ++stats_.wakeups;
       stats_.late_max_ns = std::max(stats_.late_max_ns, late);
       for (int b = 0; b < 4; ++b)
@@ -198,15 +269,21 @@ void HeartbeatThread::run() {
         period = std::min(period, r->period_ns_);
         if (r->loop_stall_ns_ && loop_age > r->loop_stall_ns_) {
           ++r->stats_.withheld;
-          if (!r->paused_) paused.push_back(r->owner_name_);
+          if (!r->paused_) {
+            paused.push_back(r->owner_name_);
+            __atomic_store_n(&r->live_->withdrawn, 1u, __ATOMIC_RELEASE);
+          }
           r->paused_ = true;
           continue;
         }
-        if (r->paused_) resumed.push_back(r->owner_name_);
-        r->paused_ = false;
         uint64_t gap = now - std::min(now, r->last_ns_);
         r->max_gap_ns_ = std::max(r->max_gap_ns_, gap);
-        __atomic_store_n(r->word_, now, __ATOMIC_RELAXED);
+        __atomic_store_n(&r->live_->heartbeat_ns, now, __ATOMIC_RELEASE);
+        if (r->paused_) {
+          resumed.push_back(r->owner_name_);
+          __atomic_store_n(&r->live_->withdrawn, 0u, __ATOMIC_RELEASE);
+        }
+        r->paused_ = false;
         r->last_ns_ = now;
         ++r->stats_.writes;
         r->stats_.max_gap_ns = std::max(r->stats_.max_gap_ns, gap);
@@ -221,8 +298,8 @@ void HeartbeatThread::run() {
       timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
     }
     for (const auto& o : paused)
-      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withheld, BPF fails open", o,
-                loop_age / 1'000'000);
+      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withdrawn, BPF fails open",
+                o, loop_age / 1'000'000);
     for (const auto& o : resumed) SLOG_INFO("HEARTBEAT_RESUMED", "{}: the event loop runs again: heartbeat resumed", o);
   }
 }

@@ -1,23 +1,32 @@
 // The agent's liveness as BPF programs see it. A mechanism whose BPF side
 // diverts packets to the agent (PAC's held ACKs, the switch classifier's
-// paused classes) reads a heartbeat word the agent refreshes, and stops
-// diverting -- fails open -- when the word is older than its limit.
+// paused classes) reads a liveness record the agent keeps
+// (include/sluice/liveness.h, decided by bpf/lib/liveness.h), and stops
+// diverting -- fails open -- when the heartbeat in it is older than its
+// limit and, where the kernel can tell (6.2+), the thread writing it is gone,
+// stopped or frozen; a live thread gets up to stall_ns (kTaskStall, at least
+// twice the limit): a machine that ran nothing for a while (a VM stopped by
+// its host, measured up to 1.6 s) is not a dead agent.
 //
-// The words are refreshed by a thread of their own, not by the event loop:
+// The records are refreshed by a thread of their own, not by the event loop:
 // woken by an absolute CLOCK_MONOTONIC timerfd each period, in the SCHED_FIFO
 // class when the process may use it (CAP_SYS_NICE or RLIMIT_RTPRIO >= 1; the
 // systemd unit sets LimitRTPRIO), so a busy CPU does not make the agent look
 // dead. Refused, it runs SCHED_OTHER and says so in the log
 // (HEARTBEAT_SCHED). A thread that beats while the loop is stuck would
-// keep packets diverted that nobody releases, so each word is refreshed
+// keep packets diverted that nobody releases, so each record is refreshed
 // only while the event loop has shown progress within its registration's
 // `loop_stall` (the loop stamps itself every kLoopStampPeriod); beyond that
-// the word goes stale and BPF fails open as before (HEARTBEAT_PAUSED).
+// the thread withdraws the record (`withdrawn`: BPF fails open at the limit
+// whatever the thread does, HEARTBEAT_PAUSED). Time in which the thread
+// itself could not run (its wake-ups' lateness) does not count against the
+// loop: after the machine stood still, the loop gets loop_stall to run.
 //
 // Measured in bench/liveness (docs/operations.md "Liveness under load").
 #pragma once
 
 #include <linux/types.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -29,22 +38,44 @@
 #include <thread>
 #include <vector>
 
+#include "bpf_util.h"
+#include "sluice/liveness.h"
+
 namespace sluice {
 
 class EventLoop;
 class PeriodicTimer;
 
+// The object a mechanism that fails open loads: `own`, whose programs look
+// at the heartbeat thread (bpf_task_from_pid), where the kernel has the
+// bpf-task-from-pid feature, else `compat`, its twin built with
+// SLUICE_LIVENESS_HEARTBEAT_ONLY (the heartbeat alone; LIVENESS_COMPAT in
+// the log, once).
+SkelElf liveness_object(const SkelElf& own, const SkelElf& compat);
+
+// Field 22 of a /proc/<pid>/stat (or /proc/<pid>/task/<tid>/stat) file: the
+// task's start in clock ticks since boot, what liveness.task_start holds; 0
+// when unreadable.
+uint64_t start_ticks_of(const std::string& proc_stat);
+
 class HeartbeatThread {
  public:
   static constexpr std::chrono::milliseconds kLoopStampPeriod{5};
+  // How long BPF waits for a heartbeat thread that exists and may run
+  // (stall_ns = max(kTaskStall, 2 x limit)): three times the longest
+  // stand-still of the whole machine measured (1.66 s, docs/operations.md
+  // "Liveness under load"). It bounds the case the loop-stall gate cannot
+  // see: the thread itself stuck while runnable or blocked in the kernel.
+  static constexpr std::chrono::milliseconds kTaskStall{5000};
 
   struct Options {
     bool realtime = true;  // try SCHED_FIFO
     int rt_priority = 1;   // the lowest real-time priority: above every SCHED_OTHER task, below the rest
   };
 
-  // One heartbeat word. Destroying it stops the refreshes (before the word's
-  // memory goes away).
+  // One liveness record. Destroying it withdraws the record (BPF fails
+  // open at its limit) and stops the refreshes (before the record's memory
+  // goes away).
   class Registration {
    public:
     ~Registration();
@@ -67,7 +98,7 @@ class HeartbeatThread {
     friend class HeartbeatThread;
     Registration() = default;
     HeartbeatThread* owner_ = nullptr;
-    __u64* word_ = nullptr;
+    sluice_liveness* live_ = nullptr;
     uint64_t period_ns_ = 0, loop_stall_ns_ = 0, limit_ns_ = 0;
     std::string owner_name_;
     uint64_t last_ns_ = 0, max_gap_ns_ = 0;  // under owner_->mu_
@@ -89,13 +120,20 @@ class HeartbeatThread {
   HeartbeatThread(const HeartbeatThread&) = delete;
   HeartbeatThread& operator=(const HeartbeatThread&) = delete;
 
-  // Refreshes *word (monotonic ns, what bpf_ktime_get_ns() returns) every
+  // Fills *live (this thread's id and start, stall_ns) and refreshes its
+  // heartbeat (monotonic ns, what bpf_ktime_get_ns() returns) every
   // `period` while the loop has run within `loop_stall` (0: whatever the
   // loop does). `limit` is the age at which the BPF side fails open: gaps
-  // longer than it are counted. The word is written once now, before this
-  // returns.
-  std::unique_ptr<Registration> add(__u64* word, std::chrono::nanoseconds period, std::chrono::nanoseconds loop_stall,
-                                    std::chrono::nanoseconds limit, const std::string& owner);
+  // longer than it are counted. The record is written once now, before
+  // this returns.
+  std::unique_ptr<Registration> add(sluice_liveness* live, std::chrono::nanoseconds period,
+                                    std::chrono::nanoseconds loop_stall, std::chrono::nanoseconds limit,
+                                    const std::string& owner);
+
+  // The thread BPF looks at: its id in the initial PID namespace (as far as
+  // /proc tells) and its start in clock ticks since boot.
+  pid_t tid() const { return tid_; }
+  uint64_t start_ticks() const { return start_ticks_; }
 
   Stats stats() const;
   nlohmann::json status() const;
@@ -110,6 +148,12 @@ class HeartbeatThread {
   std::vector<Registration*> regs_;
   Stats stats_;
   uint64_t deadline_ = 0;  // the timer's next expiry (absolute, monotonic ns)
+  // Lateness of the thread's wake-ups, summed (ns), and its sum when the
+  // loop's stamp last changed: the loop's age minus the difference is the
+  // time the loop could have run and did not (thread-only state).
+  uint64_t lost_ns_ = 0, lost_at_stamp_ = 0, seen_stamp_ = 0;
+  pid_t tid_ = 0;
+  uint64_t start_ticks_ = 0, tick_ns_ = 0;
   std::atomic<uint64_t> loop_stamp_ns_{0};
   std::unique_ptr<PeriodicTimer> stamp_;
   int timer_fd_ = -1, stop_fd_ = -1;

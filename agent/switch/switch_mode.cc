@@ -22,14 +22,16 @@
 #include "core/log.h"
 #include "core/tc.h"
 #include "sluice/switch.h"
+#include "sluice/liveness.h"
 #include "swport.skel.h"
+#include "swport_compat.skel.h"
 #include "switch/control.h"
 #include "switch/registry.h"
 #include "switch/stats.h"
 #include "switch/switch_config.h"
 #include "switch/tree.h"
 
-SLUICE_SKELETON(swport);
+SLUICE_SKELETON_TWIN(swport, swport_compat, sluice::liveness_object);
 
 namespace sluice {
 
@@ -120,7 +122,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
   // heartbeat thread (core/heartbeat.h), while this loop has run within
   // fail_open_ms: a stuck loop fails open as before, a busy CPU does not.
   beat_ = loop_.heartbeats().add(
-      &skel_->bss->sw_heartbeat_ns, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
+      &skel_->bss->sw_live, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
       std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
@@ -445,9 +447,10 @@ void SwitchMode::status(nlohmann::json& out) const {
     std::lock_guard lk(mu_);
     for (const auto& p : ports_) ports.push_back(port_json(*p));
   }
-  uint64_t hb = __atomic_load_n(&skel_->bss->sw_heartbeat_ns, __ATOMIC_RELAXED), now = monotonic_ns();
+  uint64_t hb = __atomic_load_n(&skel_->bss->sw_live.heartbeat_ns, __ATOMIC_RELAXED), now = monotonic_ns();
   nlohmann::json j = {{"logic", info_->name},
                       {"fail_open_ms", cfg_.fail_open_ms},
+                      {"object", skel_.name()},
                       {"heartbeat_age_ms", now > hb ? double(now - hb) / 1e6 : 0.0},
                       {"ports", ports}};
   // Outside mu_: a view may read depth()/paused(), which take it.

@@ -6,14 +6,25 @@
 //              sluiced did it before core/heartbeat.h)
 //   thread     the heartbeat thread in SCHED_OTHER (the logged fallback)
 //   thread-rt  the heartbeat thread in SCHED_FIFO 1 with PAC's loop-stall
-//              gate (100 ms), as sluiced runs it
+//              gate (100 ms), as sluiced runs it with the *_compat objects
+//              (kernels before 6.2: the heartbeat alone decides)
+//   kernel     the same thread's record in a loaded BPF object
+//              (probe_liveness, bpf/lib/liveness.h): a stale heartbeat fails
+//              open only when the thread is gone or stopped, the agent
+//              withdrew, or after stall_ns -- as sluiced runs it on 6.2+
 //
 // A heartbeat gap longer than the limit is a window in which the BPF side
-// fails open: counted per source (gaps_over_limit; 0 is the goal). The
-// load is `--spinners` busy loops at the default priority, forked here and
-// killed by PID at the end. Prints one JSON object per run.
+// fails open: counted per source (gaps_over_limit; 0 is the goal). For
+// `kernel` the decision is the program's own: a sampler thread (SCHED_FIFO
+// 2, every --sample-us) runs it through BPF_PROG_TEST_RUN and counts the
+// episodes (consecutive samples) in which it failed open, and, from the
+// same samples, those in which the heartbeat alone would have (`sampled`).
+// The load is `--spinners` busy loops at the default priority, forked here
+// and killed by PID at the end. Prints one JSON object per run.
 //
 //   sluice-liveness-bench --period-us 1000 --limit-us 6000 --seconds 300 --spinners 2
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,14 +33,22 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
+#include "core/features.h"
 #include "core/heartbeat.h"
+#include "sluice/liveness.h"
+#include "probe_liveness.skel.h"
+
+SLUICE_SKELETON(probe_liveness);
 
 using namespace sluice;
 
@@ -48,6 +67,49 @@ std::vector<pid_t> start_spinners(int n) {
   return pids;
 }
 
+// Samples the BPF decision of a probe_liveness object until `stop`.
+struct Sampler {
+  uint64_t samples = 0, failed = 0;
+  uint64_t episodes = 0;          // runs of consecutive samples failing open (the kernel-side check)
+  uint64_t hb_failed = 0;         // samples in which the heartbeat alone was stale
+  uint64_t hb_episodes = 0;       // ... and their runs
+  uint64_t by_verdict[8] = {};    // enum sluice_liveness_verdict
+  uint64_t run_errors = 0;
+  std::string sched;
+
+  void run(int prog_fd, uint64_t period_ns, const std::atomic<bool>& stop) {
+    sched_param p{};
+    p.sched_priority = 2;
+    int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+    sched = rc == 0 ? "SCHED_FIFO 2" : std::string("SCHED_OTHER (") + strerror(rc) + ")";
+    unsigned char pkt[64] = {};
+    bool was = false, hb_was = false;
+    uint64_t next = monotonic_ns();
+    while (!stop.load(std::memory_order_relaxed)) {
+      LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof(pkt));
+      if (bpf_prog_test_run_opts(prog_fd, &o) != 0) {
+        ++run_errors;
+      } else {
+        ++samples;
+        uint32_t v = o.retval;
+        ++by_verdict[v < 8 ? v : 7];
+        bool fails = v >= SLUICE_DEAD_NO_HEARTBEAT, hb_fails = v != SLUICE_LIVE_FRESH;
+        failed += fails;
+        hb_failed += hb_fails;
+        episodes += fails && !was;
+        hb_episodes += hb_fails && !hb_was;
+        was = fails;
+        hb_was = hb_fails;
+      }
+      next += period_ns;
+      uint64_t now = monotonic_ns();
+      if (next <= now) next = now + period_ns;
+      timespec ts{time_t(next / 1'000'000'000ull), long(next % 1'000'000'000ull)};
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+    }
+  }
+};
+
 void stop_spinners(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) kill(p, SIGKILL);
   for (pid_t p : pids) waitpid(p, nullptr, 0);
@@ -57,12 +119,14 @@ void stop_spinners(const std::vector<pid_t>& pids) {
 
 int main(int argc, char** argv) {
   CLI::App app{"heartbeat gaps on a busy CPU: event-loop timer vs heartbeat thread"};
-  uint64_t period_us = 1000, limit_us = 6000, loop_stall_us = 100'000;
+  uint64_t period_us = 1000, limit_us = 6000, loop_stall_us = 100'000, sample_us = 1000;
   double seconds = 60;
   int spinners = 2;
   app.add_option("--period-us", period_us, "heartbeat period (sluiced: 10-20 ms)")->check(CLI::Range(100, 1'000'000));
   app.add_option("--limit-us", limit_us, "age at which BPF fails open (PAC: 60 ms, 6 periods)");
   app.add_option("--loop-stall-us", loop_stall_us, "thread-rt's loop-stall gate (PAC: 100 ms)");
+  app.add_option("--sample-us", sample_us, "kernel: how often the BPF decision is sampled")
+      ->check(CLI::Range(100, 1'000'000));
   app.add_option("--seconds", seconds, "run length")->check(CLI::Range(1.0, 86400.0));
   app.add_option("--spinners", spinners, "busy loops started (and killed by PID) for the run")
       ->check(CLI::Range(0, 64));
@@ -91,16 +155,35 @@ int main(int argc, char** argv) {
   other.realtime = false;
   HeartbeatThread thread_other(loop, other);
   HeartbeatThread thread_rt(loop);
-  __u64 w_other = 0, w_rt = 0;
+  sluice_liveness w_other{}, w_rt{};
   auto r_other =
       thread_other.add(&w_other, period, std::chrono::nanoseconds(0), std::chrono::microseconds(limit_us), "thread");
   auto r_rt = thread_rt.add(&w_rt, period, std::chrono::microseconds(loop_stall_us),
                             std::chrono::microseconds(limit_us), "thread-rt");
 
+  // Source "kernel": thread-rt's thread, its record in a loaded program.
+  const FeatureResult& task = task_from_pid_feature();
+  std::unique_ptr<Skeleton<probe_liveness>> probe;
+  std::unique_ptr<HeartbeatThread::Registration> r_kernel;
+  Sampler sampler;
+  std::atomic<bool> stop{false};
+  std::thread sampling;
+  if (task.ok) {
+    probe = std::make_unique<Skeleton<probe_liveness>>();
+    (*probe)->rodata->fail_open_ns = limit_ns;
+    probe->load();
+    r_kernel = thread_rt.add(&(*probe)->bss->live, period, std::chrono::microseconds(loop_stall_us),
+                             std::chrono::microseconds(limit_us), "kernel");
+    int fd = bpf_program__fd((*probe)->progs.probe_liveness);
+    sampling = std::thread([&sampler, fd, sample_us, &stop] { sampler.run(fd, sample_us * 1000, stop); });
+  }
+
   uint64_t start = monotonic_ns();
   uint64_t end = start + uint64_t(seconds * 1e9);
   while (monotonic_ns() < end) loop.run_one_for(std::chrono::milliseconds(50));
   double elapsed = double(monotonic_ns() - start) / 1e9;
+  stop = true;
+  if (sampling.joinable()) sampling.join();
   stop_spinners(spin);
 
   auto reg_json = [&](const HeartbeatThread& t, const HeartbeatThread::Registration& r) {
@@ -126,6 +209,27 @@ int main(int argc, char** argv) {
         {"thread", reg_json(thread_other, *r_other)},
         {"thread-rt", reg_json(thread_rt, *r_rt)}}},
   };
+  if (r_kernel) {
+    nlohmann::json k = reg_json(thread_rt, *r_kernel);
+    k["stall_ms"] = double((*probe)->bss->live.stall_ns) / 1e6;
+    k["sampler"] = {{"sched", sampler.sched},
+                    {"sample_us", sample_us},
+                    {"samples", sampler.samples},
+                    {"run_errors", sampler.run_errors},
+                    {"fail_open_samples", sampler.failed},
+                    {"fail_open_episodes", sampler.episodes},
+                    {"heartbeat_only_samples", sampler.hb_failed},
+                    {"heartbeat_only_episodes", sampler.hb_episodes}};
+    nlohmann::json verdicts;
+    const char* names[8] = {"live_fresh",   "live_task",   "dead_no_heartbeat", "dead_stale",
+                            "dead_withdrawn", "dead_stall", "dead_task_gone",    "dead_task_stopped"};
+    for (int i = 0; i < 8; ++i) verdicts[names[i]] = sampler.by_verdict[i];
+    k["verdicts"] = verdicts;
+    out["sources"]["kernel"] = k;
+  } else {
+    out["sources"]["kernel"] = {{"skipped", "bpf-task-from-pid: " + task.detail}};
+  }
+  r_kernel.reset();
   r_other.reset();
   r_rt.reset();
   std::printf("%s\n", out.dump().c_str());

@@ -47,9 +47,11 @@
 #include "sluice/pac.h"
 #include "flowstat.skel.h"
 #include "pac_tc.skel.h"
+#include "pac_tc_compat.skel.h"
+#include "core/heartbeat.h"
 #include "probe_basic.skel.h"
 
-SLUICE_SKELETON(pac_tc);
+SLUICE_SKELETON_TWIN(pac_tc, pac_tc_compat, sluice::liveness_object);
 SLUICE_SKELETON(flowstat);
 SLUICE_SKELETON(probe_basic);
 
@@ -238,7 +240,7 @@ int main(int argc, char** argv) {
     Skeleton<pac_tc> skel;
     skel.load();
     sluice_pac_state* st = &skel->bss->pac;
-    st->heartbeat_ns = monotonic_ns();
+    st->live.heartbeat_ns = monotonic_ns();
     st->threshold = uint64_t(1) << 62;
     int eg = bpf_program__fd(skel->progs.pac_egress), in = bpf_program__fd(skel->progs.pac_ingress);
     auto data = frame(true, 1000, 1, 1448);
@@ -254,7 +256,7 @@ int main(int argc, char** argv) {
     std::atomic<bool> stop_hb{false};
     std::thread hb([&] {
       while (!stop_hb.load()) {
-        __atomic_store_n(&st->heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
+        __atomic_store_n(&st->live.heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     });
@@ -317,7 +319,7 @@ int main(int argc, char** argv) {
       cap->rodata->fail_open_ns = 10'000'000'000ull;  // no heartbeat thread here
       cap.load();
       sluice_pac_state* cst = &cap->bss->pac;
-      cst->heartbeat_ns = monotonic_ns();
+      cst->live.heartbeat_ns = monotonic_ns();
       cst->threshold = uint64_t(1) << 62;
       int ceg = bpf_program__fd(cap->progs.pac_egress), cin = bpf_program__fd(cap->progs.pac_ingress);
       auto syn = frame(false, 0, 0, 0, 0xffff);
@@ -328,7 +330,7 @@ int main(int argc, char** argv) {
       run_ns(ceg, syn, 1);
       run_ns(cin, data, 1);
       auto wide = frame(false, 1, 2448, 0, 0xffff);
-      __atomic_store_n(&cst->heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
+      __atomic_store_n(&cst->live.heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
       uint64_t before = cst->rwnd_clamped;
       fp["pac_egress_admit_clamped_ns"] = run_fresh_ns(ceg, wide, 20000);
       fp["rwnd_clamped_during_bench"] = cst->rwnd_clamped - before;
@@ -423,7 +425,7 @@ int main(int argc, char** argv) {
         // The heartbeat from this thread: the heartbeat thread may share
         // this CPU, where a SCHED_FIFO run starves it and the program
         // would fail open.
-        __atomic_store_n(&st->heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
+        __atomic_store_n(&st->live.heartbeat_ns, monotonic_ns(), __ATOMIC_RELEASE);
         run_ns(eg, ackf, batch);
         uint64_t t0 = monotonic_ns();
         ring_buffer__consume(rb);

@@ -51,12 +51,15 @@
 #include "sluice/switch.h"
 #include "sluice/swprobe.h"
 #include "switch/control.h"
+#include "sluice/liveness.h"
 #include "swport.skel.h"
+#include "swport_compat.skel.h"
+#include "core/heartbeat.h"
 #include "swprobe.skel.h"
 #include "swhold.skel.h"
 #include "switch/port_model.h"
 
-SLUICE_SKELETON(swport);
+SLUICE_SKELETON_TWIN(swport, swport_compat, sluice::liveness_object);
 SLUICE_SKELETON(swprobe);
 SLUICE_SKELETON(swhold);
 

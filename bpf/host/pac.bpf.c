@@ -9,8 +9,9 @@
  *   dropped. The agent re-injects released ACKs with skb->mark ==
  *   reinject_mark; those are admitted here and their trigger accounted.
  *
- * The agent is only involved while something is held. If its heartbeat is
- * older than fail_open_ns, nothing is diverted (fail open).
+ * The agent is only involved while something is held. If it is not alive
+ * (lib/liveness.h: heartbeat older than fail_open_ns and the agent's
+ * heartbeat thread gone or stopped), nothing is diverted (fail open).
  *
  * This file holds the configuration (read-only globals the agent sets
  * before load), the state shared with the agent (.bss), the maps and the
@@ -25,6 +26,7 @@
 #include "lib/parse.h"
 #include "lib/counters.h"
 #include "lib/verdict.h"
+#include "lib/liveness.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -75,8 +75,7 @@ static __always_inline void make_key(struct sluice_pac_flow_key *k, const struct
 
 static __always_inline int agent_alive(__u64 now)
 {
-	__u64 hb = pac.heartbeat_ns;
-	return hb && now - hb <= fail_open_ns;
+	return sl_agent_alive(&pac.live, now, fail_open_ns);
 }
 
 /* TCP options as Linux lays them out on established segments:

@@ -13,8 +13,9 @@
  *   (written by the switch logic); unknown flows go to queue 0 or, with
  *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
  *   sl_sw_flow_hash() of the 5-tuple (0 for non-IP), which the logic
- *   computes the same way. Fail open: when the agent's heartbeat is older
- *   than fail_open_ns, nothing is steered any more: every packet takes the
+ *   computes the same way. Fail open: when the agent is not alive
+ *   (lib/liveness.h: its heartbeat older than fail_open_ns and its
+ *   heartbeat thread gone or stopped), nothing is steered any more: every packet takes the
  *   port's fallback class (major:SL_SW_FALLBACK_MINOR, never paused), so a
  *   dead agent cannot keep traffic in a queue it paused. Control frames
  *   leaving the port keep the class their sender chose (SO_PRIORITY). */
@@ -26,6 +27,7 @@
 #include "lib/ctrl.h"
 #include "lib/flow.h"
 #include "lib/verdict.h"
+#include "lib/liveness.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -56,10 +58,10 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } sl_sw_ctrl_v1 SEC(".maps");
 
-/* Set before load (0 = never fail open); the agent writes the heartbeat
- * (bpf_ktime_get_ns() clock) through the mmap'ed .bss. */
+/* Set before load (0 = never fail open); the agent writes its liveness
+ * record (lib/liveness.h) through the mmap'ed .bss. */
 const volatile __u64 fail_open_ns = 0;
-__u64 sw_heartbeat_ns = 0;
+struct sluice_liveness sw_live = {};
 
 static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff *skb)
 {
@@ -97,13 +99,10 @@ int sw_egress(struct __sk_buff *skb)
 	}
 	if (skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
 		return SL_TC_NEXT;
-	if (fail_open_ns) {
-		__u64 hb = *(volatile __u64 *)&sw_heartbeat_ns;
-		if (bpf_ktime_get_ns() - hb > fail_open_ns) {
-			skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
-			sw_count(port->port_id, SL_SW_CNT_DATA_FAIL_OPEN, skb);
-			return SL_TC_NEXT;
-		}
+	if (!sl_agent_alive(&sw_live, bpf_ktime_get_ns(), fail_open_ns)) {
+		skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
+		sw_count(port->port_id, SL_SW_CNT_DATA_FAIL_OPEN, skb);
+		return SL_TC_NEXT;
 	}
 	if (port->num_queues == 1) {
 		/* One queue: every flow's answer is queue 0 (an entry >= 1 is

@@ -27,6 +27,7 @@
 #if !defined(__bpf__) && !defined(__VMLINUX_H__)
 #include <linux/bpf.h> /* struct bpf_timer */
 #endif
+#include "sluice/liveness.h"
 
 /* Largest ACK frame the egress program copies for the agent: Ethernet (+VLAN)
  * + IPv4 with options or IPv6 + TCP with 40 bytes of options. */
@@ -121,7 +122,7 @@ struct sluice_pac_flow_ctl {
 struct sluice_pac_state {
 	__s64 in_flight;    /* eq. (4)/(5) estimate, bytes (may dip below 0) */
 	__u64 threshold;    /* eq. (2), set by the agent */
-	__u64 heartbeat_ns; /* agent alive at this bpf_ktime_get_ns() */
+	struct sluice_liveness live; /* the agent's heartbeat (lib/liveness.h) */
 	__u64 data_pkts;    /* ingress data segments of managed flows */
 	__u64 data_bytes;
 	__u64 ce_pkts;
@@ -285,9 +286,9 @@ static_assert(offsetof(sluice_pac_flow, quiet_timer) == 208, "sluice_pac_flow AB
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 24, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 184, "sluice_pac_state ABI");
-static_assert(offsetof(sluice_pac_state, last_data_ns) == 72, "sluice_pac_state ABI");
-static_assert(offsetof(sluice_pac_state, wake_pending) == 64, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 216, "sluice_pac_state ABI");
+static_assert(offsetof(sluice_pac_state, last_data_ns) == 104, "sluice_pac_state ABI");
+static_assert(offsetof(sluice_pac_state, wake_pending) == 96, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");
 static_assert(offsetof(sluice_pac_event, frame) == 84, "sluice_pac_event ABI");
 static_assert(sizeof(sluice_pac_port_range) == 4, "sluice_pac_port_range ABI");

@@ -2,6 +2,8 @@
 // accounting at ingress, re-injection, fail-open and the bad-input rules.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <linux/bpf.h>
 
 #include <cstring>
@@ -14,8 +16,10 @@
 #include "lib/prog_test.h"
 #include "sluice/pac.h"  // before the skeleton: it names these structs
 #include "pac_tc.skel.h"
+#include "pac_tc_compat.skel.h"
+#include "core/heartbeat.h"
 
-SLUICE_SKELETON(pac_tc);
+SLUICE_SKELETON_TWIN(pac_tc, pac_tc_compat, sluice::liveness_object);
 
 using namespace sluice;
 using namespace sluice::test;
@@ -99,7 +103,7 @@ class PacBpfTest : public ::testing::Test {
     self->events_.push_back(ev);
     return 0;
   }
-  void alive() { st_->heartbeat_ns = monotonic_ns(); }
+  void alive() { st_->live.heartbeat_ns = monotonic_ns(); }
   int egress() const { return bpf_program__fd((*skel_)->progs.pac_egress); }
   int ingress() const { return bpf_program__fd((*skel_)->progs.pac_ingress); }
   sluice_pac_flow flow(const sluice_pac_flow_key& k = flow_key()) const {
@@ -399,10 +403,10 @@ TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {
        [&](const RunResult&) { EXPECT_EQ(reason(SLUICE_R_PAC_FAIL_OPEN), 1u); },
        [&] {
          st_->in_flight = 1 << 30;
-         st_->heartbeat_ns = monotonic_ns() - kFailOpenNs - 1'000'000ull;
+         st_->live.heartbeat_ns = monotonic_ns() - kFailOpenNs - 1'000'000ull;
        }},
       {"a heartbeat of 0 (agent never started) fails open", build(ack(1000 + kMss)), kNext, nullptr,
-       [&] { st_->heartbeat_ns = 0; }},
+       [&] { st_->live.heartbeat_ns = 0; }},
   };
   run_table(egress(), cases);
   EXPECT_EQ(reason(SLUICE_R_PAC_NOT_PURE_ACK), 4u + 0u) << "request, FIN, RST, SYN";
@@ -410,6 +414,31 @@ TEST_F(PacBpfTest, NeverHeldSegmentsAndFailOpen) {
   // The request with data counted the flow's expected response (one initial
   // window for a first request).
   EXPECT_GT(flow().trig_sum, 0u);
+}
+
+// bpf/lib/liveness.h wired into pac_egress (tests/bpf/liveness_test.cc has
+// the decision itself): a stale heartbeat whose thread runs -- a machine that
+// ran nothing for a while -- keeps ACKs controlled; withdrawn or naming a
+// recycled thread id, it fails open.
+TEST_F(PacBpfTest, AStaleHeartbeatFromARunningThreadKeepsControlling) {
+  if (std::string(skel_->name()) != "pac_tc")
+    GTEST_SKIP() << "loaded " << skel_->name() << ": this kernel lacks bpf-task-from-pid, the heartbeat alone decides";
+  ASSERT_EQ(run_tc(ingress(), build(data(1000))).retval, kNext);
+  st_->in_flight = 1 << 30;
+  st_->live.task_tid = pid_t(syscall(SYS_gettid));
+  st_->live.task_start = start_ticks_of("/proc/thread-self/stat");
+  st_->live.tick_ns = 1'000'000'000ull / uint64_t(sysconf(_SC_CLK_TCK));
+  st_->live.stall_ns = 4 * kFailOpenNs;
+  st_->live.heartbeat_ns = monotonic_ns() - kFailOpenNs - 1'000'000ull;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kShot) << "the agent's thread runs: diverted";
+  EXPECT_EQ(reason(SLUICE_R_PAC_FAIL_OPEN), 0u);
+  st_->live.withdrawn = 1;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext) << "withdrawn: fails open";
+  EXPECT_EQ(reason(SLUICE_R_PAC_FAIL_OPEN), 1u);
+  st_->live.withdrawn = 0;
+  st_->live.task_start += 1;
+  EXPECT_EQ(run_tc(egress(), build(ack(1000 + kMss))).retval, kNext) << "the id names another thread: fails open";
+  EXPECT_EQ(reason(SLUICE_R_PAC_FAIL_OPEN), 2u);
 }
 
 TEST_F(PacBpfTest, UnknownFlowsWindowReopenAndIngressAccounting) {

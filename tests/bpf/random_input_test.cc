@@ -24,10 +24,12 @@
 #include "sluice/flow.h"
 #include "sluice/pac.h"  // before the skeleton: it names these structs
 #include "pac_tc.skel.h"
+#include "pac_tc_compat.skel.h"
+#include "core/heartbeat.h"
 #include "ein.skel.h"
 
 SLUICE_SKELETON(flowstat);
-SLUICE_SKELETON(pac_tc);
+SLUICE_SKELETON_TWIN(pac_tc, pac_tc_compat, sluice::liveness_object);
 SLUICE_SKELETON(ein);
 
 using namespace sluice;

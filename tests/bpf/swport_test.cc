@@ -6,6 +6,8 @@
 // sw_egress: data packets get skb->priority = HTB class major:(queue + 1)
 // from the logic's flow map, or the port's default.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include <net/if.h>
 
@@ -14,9 +16,12 @@
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "sluice/switch.h"
+#include "sluice/liveness.h"
 #include "swport.skel.h"
+#include "swport_compat.skel.h"
+#include "core/heartbeat.h"
 
-SLUICE_SKELETON(swport);
+SLUICE_SKELETON_TWIN(swport, swport_compat, sluice::liveness_object);
 
 using namespace sluice;
 using namespace sluice::test;
@@ -234,13 +239,23 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   // Never written (the agent is not there): fail open.
   EXPECT_EQ(priority_of(build(a)), fallback);
   EXPECT_EQ(fail_open_count(), 1u);
-  s->bss->sw_heartbeat_ns = monotonic_ns();
+  s->bss->sw_live.heartbeat_ns = monotonic_ns();
   EXPECT_EQ(priority_of(build(a)), (major << 16) | 3) << "a fresh heartbeat steers to the logic's queue";
-  s->bss->sw_heartbeat_ns = monotonic_ns() - 60'000'000;
+  s->bss->sw_live.heartbeat_ns = monotonic_ns() - 60'000'000;
   EXPECT_EQ(priority_of(build(a)), fallback) << "a stale heartbeat still steers";
   EXPECT_EQ(fail_open_count(), 2u);
+  if (std::string(s.name()) == "swport") {
+    // bpf/lib/liveness.h: stale, but the thread it names runs (this one).
+    s->bss->sw_live.task_tid = pid_t(syscall(SYS_gettid));
+    s->bss->sw_live.task_start = start_ticks_of("/proc/thread-self/stat");
+    s->bss->sw_live.tick_ns = 1'000'000'000ull / uint64_t(sysconf(_SC_CLK_TCK));
+    s->bss->sw_live.stall_ns = 5'000'000'000ull;
+    EXPECT_EQ(priority_of(build(a)), (major << 16) | 3) << "a stale heartbeat from a running thread still steers";
+    EXPECT_EQ(fail_open_count(), 2u);
+    s->bss->sw_live.task_tid = 0;
+  }
   // A control frame the agent sends keeps its SO_PRIORITY class.
-  s->bss->sw_heartbeat_ns = monotonic_ns();
+  s->bss->sw_live.heartbeat_ns = monotonic_ns();
   sw::ControlFrame f;
   f.type = sw::CtrlType::kPause;
   f.queues.push_back({1, 1});

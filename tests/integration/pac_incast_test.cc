@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bpf_util.h"
+#include "core/features.h"
 #include "sluice/pac.h"
 #include "lib/netns_fixture.h"
 #include "sluice/reasons.h"
@@ -251,6 +252,10 @@ TEST_F(PacIncast, StalledAgentFailsOpenWithin100ms) {
   Process client = start_client(40, "stop");
   bool holding = eventually([&] { return pac_counters()[SLUICE_R_PAC_DIVERT].packets > 0; }, 20s);
   ASSERT_TRUE(holding);
+  // With bpf-task-from-pid the programs look at the agent's heartbeat
+  // thread (bpf/lib/liveness.h): a stale heartbeat alone no longer fails
+  // open, the stopped thread does.
+  EXPECT_EQ(pac_stats().value("object", std::string()), task_from_pid_feature().ok ? "pac_tc" : "pac_tc_compat");
   ASSERT_EQ(::kill(agent.pid(), SIGSTOP), 0);
   std::this_thread::sleep_for(100ms);
   uint64_t diverted = pac_counters()[SLUICE_R_PAC_DIVERT].packets;

@@ -36,6 +36,7 @@ expect=(
   "tp-btf-qdisc 5.17"
   "xdp 4.19"
   "bpf-cast-to-kern-ctx 6.2"
+  "bpf-task-from-pid 6.2"
   "tcx 6.6"
 )
 bad=()

@@ -12,9 +12,10 @@
 #include "core/log.h"
 #include "mechanisms/pac/reinject.h"
 #include "pac_tc.skel.h"
+#include "pac_tc_compat.skel.h"
 #include "core/tc.h"
 
-SLUICE_SKELETON(pac_tc);
+SLUICE_SKELETON_TWIN(pac_tc, pac_tc_compat, sluice::liveness_object);
 
 namespace sluice::pac {
 
@@ -78,11 +79,21 @@ struct PacModule::Impl : Datapath {
   std::vector<TcAttachment> attachments;
   std::unique_ptr<FdWatch> rb_watch;
   std::unique_ptr<PeriodicTimer> heartbeat, control;
-  std::unique_ptr<HeartbeatThread::Registration> beat;  // refreshes st->heartbeat_ns
+  std::unique_ptr<HeartbeatThread::Registration> beat;  // refreshes st->live
   int flows_fd = -1, ctl_fd = -1;
 
   // Control interval state.
   uint64_t last_ctl_ns = 0, last_hb_ns = 0;
+  uint64_t fail_opens_seen = 0;  // PAC_FAIL_OPEN packets at the last on_heartbeat()
+
+  uint64_t fail_open_count() const {
+    std::vector<sluice_counter> per_cpu(size_t(num_possible_cpus()));
+    uint32_t r = SLUICE_R_PAC_FAIL_OPEN;
+    uint64_t n = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.sl_counters), &r, per_cpu.data()) == 0)
+      for (const auto& c : per_cpu) n += c.packets;
+    return n;
+  }
   uint64_t prev_pkts = 0, prev_ce = 0, prev_bytes = 0;
   uint64_t interval_ns = 1'000'000;
   double alpha = 0;
@@ -211,14 +222,18 @@ struct PacModule::Impl : Datapath {
     poll_ns += now - start;
   }
 
-  // The heartbeat word is refreshed by the agent's heartbeat thread
+  // The heartbeat is refreshed by the agent's heartbeat thread
   // (core/heartbeat.h) while this loop runs; here, on the loop, we check
   // whether it went stale since the last look -- the loop stalled past
-  // kPacLoopStall, or the thread was late -- so BPF may have failed open.
+  // kPacLoopStall, or the thread was late -- and BPF did fail open meanwhile
+  // (a stale heartbeat from a running thread does not, bpf/lib/liveness.h).
   void on_heartbeat() {
     uint64_t now = monotonic_ns();
     uint64_t gap = beat ? beat->take_max_gap_ns() : 0;
-    if (gap > fail_open_ns) {
+    uint64_t opened = fail_open_count();
+    bool failed_open = opened != fail_opens_seen;
+    fail_opens_seen = opened;
+    if (gap > fail_open_ns && failed_open) {
       // ACKs passed meanwhile may have overtaken held ones. Resynchronise
       // each holding flow with the kernel's last ACK (drops what is
       // superseded), then release the rest at once.
@@ -470,7 +485,7 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   if (!m.rb) throw SysError("PAC: ring buffer", errno);
   // Alive before attaching, so the first ACKs are already controlled.
   uint32_t hb_ms = std::min(ctx.config.agent.heartbeat_ms, m.cfg.fail_open_ms / 3);
-  m.beat = ctx.loop.heartbeats().add(&m.st->heartbeat_ns, std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)),
+  m.beat = ctx.loop.heartbeats().add(&m.st->live, std::chrono::milliseconds(std::max<uint32_t>(hb_ms, 1)),
                                      kPacLoopStall, std::chrono::milliseconds(m.cfg.fail_open_ms), "PAC " + m.ifname);
   // A held request must look sent to TCP (TC_ACT_STOLEN), which only
   // cls_bpf honours; tcx turns it into "next". hold_requests therefore
@@ -515,7 +530,7 @@ nlohmann::json PacModule::status() const {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& t : impl_->attachments)
     a.push_back({{"program", t.prog_name()}, {"hook", to_string(t.hook())}, {"mode", to_string(t.mode())}});
-  return {{"attachments", a}, {"pin_dir", impl_->skel.pin_dir()}};
+  return {{"attachments", a}, {"pin_dir", impl_->skel.pin_dir()}, {"object", impl_->skel.name()}};
 }
 
 nlohmann::json PacModule::stats() const {
@@ -528,7 +543,7 @@ nlohmann::json PacModule::stats() const {
     hist.push_back({{"le_us", b < EngineStats::kHoldBucketsUs.size() ? nlohmann::json(EngineStats::kHoldBucketsUs[b])
                                                                      : nlohmann::json("+Inf")},
                     {"count", es.hold_hist[b]}});
-  uint64_t now = monotonic_ns(), hb = load(&m.st->heartbeat_ns);
+  uint64_t now = monotonic_ns(), hb = load(&m.st->live.heartbeat_ns);
   return {
       {"in_flight_bytes", load(&m.st->in_flight)},
       {"threshold_bytes", load(&m.st->threshold)},
@@ -540,6 +555,7 @@ nlohmann::json PacModule::stats() const {
       {"flows", m.bpf_flows},
       {"agent_flows", m.engine->flows()},
       {"heartbeat_age_ms", hb && now > hb ? (now - hb) / 1'000'000 : 0},
+      {"object", m.skel.name()},
       {"corrections", m.corrections},
       {"idle_resets", m.idle_resets},
       {"phantom_bytes", load(&m.st->phantom_bytes)},
