@@ -49,20 +49,19 @@ struct SkelElf {
 // Skeleton<name> opens name's own ELF or twin's, as
 // `chooser(SkelElf own, SkelElf twin)` says. The globals' sizes are checked
 // here, their layout by twin's own skeleton.
-#define SLUICE_SKEL_ELF(obj)             \
-  [] {                                   \
-    sluice::SkelElf e;                   \
-    e.data = obj##__elf_bytes(&e.size);  \
-    e.name = #obj;                       \
-    return e;                            \
+#define SLUICE_SKEL_ELF(obj)            \
+  [] {                                  \
+    sluice::SkelElf e;                  \
+    e.data = obj##__elf_bytes(&e.size); \
+    e.name = #obj;                      \
+    return e;                           \
   }()
-#define SLUICE_SKELETON_TWIN(obj, twin, chooser)                                                   \
-  static_assert(sizeof(*static_cast<struct obj*>(nullptr)->bss) ==                                \
-                    sizeof(*static_cast<struct twin*>(nullptr)->bss),                              \
-                #twin " .bss");                                                                    \
-  static_assert(sizeof(*static_cast<struct obj*>(nullptr)->rodata) ==                              \
-                    sizeof(*static_cast<struct twin*>(nullptr)->rodata),                           \
-                #twin " .rodata");                                                                 \
+#define SLUICE_SKELETON_TWIN(obj, twin, chooser)                                                                     \
+  static_assert(sizeof(*static_cast<struct obj*>(nullptr)->bss) == sizeof(*static_cast<struct twin*>(nullptr)->bss), \
+                #twin " .bss");                                                                                      \
+  static_assert(                                                                                                     \
+      sizeof(*static_cast<struct obj*>(nullptr)->rodata) == sizeof(*static_cast<struct twin*>(nullptr)->rodata),     \
+      #twin " .rodata");                                                                                             \
   SLUICE_SKELETON_OPS(obj, chooser(SLUICE_SKEL_ELF(obj), SLUICE_SKEL_ELF(twin)))
 
 // Creates `dir` and its parents; the leaf must be on a bpf filesystem when it

@@ -54,8 +54,8 @@ const char* to_string(Feature f) {
 }
 
 const std::vector<Feature>& all_features() {
-  static const std::vector<Feature> v = {Feature::Btf,         Feature::RingBuf,    Feature::TcClsact,
-                                         Feature::Tcx,         Feature::StructOpsCc, Feature::TpBtfQdisc,
+  static const std::vector<Feature> v = {Feature::Btf,           Feature::RingBuf,     Feature::TcClsact,
+                                         Feature::Tcx,           Feature::StructOpsCc, Feature::TpBtfQdisc,
                                          Feature::CastToKernCtx, Feature::TaskFromPid, Feature::Xdp};
   return v;
 }
@@ -79,16 +79,22 @@ struct QuietLibbpf {
   ~QuietLibbpf() { libbpf_set_print(old); }
 };
 
+// Says which piece is missing rather than libbpf's bare errno: throws when
+// the kernel's BTF lacks the kfunc (both probed here came with 6.2).
+void require_kfunc(const char* name) {
+  if (btf* b = btf__load_vmlinux_btf()) {
+    bool has = btf__find_by_name_kind(b, name, BTF_KIND_FUNC) >= 0;
+    btf__free(b);
+    if (!has) throw Error(std::string("kfunc ") + name + " is not in the kernel's BTF (added in 6.2)");
+  }
+}
+
 }  // namespace
 
 static FeatureResult probe_task_from_pid() {
   QuietLibbpf quiet;
   return probe([] {
-    if (btf* b = btf__load_vmlinux_btf()) {
-      bool has = btf__find_by_name_kind(b, "bpf_task_from_pid", BTF_KIND_FUNC) >= 0;
-      btf__free(b);
-      if (!has) throw Error("kfunc bpf_task_from_pid is not in the kernel's BTF (added in 6.2)");
-    }
+    require_kfunc("bpf_task_from_pid");
     Skeleton<probe_liveness> s;
     s.load();
     return std::string("kfunc callable from tc programs: fail-open tells a dead agent from a busy machine");
@@ -190,12 +196,7 @@ FeatureReport probe_features() {
     return std::string("tcp_congestion_ops programs verified");
   });
   r[Feature::CastToKernCtx] = probe([] {
-    // Say which piece is missing rather than libbpf's bare errno.
-    if (btf* b = btf__load_vmlinux_btf()) {
-      bool has = btf__find_by_name_kind(b, "bpf_cast_to_kern_ctx", BTF_KIND_FUNC) >= 0;
-      btf__free(b);
-      if (!has) throw Error("kfunc bpf_cast_to_kern_ctx is not in the kernel's BTF (added in 6.2)");
-    }
+    require_kfunc("bpf_cast_to_kern_ctx");
     Skeleton<probe_kern_ctx> s;
     s.load();
     return std::string("kfunc resolved, qdisc backlog readable from tc");

@@ -298,8 +298,8 @@ void HeartbeatThread::run() {
       timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
     }
     for (const auto& o : paused)
-      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withdrawn, BPF fails open",
-                o, loop_age / 1'000'000);
+      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withdrawn, BPF fails open", o,
+                loop_age / 1'000'000);
     for (const auto& o : resumed) SLOG_INFO("HEARTBEAT_RESUMED", "{}: the event loop runs again: heartbeat resumed", o);
   }
 }

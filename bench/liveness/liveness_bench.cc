@@ -70,10 +70,10 @@ std::vector<pid_t> start_spinners(int n) {
 // Samples the BPF decision of a probe_liveness object until `stop`.
 struct Sampler {
   uint64_t samples = 0, failed = 0;
-  uint64_t episodes = 0;          // runs of consecutive samples failing open (the kernel-side check)
-  uint64_t hb_failed = 0;         // samples in which the heartbeat alone was stale
-  uint64_t hb_episodes = 0;       // ... and their runs
-  uint64_t by_verdict[8] = {};    // enum sluice_liveness_verdict
+  uint64_t episodes = 0;        // runs of consecutive samples failing open (the kernel-side check)
+  uint64_t hb_failed = 0;       // samples in which the heartbeat alone was stale
+  uint64_t hb_episodes = 0;     // ... and their runs
+  uint64_t by_verdict[8] = {};  // enum sluice_liveness_verdict
   uint64_t run_errors = 0;
   std::string sched;
 
@@ -151,17 +151,8 @@ int main(int argc, char** argv) {
     if (gap > limit_ns) ++loop_over;
   });
 
-  HeartbeatThread::Options other;
-  other.realtime = false;
-  HeartbeatThread thread_other(loop, other);
-  HeartbeatThread thread_rt(loop);
-  sluice_liveness w_other{}, w_rt{};
-  auto r_other =
-      thread_other.add(&w_other, period, std::chrono::nanoseconds(0), std::chrono::microseconds(limit_us), "thread");
-  auto r_rt = thread_rt.add(&w_rt, period, std::chrono::microseconds(loop_stall_us),
-                            std::chrono::microseconds(limit_us), "thread-rt");
-
   // Source "kernel": thread-rt's thread, its record in a loaded program.
+  // Loaded before any registration: the loop does not run meanwhile.
   const FeatureResult& task = task_from_pid_feature();
   std::unique_ptr<Skeleton<probe_liveness>> probe;
   std::unique_ptr<HeartbeatThread::Registration> r_kernel;
@@ -172,6 +163,19 @@ int main(int argc, char** argv) {
     probe = std::make_unique<Skeleton<probe_liveness>>();
     (*probe)->rodata->fail_open_ns = limit_ns;
     probe->load();
+  }
+
+  HeartbeatThread::Options other;
+  other.realtime = false;
+  HeartbeatThread thread_other(loop, other);
+  HeartbeatThread thread_rt(loop);
+  sluice_liveness w_other{}, w_rt{};
+  auto r_other =
+      thread_other.add(&w_other, period, std::chrono::nanoseconds(0), std::chrono::microseconds(limit_us), "thread");
+  auto r_rt = thread_rt.add(&w_rt, period, std::chrono::microseconds(loop_stall_us),
+                            std::chrono::microseconds(limit_us), "thread-rt");
+
+  if (task.ok) {
     r_kernel = thread_rt.add(&(*probe)->bss->live, period, std::chrono::microseconds(loop_stall_us),
                              std::chrono::microseconds(limit_us), "kernel");
     int fd = bpf_program__fd((*probe)->progs.probe_liveness);
@@ -221,7 +225,7 @@ int main(int argc, char** argv) {
                     {"heartbeat_only_samples", sampler.hb_failed},
                     {"heartbeat_only_episodes", sampler.hb_episodes}};
     nlohmann::json verdicts;
-    const char* names[8] = {"live_fresh",   "live_task",   "dead_no_heartbeat", "dead_stale",
+    const char* names[8] = {"live_fresh",     "live_task",  "dead_no_heartbeat", "dead_stale",
                             "dead_withdrawn", "dead_stall", "dead_task_gone",    "dead_task_stopped"};
     for (int i = 0; i < 8; ++i) verdicts[names[i]] = sampler.by_verdict[i];
     k["verdicts"] = verdicts;

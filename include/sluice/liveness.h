@@ -38,14 +38,14 @@ struct sluice_liveness {
 
 /* What sl_liveness() found (bpf/lib/liveness.h), in the order it looks. */
 enum sluice_liveness_verdict {
-	SLUICE_LIVE_FRESH = 0,      /* heartbeat within the limit */
-	SLUICE_LIVE_TASK = 1,       /* heartbeat stale, the thread exists and may run */
-	SLUICE_DEAD_NO_HEARTBEAT,   /* never written */
-	SLUICE_DEAD_STALE,          /* stale, the thread not looked at (no kfunc, or not recorded) */
-	SLUICE_DEAD_WITHDRAWN,      /* stale, the agent withdrew (loop stalled, stopping) */
-	SLUICE_DEAD_STALL,          /* older than stall_ns */
-	SLUICE_DEAD_TASK_GONE,      /* no such thread, another thread with its id, or exiting */
-	SLUICE_DEAD_TASK_STOPPED,   /* stopped, traced or frozen */
+	SLUICE_LIVE_FRESH = 0,    /* heartbeat within the limit */
+	SLUICE_LIVE_TASK = 1,     /* heartbeat stale, the thread exists and may run */
+	SLUICE_DEAD_NO_HEARTBEAT, /* never written */
+	SLUICE_DEAD_STALE,        /* stale, the thread not looked at (no kfunc, or not recorded) */
+	SLUICE_DEAD_WITHDRAWN,    /* stale, the agent withdrew (loop stalled, stopping) */
+	SLUICE_DEAD_STALL,        /* older than stall_ns */
+	SLUICE_DEAD_TASK_GONE,    /* no such thread, another thread with its id, or exiting */
+	SLUICE_DEAD_TASK_STOPPED, /* stopped, traced or frozen */
 };
 
 #ifdef __cplusplus

@@ -120,10 +120,10 @@ struct sluice_pac_flow_ctl {
  * mmapped map. Fields both sides modify are changed with atomic adds /
  * compare-and-swap only. */
 struct sluice_pac_state {
-	__s64 in_flight;    /* eq. (4)/(5) estimate, bytes (may dip below 0) */
-	__u64 threshold;    /* eq. (2), set by the agent */
+	__s64 in_flight;             /* eq. (4)/(5) estimate, bytes (may dip below 0) */
+	__u64 threshold;             /* eq. (2), set by the agent */
 	struct sluice_liveness live; /* the agent's heartbeat (lib/liveness.h) */
-	__u64 data_pkts;    /* ingress data segments of managed flows */
+	__u64 data_pkts;             /* ingress data segments of managed flows */
 	__u64 data_bytes;
 	__u64 ce_pkts;
 	__u64 held;            /* ACKs queued in the agent (agent writes) */

@@ -87,7 +87,7 @@ struct PacModule::Impl : Datapath {
   uint64_t fail_opens_seen = 0;  // PAC_FAIL_OPEN packets at the last on_heartbeat()
 
   uint64_t fail_open_count() const {
-    std::vector<sluice_counter> per_cpu(size_t(num_possible_cpus()));
+    std::vector<sluice_counter> per_cpu(static_cast<size_t>(num_possible_cpus()));
     uint32_t r = SLUICE_R_PAC_FAIL_OPEN;
     uint64_t n = 0;
     if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.sl_counters), &r, per_cpu.data()) == 0)
