@@ -14,44 +14,45 @@
 /* Our window scale (RFC 7323 §2.2) from the options of a SYN or SYN-ACK
  * (`n` bytes at `off`): shift + 1, or 1 when the option is absent (windows
  * unscaled); 0 when unreadable. A global function: the verifier checks its
- * option walk once, not at every call site. */
+ * option walk once, not at every call site. The walk reads the option bytes
+ * it needs one load at a time, so its frame stays within 32 bytes: on 6.1
+ * the verifier adds this frame to pac_egress's (and counts the timer
+ * callback's as a call), and their sum must stay within 512 bytes. Each
+ * load has a constant size (the 6.1 verifier loses the bounds of a variable
+ * length that clang range-checks through a copy). */
 __noinline int sl_syn_wscale(struct __sk_buff *skb, __u32 off, __u32 n)
 {
-	__u8 b[40] = {};
-	__u32 skip = 0;
+	__u8 o[3] = {};
+	__u32 i = 0;
 
 	if (!skb || !n)
 		return 1;
-	if (n > sizeof(b))
-		n = sizeof(b);
-#pragma unroll
-	/* Options come in 4-byte words: load them word by word, each load of
-	 * constant size (the 6.1 verifier loses the bounds of a variable
-	 * length that clang range-checks through a copy). */
-	for (int w = 0; w < 10; w++) {
-		if ((__u32)w * 4 >= n)
+	if (n > 40)
+		n = 40;
+	for (int it = 0; it < 40; it++) {
+		if (i >= n)
 			break;
-		if (bpf_skb_load_bytes(skb, off + w * 4, &b[w * 4], 4))
+		if (bpf_skb_load_bytes(skb, off + i, o, 1))
 			return 0;
-	}
-	for (int i = 0; i < 38; i++) {
-		if ((__u32)i >= n)
+		if (o[0] == 0)
 			break;
-		if (skip) {
-			skip--;
+		if (o[0] == 1) {
+			i++;
 			continue;
 		}
-		__u8 kind = b[i];
-		if (kind == 0)
+		if (i + 1 >= n)
 			break;
-		if (kind == 1)
-			continue;
-		__u8 len = b[i + 1];
-		if (kind == 3 && len == 3 && (__u32)i + 2 < n)
-			return (b[i + 2] > 14 ? 14 : b[i + 2]) + 1;
-		if (len < 2)
+		if (i + 2 < n) {
+			if (bpf_skb_load_bytes(skb, off + i, o, 3))
+				return 0;
+		} else if (bpf_skb_load_bytes(skb, off + i, o, 2)) {
+			return 0;
+		}
+		if (o[0] == 3 && o[1] == 3 && i + 2 < n)
+			return (o[2] > 14 ? 14 : o[2]) + 1;
+		if (o[1] < 2)
 			break;
-		skip = len - 1;
+		i += o[1];
 	}
 	return 1;
 }
