@@ -26,6 +26,7 @@
 #include "mechanisms/ein/ein_module.h"
 #include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/host_runner.h"
+#include "mechanisms/floodgate/switch_glue.h"
 #include "mechanisms/flowstat/flowstat_module.h"
 #include "mechanisms/pac/pac_module.h"
 #include "switch/switch_config.h"
@@ -105,7 +106,7 @@ const MechanismTable& mechanisms() {
        .summary = "per-hop per-destination windows and credits (floodgate-conext21); first-hop pause at hosts",
        .section = &floodgate::floodgate_section(),
        .available = false,
-       .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}}},
+       .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}, {"fg_egress", floodgate::kSwitchTcPrio}}},
       {.name = "bfc",
        .on_switch_port = true,
        .summary = "per-hop per-flow backpressure (bfc-nsdi22)",

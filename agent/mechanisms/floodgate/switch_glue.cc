@@ -29,8 +29,6 @@ namespace {
 
 using namespace sw;
 using Key = std::pair<uint32_t, Addr>;  // (port_id, dst)
-// fg_egress runs after the substrate's classifier (kSwportTcPrio), which it may override.
-constexpr uint32_t kTcPrio = 0xA502;
 
 // A 32-bit PSN from the wire, placed next to a 64-bit cumulative count
 // (serial arithmetic: the nearest value with those low 32 bits).
@@ -149,7 +147,7 @@ class SwitchFloodgate final : public Logic {
       check(bpf_map_update_elem(pfd, &ifindex, &fp, BPF_ANY), "floodgate port table");
       fp_.push_back(fp);
       att_.push_back(TcAttachment::attach(pc.name, Hook::Egress, bpf_program__fd(skel_->progs.fg_egress), "fg_egress",
-                                          kTcPrio, ctx.service->attach_mode, ctx.config->agent.state_dir));
+                                          kSwitchTcPrio, ctx.service->attach_mode, ctx.config->agent.state_dir));
     }
   }
   std::string_view name() const override { return "floodgate"; }

@@ -11,12 +11,17 @@
 // recovery). docs/floodgate.md "In sluiced".
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "switch/registry.h"
 
 namespace sluice::floodgate {
+
+// fg_egress's tc slot: after the substrate's classifier (kSwportTcPrio),
+// which it may override. Listed in floodgate's row of the mechanisms table.
+inline constexpr uint32_t kSwitchTcPrio = 0xA502;
 
 std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx);
 nlohmann::json switch_view(const sw::Logic& logic, const sw::Substrate& sw);
