@@ -7,6 +7,7 @@ on MTU-sized frames:
   b  held queues in the agent: swhold diverts every frame through a ring
      buffer, the agent schedules (DRR, the port model's scheduler) and
      re-injects through AF_PACKET, keeping the port's TBF at a few packets
+     (backlog_pkts(rate)); bN: the same with a kernel backlog of N frames
   sluiced  the product: sluiced in switch mode on the port (logic pfc, 32
      queues, its own tree: root TBF at the link rate, HTB scheduling, a TBF
      leaf per queue), flows spread so flow i uses queue i; pause = the pfc
@@ -63,6 +64,15 @@ def burst_bytes(rate):
     return max(3200, int(rate / 8 / 10000))  # 100 us at the rate, >= 2 frames
 
 
+def design_b_backlog(design, rate):
+    """'b' -> the default backlog at this rate; 'bN' -> N frames; else None."""
+    if design == "b":
+        return backlog_pkts(rate)
+    if design.startswith("b") and design[1:].isdigit() and int(design[1:]) >= 1:
+        return int(design[1:])
+    return None
+
+
 def backlog_pkts(rate):
     """Design B's kernel backlog: 100 us of frames at the rate, at least 2
     (what the agent's wake-up latency needs to keep the link busy)."""
@@ -105,7 +115,7 @@ class Bench:
                                  f"tc qdisc del dev {s0} clsact 2>/dev/null", check=False)
         if design == "sluiced":
             return  # sluiced builds its tree (and replaces whatever root is there)
-        if design in ("plain", "b"):
+        if design == "plain" or design_b_backlog(design, rate):
             # Design B keeps its queues in the agent: the port's qdisc is the
             # plain shaper, holding only the shallow backlog.
             self.lab.tc_batch(self.sw, [f"qdisc add dev {s0} root handle 10: tbf rate {int(rate)}bit "
@@ -154,10 +164,11 @@ class Bench:
         if design == "sluiced":
             argv, ready = [self.sluiced, "--config", self.sluiced_config(rate)], "SWITCH_STARTED"
         else:
+            bl = design_b_backlog(design, rate)
             argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
-                    "--flows", str(QUEUES), "--design", design]
-            if design == "b":
-                argv += ["--backlog", str(backlog_pkts(rate))]
+                    "--flows", str(QUEUES), "--design", "b" if bl else design]
+            if bl:
+                argv += ["--backlog", str(bl)]
             ready = "ready"
         p = self.lab.spawn(self.sw, self.prio.get("switch", []) + argv, "switch")
         for _ in range(200):
@@ -218,7 +229,11 @@ def main():
     ap.add_argument("--tool", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
                                                    "bench", "sluice-swbench"))
     args = ap.parse_args()
+    for d in args.designs.split(","):
+        if d not in ("plain", "a", "sluiced") and design_b_backlog(d, 1e8) is None:
+            ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced)")
     rows = []
+    load = [os.getloadavg()]
     with sluicelab.Lab(tag=args.lab_tag) as lab:
         b = Bench(lab, args.tool, args.sluiced, args.sched)
         for rate in [float(x) for x in args.rates.split(",")]:
@@ -251,12 +266,19 @@ def main():
                              f"p99={row['switch']['pause_apply_us']['p99']}us "
                              f"netlink p99={row['switch']['pause_netlink_us']['p99']}us "
                              f"n={row['switch']['pause_apply_us']['samples']}"
-                             if design == "sluiced" and row.get("switch", {}).get("pause_apply_us") else ""),
+                             if design == "sluiced" and row.get("switch", {}).get("pause_apply_us") else "")
+                          + (f" backlog={row['switch']['backlog_target']} watchdog fired={row['switch']['watchdog_fired']}"
+                             f" fixed={row['switch']['watchdog_fixed']} ({row['switch']['watchdog_fixed_frames']} frames)"
+                             f" deq_events={row['switch']['dequeued_events']}/{row['switch']['qdisc_sent']}"
+                             if "watchdog_fired" in row.get("switch", {}) else ""),
                           flush=True)
+                    row["loadavg"] = os.getloadavg()
+                    load.append(row["loadavg"])
                     rows.append(row)
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
     summarize(rows)
+    print("load average (1 min) during the run: %.1f..%.1f" % (min(x[0] for x in load), max(x[0] for x in load)))
 
 
 def summarize(rows):
@@ -273,9 +295,11 @@ def summarize(rows):
         cpu = [r["throughput"]["cpu_us_per_pkt"] for r in rs if r["throughput"]["cpu_us_per_pkt"]]
         pz = [r["pause"]["pause_react_us_p99"] for r in rs if "pause" in r]
         pn = sum(r["pause"]["pause_samples"] for r in rs if "pause" in r)
+        wd = [r["switch"]["watchdog_fired"] for r in rs if "watchdog_fired" in r.get("switch", {})]
         print(f"{rate:.0e}  {design:6s}  {statistics.median(t):.3f} ({min(t):.3f}..{max(t):.3f})   {rel:.3f}      "
               f"{lat50:.1f}/{lat99:.1f}              {statistics.median(cpu) if cpu else float('nan'):.2f}       "
-              + (f"{statistics.median(pz):.0f} ({min(pz):.0f}..{max(pz):.0f}, n={pn})" if pz else "-"))
+              + (f"{statistics.median(pz):.0f} ({min(pz):.0f}..{max(pz):.0f}, n={pn})" if pz else "-")
+              + (f"  watchdog fired {wd} per repeat" if wd else ""))
 
 
 if __name__ == "__main__":

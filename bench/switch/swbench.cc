@@ -30,6 +30,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@
 #include "core/heartbeat.h"
 #include "swprobe.skel.h"
 #include "swhold.skel.h"
+#include "switch/hold_backlog.h"
 #include "switch/port_model.h"
 
 SLUICE_SKELETON_TWIN(swport, swport_compat, sluice::liveness_object);
@@ -287,20 +289,26 @@ int on_hold_ctrl(void* ctx, void* data, size_t) {
 }
 
 int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src, const std::string& dst,
-                 int flows, uint32_t limit, uint32_t backlog) {
+                 int flows, uint32_t limit, uint32_t backlog, double watchdog_pkts) {
   int ifindex = int(if_nametoindex(dev.c_str()));
   if (!ifindex) throw Error("no interface " + dev);
+  struct stat ns {};
+  if (stat("/proc/self/ns/net", &ns)) throw SysError("stat /proc/self/ns/net", errno);
   const uint32_t mark = 0x5e1d;
   Skeleton<swport> gate;
   gate.load();
   Skeleton<swhold> hold;
   hold->rodata->port_ifindex = uint32_t(ifindex);
+  hold->rodata->port_netns_ino = uint32_t(ns.st_ino);
   hold->rodata->reinject_mark = mark;
   hold->rodata->low_water = backlog / 2;
   hold->rodata->num_queues = uint32_t(queues);
   hold.load();
-  bpf_link* tp = bpf_program__attach(hold->progs.sw_hold_dequeue);
-  if (!tp) throw SysError("attach qdisc_dequeue", errno);
+  bpf_link* tp_deq = bpf_program__attach(hold->progs.sw_hold_dequeue);
+  if (!tp_deq) throw SysError("attach qdisc_dequeue", errno);
+  bpf_link* tp_enq = bpf_program__attach(hold->progs.sw_hold_enqueue);
+  if (!tp_enq) throw SysError("attach qdisc_enqueue", errno);
+  const int sync_fd = bpf_program__fd(hold->progs.sw_hold_sync);
   auto mode = AttachMode::Clsact;
   std::vector<TcAttachment> att;
   att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(gate->progs.sw_ingress), "sw_ingress", 0xA300,
@@ -336,32 +344,49 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   check(ring_buffer__add(rb, bpf_map__fd(gate->maps.sl_sw_ctrl_v1), on_hold_ctrl, &ctx), "ring add ctrl");
   auto* st = &hold->bss->hold;
   uint64_t send_errors = 0;
-  auto kernel_backlog = [st]() -> uint64_t {
-    uint64_t sent = __atomic_load_n(&st->agent_sent, __ATOMIC_SEQ_CST);
-    uint64_t at = __atomic_load_n(&st->sent_at_deq, __ATOMIC_SEQ_CST);
-    uint32_t qlen = __atomic_load_n(&st->qlen, __ATOMIC_SEQ_CST);
-    return uint64_t(qlen) + (sent >= at ? sent - at : 0);
+  auto record = [st]() {
+    sw::HoldRecord r;
+    r.events = __atomic_load_n(&st->events, __ATOMIC_SEQ_CST);
+    r.qlen = __atomic_load_n(&st->qlen, __ATOMIC_SEQ_CST);
+    r.sent_at_ev = __atomic_load_n(&st->sent_at_ev, __ATOMIC_SEQ_CST);
+    return r;
   };
-  std::cerr << "swbench switch: ready on " << dev << " (design B, " << queues << " queues, backlog " << backlog << ")"
-            << std::endl;
+  auto kernel_backlog = [&]() { return sw::hold_backlog(record(), __atomic_load_n(&st->agent_sent, __ATOMIC_SEQ_CST)); };
+  // One packet time of a full-size frame at the link rate.
+  const double pkt_ns = 1514.0 * 8e9 / double(rate_bps);
+  sw::HoldWatchdog wd(uint64_t(std::max(1.0, watchdog_pkts) * pkt_ns));
+  std::cerr << "swbench switch: ready on " << dev << " (design B, " << queues << " queues, backlog " << backlog
+            << ", watchdog " << wd.period_ns() / 1000 << " us)" << std::endl;
+  pollfd pfd{ring_buffer__epoll_fd(rb), POLLIN, 0};
+  bool waiting = false;
   while (!g_stop) {
-    ring_buffer__poll(rb, 100);
+    // Sleep until a ring has data (frames, a wake-up, a control frame),
+    // or until the watchdog is due.
+    uint64_t now = mono_ns(), dl = wd.deadline_ns();
+    uint64_t wait_ns = dl ? (dl > now ? dl - now : 0) : 100'000'000;
+    timespec ts{time_t(wait_ns / 1'000'000'000), long(wait_ns % 1'000'000'000)};
+    if (ppoll(&pfd, 1, &ts, nullptr) < 0 && errno != EINTR) throw SysError("ppoll", errno);
+    ring_buffer__consume(rb);
     for (;;) {
       // Keep the port's qdisc at `backlog` packets (ARCHITECTURE: a shallow
       // kernel backlog shapes at the link rate; the queues live here).
       for (;;) {
-        uint64_t sent = __atomic_load_n(&st->agent_sent, __ATOMIC_RELAXED);
         if (kernel_backlog() >= backlog) break;
         auto q = port.pick(mono_ns());
         if (!q) break;
         sw::PacketMeta m = port.dequeue(*q, mono_ns());
         auto it = ctx.frames.find(m.id);
-        if (sendto(fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&ll), sizeof(ll)) < 0)
+        // Counted before the send: the frame can be enqueued and even
+        // dequeued inside sendto, and that event must see it as sent.
+        uint64_t sent = __atomic_load_n(&st->agent_sent, __ATOMIC_RELAXED);
+        __atomic_store_n(&st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
+        if (sendto(fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&ll), sizeof(ll)) < 0) {
           ++send_errors;
-        else __atomic_store_n(&st->agent_sent, sent + 1, __ATOMIC_RELAXED);
+          __atomic_store_n(&st->agent_sent, sent, __ATOMIC_SEQ_CST);
+        }
         ctx.frames.erase(it);
       }
-      bool waiting = false;
+      waiting = false;
       for (uint16_t q = 0; q < port.num_queues() && !waiting; ++q) waiting = port.depth(q).pkts && !port.paused(q);
       if (!waiting) break;
       // Ask the dequeue hook for a wake-up, then re-check: the backlog may
@@ -369,9 +394,17 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
       __atomic_store_n(&st->want_wake, 1u, __ATOMIC_SEQ_CST);
       if (kernel_backlog() >= backlog) break;
     }
+    now = mono_ns();
+    if (wd.due(now, record().events, waiting)) {
+      uint64_t before = kernel_backlog();
+      LIBBPF_OPTS(bpf_test_run_opts, topts);
+      if (bpf_prog_test_run_opts(sync_fd, &topts)) throw SysError("run sw_hold_sync", errno);
+      wd.synced(now, record().events, before, kernel_backlog());
+    }
   }
   ring_buffer__free(rb);
-  bpf_link__destroy(tp);
+  bpf_link__destroy(tp_deq);
+  bpf_link__destroy(tp_enq);
   close(fd);
   std::sort(ctx.apply_ns.begin(), ctx.apply_ns.end());
   auto pct = [&](double p) {
@@ -382,15 +415,24 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   json j{{"frames", ctx.ctrl},
          {"apply_us_p50", pct(0.5)},
          {"apply_us_p99", pct(0.99)},
+         {"backlog_target", backlog},
          {"diverted", st->diverted},
          {"ring_full", st->ring_full},
          {"passed_big", st->passed_big},
          {"wakeups", st->wakeups},
          {"agent_sent", st->agent_sent},
-         {"dequeued", st->dequeued},
+         {"dequeued_events", st->dequeued},
+         {"events", st->events},
+         {"qdisc_sent", st->q_sent},
+         {"qdisc_drops", st->q_drops},
          {"qlen", st->qlen},
-         {"sent_at_deq", st->sent_at_deq},
+         {"sent_at_ev", st->sent_at_ev},
          {"want_wake", st->want_wake},
+         {"watchdog_us", double(wd.period_ns()) / 1000.0},
+         {"watchdog_fired", wd.fired()},
+         {"watchdog_fixed", wd.fixed()},
+         {"watchdog_fixed_frames", wd.fixed_frames()},
+         {"syncs", st->syncs},
          {"queue_drops", ctx.dropped},
          {"send_errors", send_errors},
          {"cpu_s",
@@ -528,6 +570,7 @@ int main(int argc, char** argv) {
   int flows = 32, queues = 32, payload = 1472, samples = 0, pause_queue = 0;
   uint64_t rate = 100'000'000;
   uint32_t limit = 131072, backlog = 2;
+  double watchdog_pkts = 4;
   double secs = 3, settle_ms = 10;
   auto* gen = app.add_subcommand("gen", "UDP flows paced to a total rate");
   gen->add_option("--src", src);
@@ -546,7 +589,10 @@ int main(int argc, char** argv) {
   swc->add_option("--rate-bps", rate)->required();
   swc->add_option("--limit", limit, "per-queue limit, bytes");
   swc->add_option("--design", design)->check(CLI::IsMember({"a", "b"}));
-  swc->add_option("--backlog", backlog, "design B: packets kept in the port's qdisc");
+  swc->add_option("--backlog", backlog, "design B: packets kept in the port's qdisc")->check(CLI::Range(1, 1000));
+  swc->add_option("--watchdog-pkts", watchdog_pkts,
+                  "design B: re-read the port's qdisc after this many packet times without a qdisc event")
+      ->check(CLI::Range(1.0, 1e6));
   swc->add_option("--src", src);
   swc->add_option("--dst", dst);
   swc->add_option("--flows", flows);
@@ -562,7 +608,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   try {
     if (*gen) return run_gen(src, dst, flows, rate, secs, payload, spread);
-    if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog);
+    if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog, watchdog_pkts);
     if (*swc) return run_switch(dev, queues, rate, src, dst, flows, limit);
     if (*sink) return run_sink(dev, flows, secs, samples, pause_queue, settle_ms);
   } catch (const std::exception& e) {

@@ -7,11 +7,18 @@
  *   frame up to SLUICE_SW_HOLD_FRAME_MAX bytes is copied to the agent with
  *   the queue the logic chose (sl_swh_flowq_v1, else 0) and dropped here.
  *   Larger frames and a full ring pass (fail open).
- * sw_hold_dequeue (tp_btf/qdisc_dequeue): counts what the port's root qdisc
- *   hands to the device, so the agent knows the kernel backlog
- *   (agent_sent - dequeued) and keeps it at a few packets; when the agent
- *   asked (want_wake) and the backlog fell to low_water, a wake-up record
- *   goes to sl_swh_wake_v1. */
+ * sw_hold_enqueue / sw_hold_dequeue (tp_btf qdisc_enqueue / qdisc_dequeue):
+ *   for the port's root qdisc only (ifindex, netns and dev->qdisc), record
+ *   the qdisc's own qlen, sent and drop counters and the agent's agent_sent
+ *   at that moment (sl_sw_hold_state in sluice/switch.h: the backlog is
+ *   read from the qdisc, not counted from events, because not every
+ *   dequeue fires the tracepoint); when the agent asked (want_wake) and a
+ *   dequeue left at most low_water packets, a wake-up record goes to
+ *   sl_swh_wake_v1.
+ * sw_hold_sync (syscall program, run by the agent with BPF_PROG_TEST_RUN):
+ *   the same record, read from the qdisc the last event saw, without an
+ *   event: the agent's watchdog when no event came for several packet
+ *   times. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -23,11 +30,18 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u32 port_ifindex = 0;
+const volatile __u32 port_netns_ino = 0;
 const volatile __u32 reinject_mark = 0x5e1d;
 const volatile __u32 low_water = 1;
 const volatile __u32 num_queues = 1;
 
 struct sl_sw_hold_state hold = {};
+/* The port's root qdisc as the last event saw it, for sw_hold_sync (read
+ * with bpf_probe_read_kernel only: a qdisc replaced since then gives a
+ * wrong number, never a fault; the agent owns the port's qdisc for the
+ * run). */
+__u64 hold_qdisc = 0;
+__u64 last_event = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -77,24 +91,62 @@ int sw_hold_egress(struct __sk_buff *skb)
 	return SL_TC_SHOT;
 }
 
+static __always_inline void record(struct Qdisc *q)
+{
+	hold.sent_at_ev = hold.agent_sent;
+	hold.qlen = BPF_CORE_READ(q, q.qlen);
+	hold.q_sent = BPF_CORE_READ(q, bstats.packets.v.a.a.counter);
+	hold.q_drops = BPF_CORE_READ(q, qstats.drops);
+	/* A fetching atomic is fully ordered (BPF memory model; lock xadd on
+	 * x86): the stores above are visible before the caller's load of
+	 * want_wake, against the agent's store of want_wake and load of this
+	 * record (otherwise both can read the old values: a lost wake-up). */
+	last_event = __sync_fetch_and_add(&hold.events, 1);
+}
+
+/* The port's root qdisc: every qdisc on the host fires these tracepoints. */
+static __always_inline int is_port_root(struct Qdisc *q)
+{
+	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
+	return dev && BPF_CORE_READ(dev, ifindex) == (int)port_ifindex &&
+	       BPF_CORE_READ(dev, nd_net.net, ns.inum) == port_netns_ino && BPF_CORE_READ(dev, qdisc) == q;
+}
+
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(sw_hold_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
+{
+	if (!is_port_root(q))
+		return 0;
+	hold_qdisc = (__u64)q;
+	record(q);
+	return 0;
+}
+
 SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
 {
-	/* Only what the agent re-injected: other frames (ARP, frames too long
-	 * to divert) would make the backlog estimate negative. */
-	if (!skb || packets <= 0 || BPF_CORE_READ(skb, mark) != reinject_mark)
+	if (!is_port_root(q))
 		return 0;
-	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
-	if (!dev || BPF_CORE_READ(dev, ifindex) != (int)port_ifindex)
-		return 0;
-	__sync_fetch_and_add(&hold.dequeued, (__u64)packets);
-	hold.sent_at_deq = hold.agent_sent;
-	hold.qlen = BPF_CORE_READ(q, q.qlen);
+	hold_qdisc = (__u64)q;
+	record(q);
+	if (skb && packets > 0)
+		__sync_fetch_and_add(&hold.dequeued, (__u64)packets);
 	if (hold.want_wake && hold.qlen <= low_water) {
 		hold.want_wake = 0;
 		__u32 one = 1;
 		if (!bpf_ringbuf_output(&sl_swh_wake_v1, &one, sizeof(one), BPF_RB_FORCE_WAKEUP))
 			__sync_fetch_and_add(&hold.wakeups, 1);
 	}
+	return 0;
+}
+
+SEC("syscall")
+int sw_hold_sync(void *ctx)
+{
+	struct Qdisc *q = (struct Qdisc *)hold_qdisc;
+	if (!q)
+		return 1;
+	record(q);
+	__sync_fetch_and_add(&hold.syncs, 1);
 	return 0;
 }

@@ -99,19 +99,34 @@ struct sl_sw_hold_event {
 	__u8 frame[SLUICE_SW_HOLD_FRAME_MAX];
 };
 /* Shared through the object's .bss: written by BPF except agent_sent and
- * want_wake, which the agent writes. */
+ * want_wake, which the agent writes.
+ *
+ * The kernel backlog is read from the port's root qdisc itself, never
+ * counted from events: every enqueue and dequeue event (tp_btf
+ * qdisc_enqueue/qdisc_dequeue) of that qdisc records its qlen, its own
+ * sent (bstats) and drop (qstats) counters and the agent's agent_sent at
+ * that moment, so the backlog is qlen + agent_sent - sent_at_ev, and a
+ * frame the qdisc dropped or an event that did not fire cannot skew it
+ * past the next event. On the host kernel (6.18) qdisc_dequeue does not
+ * fire for every dequeue (about 1 in 3000 at 100 Mbit/s, docs/switch.md);
+ * when the missed one is the last, no later event comes, so the agent
+ * re-reads the qdisc (sw_hold_sync) when it has waited several packet
+ * times without an event: its watchdog. */
 struct sl_sw_hold_state {
-	__u64 dequeued;   /* packets the port's root qdisc handed to the device */
-	__u64 agent_sent; /* packets the agent re-injected */
+	__u64 dequeued;   /* dequeue events with a packet (informational) */
+	__u64 agent_sent; /* frames the agent handed to the port (incremented
+			   * before the send, taken back when it fails) */
 	__u64 diverted;
 	__u64 passed_big; /* too long to copy: passed (fail open) */
 	__u64 ring_full;  /* ring full: passed (fail open) */
 	__u64 wakeups;
 	__u32 want_wake;   /* agent: wake me when backlog <= low_water */
-	__u32 qlen;        /* root qdisc packets right after the last dequeue */
-	__u64 sent_at_deq; /* agent_sent as of that dequeue: the kernel backlog is
-			    * qlen + agent_sent - sent_at_deq, which a packet lost
-			    * between the agent and the qdisc cannot skew */
+	__u32 qlen;        /* root qdisc packets right after the last event */
+	__u64 sent_at_ev;  /* agent_sent as of that event */
+	__u64 events;      /* enqueue + dequeue events of the root qdisc */
+	__u64 q_sent;      /* the root qdisc's own counters at the last event */
+	__u64 q_drops;
+	__u64 syncs;       /* sw_hold_sync runs (the agent's watchdog) */
 };
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");

@@ -1,0 +1,106 @@
+// Design B's view of the kernel backlog and its watchdog
+// (agent/switch/hold_backlog.h): the backlog read from the qdisc's record
+// plus what the agent sent since, and a watchdog that asks for a re-read
+// only while the agent waits and no qdisc event comes. Times are plain
+// numbers handed in, so nothing here depends on the clock.
+#include <gtest/gtest.h>
+
+#include "switch/hold_backlog.h"
+
+using namespace sluice::sw;
+
+namespace {
+
+HoldRecord rec(uint32_t qlen, uint64_t sent_at_ev, uint64_t events) {
+  HoldRecord r;
+  r.qlen = qlen;
+  r.sent_at_ev = sent_at_ev;
+  r.events = events;
+  return r;
+}
+
+TEST(HoldBacklog, QlenAtTheEventPlusWhatWasSentSince) {
+  EXPECT_EQ(hold_backlog(rec(0, 0, 0), 0), 0u);
+  EXPECT_EQ(hold_backlog(rec(1, 10, 5), 10), 1u);  // nothing sent since the event
+  EXPECT_EQ(hold_backlog(rec(1, 10, 5), 12), 3u);  // two sent since
+  EXPECT_EQ(hold_backlog(rec(0, 10, 5), 11), 1u);
+}
+
+TEST(HoldBacklog, ASendTakenBackAfterAnEventCountedItIsNotNegative) {
+  // The event saw agent_sent = 11 (counted before the send); the send
+  // failed and the agent set it back to 10.
+  EXPECT_EQ(hold_backlog(rec(2, 11, 5), 10), 2u);
+}
+
+TEST(HoldBacklog, AFrameTheQdiscDroppedLeavesTheBacklogAtTheNextEvent) {
+  // Two frames sent after an event with qlen 0; the qdisc dropped one (its
+  // qlen at the next event says 1): the backlog is 1, not 2.
+  uint64_t sent = 2;
+  EXPECT_EQ(hold_backlog(rec(0, 0, 1), sent), 2u);
+  EXPECT_EQ(hold_backlog(rec(1, 2, 2), sent), 1u);
+}
+
+constexpr uint64_t kPeriod = 484'000;  // 4 packet times at 100 Mbit/s
+
+TEST(HoldWatchdog, NotDueWhileEventsKeepComing) {
+  HoldWatchdog wd(kPeriod);
+  uint64_t t = 1'000'000, ev = 7;
+  EXPECT_FALSE(wd.due(t, ev, true));
+  for (int i = 0; i < 100; ++i) {
+    t += kPeriod / 2;
+    EXPECT_FALSE(wd.due(t, ++ev, true)) << i;
+  }
+  EXPECT_EQ(wd.fired(), 0u);
+}
+
+TEST(HoldWatchdog, NotDueWhenTheAgentIsNotWaiting) {
+  HoldWatchdog wd(kPeriod);
+  EXPECT_FALSE(wd.due(0, 7, false));
+  EXPECT_FALSE(wd.due(10 * kPeriod, 7, false));
+  EXPECT_EQ(wd.deadline_ns(), 0u);
+}
+
+TEST(HoldWatchdog, DueAfterAPeriodOfWaitingWithoutAnEvent) {
+  HoldWatchdog wd(kPeriod);
+  EXPECT_FALSE(wd.due(1000, 7, true));  // starts waiting: armed
+  EXPECT_EQ(wd.deadline_ns(), 1000 + kPeriod);
+  EXPECT_FALSE(wd.due(1000 + kPeriod - 1, 7, true));
+  EXPECT_TRUE(wd.due(1000 + kPeriod, 7, true));
+}
+
+TEST(HoldWatchdog, TheWaitStartsWhenTheAgentStartsWaitingNotAtTheLastEvent) {
+  HoldWatchdog wd(kPeriod);
+  EXPECT_FALSE(wd.due(0, 7, false));
+  EXPECT_FALSE(wd.due(5 * kPeriod, 7, true));  // no event for long, but it only now waits
+  EXPECT_FALSE(wd.due(5 * kPeriod + 1, 7, true));
+  EXPECT_TRUE(wd.due(6 * kPeriod, 7, true));
+}
+
+TEST(HoldWatchdog, AnEventRestartsThePeriod) {
+  HoldWatchdog wd(kPeriod);
+  EXPECT_FALSE(wd.due(0, 7, true));
+  EXPECT_FALSE(wd.due(kPeriod - 1, 8, true));
+  EXPECT_FALSE(wd.due(kPeriod + 1, 8, true));
+  EXPECT_TRUE(wd.due(2 * kPeriod - 1, 8, true));
+}
+
+TEST(HoldWatchdog, CountsReReadsAndTheOnesThatFoundAMissedEvent) {
+  HoldWatchdog wd(kPeriod);
+  EXPECT_FALSE(wd.due(0, 7, true));
+  ASSERT_TRUE(wd.due(kPeriod, 7, true));
+  // The re-read found the qdisc empty: the record had said 2.
+  wd.synced(kPeriod, 8, 2, 0);
+  EXPECT_EQ(wd.fired(), 1u);
+  EXPECT_EQ(wd.fixed(), 1u);
+  EXPECT_EQ(wd.fixed_frames(), 2u);
+  // Re-armed for another period, not due at once.
+  EXPECT_FALSE(wd.due(kPeriod + 1, 8, true));
+  ASSERT_TRUE(wd.due(2 * kPeriod, 8, true));
+  // The qdisc really holds them (a shaper waiting for tokens): fired, not fixed.
+  wd.synced(2 * kPeriod, 9, 2, 2);
+  EXPECT_EQ(wd.fired(), 2u);
+  EXPECT_EQ(wd.fixed(), 1u);
+  EXPECT_EQ(wd.fixed_frames(), 2u);
+}
+
+}  // namespace
