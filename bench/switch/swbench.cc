@@ -351,7 +351,9 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
     r.sent_at_ev = __atomic_load_n(&st->sent_at_ev, __ATOMIC_SEQ_CST);
     return r;
   };
-  auto kernel_backlog = [&]() { return sw::hold_backlog(record(), __atomic_load_n(&st->agent_sent, __ATOMIC_SEQ_CST)); };
+  auto kernel_backlog = [&]() {
+    return sw::hold_backlog(record(), __atomic_load_n(&st->agent_sent, __ATOMIC_SEQ_CST));
+  };
   // One packet time of a full-size frame at the link rate.
   const double pkt_ns = 1514.0 * 8e9 / double(rate_bps);
   sw::HoldWatchdog wd(uint64_t(std::max(1.0, watchdog_pkts) * pkt_ns));

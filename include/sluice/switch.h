@@ -120,13 +120,13 @@ struct sl_sw_hold_state {
 	__u64 passed_big; /* too long to copy: passed (fail open) */
 	__u64 ring_full;  /* ring full: passed (fail open) */
 	__u64 wakeups;
-	__u32 want_wake;   /* agent: wake me when backlog <= low_water */
-	__u32 qlen;        /* root qdisc packets right after the last event */
-	__u64 sent_at_ev;  /* agent_sent as of that event */
-	__u64 events;      /* enqueue + dequeue events of the root qdisc */
-	__u64 q_sent;      /* the root qdisc's own counters at the last event */
+	__u32 want_wake;  /* agent: wake me when backlog <= low_water */
+	__u32 qlen;       /* root qdisc packets right after the last event */
+	__u64 sent_at_ev; /* agent_sent as of that event */
+	__u64 events;     /* enqueue + dequeue events of the root qdisc */
+	__u64 q_sent;     /* the root qdisc's own counters at the last event */
 	__u64 q_drops;
-	__u64 syncs;       /* sw_hold_sync runs (the agent's watchdog) */
+	__u64 syncs; /* sw_hold_sync runs (the agent's watchdog) */
 };
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
