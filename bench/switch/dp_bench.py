@@ -7,7 +7,9 @@ on MTU-sized frames:
   b  held queues in the agent: swhold diverts every frame through a ring
      buffer, the agent schedules (DRR, the port model's scheduler) and
      re-injects through AF_PACKET, keeping the port's TBF at a few packets
-     (backlog_pkts(rate)); bN: the same with a kernel backlog of N frames
+     (backlog_pkts(rate)); bN: the same with a kernel backlog of N frames;
+     bf / bNf: and PAUSE/RESUME applied by a tc ingress program (swbench
+     --bpf-pause), which the agent checks before releasing each frame
   sluiced  the product: sluiced in switch mode on the port (logic pfc, 32
      queues, its own tree: root TBF at the link rate, HTB scheduling, a TBF
      leaf per queue), flows spread so flow i uses queue i; pause = the pfc
@@ -65,11 +67,13 @@ def burst_bytes(rate):
 
 
 def design_b_backlog(design, rate):
-    """'b' -> the default backlog at this rate; 'bN' -> N frames; else None."""
-    if design == "b":
+    """'b' -> the default backlog at this rate; 'bN' -> N frames (either
+    with an 'f' suffix: pause in BPF); else None."""
+    d = design[:-1] if design.endswith("f") else design
+    if d == "b":
         return backlog_pkts(rate)
-    if design.startswith("b") and design[1:].isdigit() and int(design[1:]) >= 1:
-        return int(design[1:])
+    if d.startswith("b") and d[1:].isdigit() and int(d[1:]) >= 1:
+        return int(d[1:])
     return None
 
 
@@ -168,7 +172,7 @@ class Bench:
             argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
                     "--flows", str(QUEUES), "--design", "b" if bl else design]
             if bl:
-                argv += ["--backlog", str(bl)]
+                argv += ["--backlog", str(bl)] + (["--bpf-pause"] if design.endswith("f") else [])
             ready = "ready"
         p = self.lab.spawn(self.sw, self.prio.get("switch", []) + argv, "switch")
         for _ in range(200):

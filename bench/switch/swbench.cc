@@ -257,6 +257,7 @@ struct HoldCtx {
   uint64_t next_id = 1;
   uint64_t dropped = 0, ctrl = 0;
   std::vector<uint64_t> apply_ns;
+  bool bpf_pause = false;  // sw_hold_ingress applies PAUSE/RESUME; the loop mirrors it
 };
 
 int on_hold(void* ctx, void* data, size_t) {
@@ -283,13 +284,14 @@ int on_hold_ctrl(void* ctx, void* data, size_t) {
   ++c->ctrl;
   if (f.type == sw::CtrlType::kPause || f.type == sw::CtrlType::kResume)
     for (const auto& r : f.queues)
-      if (r.queue < c->port->num_queues()) c->port->set_paused(r.queue, f.type == sw::CtrlType::kPause);
+      if (!c->bpf_pause && r.queue < c->port->num_queues())
+        c->port->set_paused(r.queue, f.type == sw::CtrlType::kPause);
   c->apply_ns.push_back(mono_ns() - ev->rx_ns);
   return 0;
 }
 
 int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const std::string& src, const std::string& dst,
-                 int flows, uint32_t limit, uint32_t backlog, double watchdog_pkts) {
+                 int flows, uint32_t limit, uint32_t backlog, double watchdog_pkts, bool bpf_pause) {
   int ifindex = int(if_nametoindex(dev.c_str()));
   if (!ifindex) throw Error("no interface " + dev);
   struct stat ns {};
@@ -311,6 +313,9 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   const int sync_fd = bpf_program__fd(hold->progs.sw_hold_sync);
   auto mode = AttachMode::Clsact;
   std::vector<TcAttachment> att;
+  if (bpf_pause)  // before the gate, which still hands every frame to the agent
+    att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(hold->progs.sw_hold_ingress),
+                                       "sw_hold_ingress", 0xA2FF, mode, "/run/sluice-swbench"));
   att.push_back(TcAttachment::attach(dev, Hook::Ingress, bpf_program__fd(gate->progs.sw_ingress), "sw_ingress", 0xA300,
                                      mode, "/run/sluice-swbench"));
   att.push_back(TcAttachment::attach(dev, Hook::Egress, bpf_program__fd(hold->progs.sw_hold_egress), "sw_hold_egress",
@@ -330,7 +335,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   pc.rate_bps = rate_bps;
   pc.queues.assign(size_t(queues), sw::QueueConfig{0, 1514, limit, -1});
   sw::PortModel port(pc);
-  HoldCtx ctx{&port, {}, 1, 0, 0, {}};
+  HoldCtx ctx{&port, {}, 1, 0, 0, {}, bpf_pause};
   int fd = socket(AF_PACKET, SOCK_RAW, 0);  // send only
   if (fd < 0) throw SysError("AF_PACKET", errno);
   if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark))) throw SysError("SO_MARK", errno);
@@ -361,6 +366,18 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
             << ", watchdog " << wd.period_ns() / 1000 << " us)" << std::endl;
   pollfd pfd{ring_buffer__epoll_fd(rb), POLLIN, 0};
   bool waiting = false;
+  // --bpf-pause: the queues sw_hold_ingress paused, mirrored into the model
+  // whenever its generation moves; and checked again right before a frame
+  // is released, so a PAUSE that arrived since the mirror holds it.
+  uint64_t pause_gen = 0;
+  auto* bss = hold->bss;
+  auto mirror_pauses = [&]() {
+    uint64_t g = __atomic_load_n(&bss->hold_pause_gen, __ATOMIC_ACQUIRE);
+    if (g == pause_gen) return;
+    pause_gen = g;
+    for (uint16_t q = 0; q < port.num_queues(); ++q)
+      port.set_paused(q, __atomic_load_n(&bss->hold_paused[q], __ATOMIC_RELAXED) != 0);
+  };
   while (!g_stop) {
     // Sleep until a ring has data (frames, a wake-up, a control frame),
     // or until the watchdog is due.
@@ -374,6 +391,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
       // kernel backlog shapes at the link rate; the queues live here).
       for (;;) {
         if (kernel_backlog() >= backlog) break;
+        if (bpf_pause) mirror_pauses();
         auto q = port.pick(mono_ns());
         if (!q) break;
         sw::PacketMeta m = port.dequeue(*q, mono_ns());
@@ -431,6 +449,8 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
          {"sent_at_ev", st->sent_at_ev},
          {"want_wake", st->want_wake},
          {"watchdog_us", double(wd.period_ns()) / 1000.0},
+         {"bpf_pause", bpf_pause},
+         {"bpf_pause_changes", bss->hold_pause_gen},
          {"watchdog_fired", wd.fired()},
          {"watchdog_fixed", wd.fixed()},
          {"watchdog_fixed_frames", wd.fixed_frames()},
@@ -569,10 +589,11 @@ int main(int argc, char** argv) {
   CLI::App app{"sluice switch data-path benchmark processes"};
   app.require_subcommand(1);
   std::string src = "10.9.1.1", dst = "10.9.2.1", dev, design = "a";
+  bool bpf_pause = false;
   int flows = 32, queues = 32, payload = 1472, samples = 0, pause_queue = 0;
   uint64_t rate = 100'000'000;
   uint32_t limit = 131072, backlog = 2;
-  double watchdog_pkts = 4;
+  double watchdog_pkts = 2;
   double secs = 3, settle_ms = 10;
   auto* gen = app.add_subcommand("gen", "UDP flows paced to a total rate");
   gen->add_option("--src", src);
@@ -595,6 +616,8 @@ int main(int argc, char** argv) {
   swc->add_option("--watchdog-pkts", watchdog_pkts,
                   "design B: re-read the port's qdisc after this many packet times without a qdisc event")
       ->check(CLI::Range(1.0, 1e6));
+  swc->add_flag("--bpf-pause", bpf_pause,
+                "design B: PAUSE/RESUME records applied by a tc ingress program, checked before each release");
   swc->add_option("--src", src);
   swc->add_option("--dst", dst);
   swc->add_option("--flows", flows);
@@ -610,7 +633,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   try {
     if (*gen) return run_gen(src, dst, flows, rate, secs, payload, spread);
-    if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog, watchdog_pkts);
+    if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog, watchdog_pkts, bpf_pause);
     if (*swc) return run_switch(dev, queues, rate, src, dst, flows, limit);
     if (*sink) return run_sink(dev, flows, secs, samples, pause_queue, settle_ms);
   } catch (const std::exception& e) {

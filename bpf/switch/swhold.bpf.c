@@ -15,6 +15,13 @@
  *   dequeue fires the tracepoint); when the agent asked (want_wake) and a
  *   dequeue left at most low_water packets, a wake-up record goes to
  *   sl_swh_wake_v1.
+ * sw_hold_ingress (tc ingress of the port, before the swport gate, only
+ *   with --bpf-pause): applies a valid PAUSE/RESUME frame's records to
+ *   hold_paused[] at once (serial-number order per queue, sluice/wire.h),
+ *   and passes the frame on to the gate, which hands it to the agent as
+ *   before. The agent checks hold_paused[] before releasing each frame, so
+ *   after a PAUSE only what is already in the kernel leaves, however late
+ *   the agent is woken.
  * sw_hold_sync (syscall program, run by the agent with BPF_PROG_TEST_RUN):
  *   the same record, read from the qdisc the last event saw, without an
  *   event: the agent's watchdog when no event came for several packet
@@ -24,6 +31,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "sluice/switch.h"
+#include "lib/ctrl.h"
 #include "lib/flow.h"
 #include "lib/verdict.h"
 
@@ -42,6 +50,12 @@ struct sl_sw_hold_state hold = {};
  * run). */
 __u64 hold_qdisc = 0;
 __u64 last_event = 0;
+/* sw_hold_ingress: per queue paused (1) or not, the seq last applied, and
+ * a generation counter the agent polls (bumped after every change). */
+__u8 hold_paused[SLUICE_SW_MAX_QUEUES] = {};
+__u32 hold_pause_seq[SLUICE_SW_MAX_QUEUES] = {};
+__u8 hold_pause_seen[SLUICE_SW_MAX_QUEUES] = {};
+__u64 hold_pause_gen = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -149,4 +163,42 @@ int sw_hold_sync(void *ctx)
 	record(q);
 	__sync_fetch_and_add(&hold.syncs, 1);
 	return 0;
+}
+
+SEC("tc")
+int sw_hold_ingress(struct __sk_buff *skb)
+{
+	long off = sl_ctrl_payload_off(skb);
+	if (off < 0)
+		return SL_TC_NEXT;
+	__u32 type = 0;
+	/* Invalid frames and other types are the gate's to count and drop. */
+	if (sl_ctrl_validate_skb(skb, (__u32)off, &type) != SL_CTRL_R_OK ||
+	    (type != SL_CTRL_PAUSE && type != SL_CTRL_RESUME) || !sl_ctrl_port_allows(SL_PORT_SWITCH_FACING, type))
+		return SL_TC_NEXT;
+	struct sl_ctrl_hdr h;
+	if (bpf_skb_load_bytes(skb, (__u32)off, &h, sizeof(h)))
+		return SL_TC_NEXT;
+	__u32 nrec = 0;
+	if (sl_ctrl_check_hdr(&h, skb->len - (__u32)off, &nrec) != SL_CTRL_R_OK)
+		return SL_TC_NEXT;
+	for (__u32 i = 0; i < SLUICE_CTRL_MAX_RECORDS; i++) {
+		struct sl_ctrl_queue r;
+		if (i >= nrec)
+			break;
+		if (bpf_skb_load_bytes(skb, (__u32)off + SLUICE_CTRL_HDR_LEN + i * sizeof(r), &r, sizeof(r)))
+			break;
+		__u32 q = bpf_ntohs(r.queue);
+		__u32 seq = bpf_ntohl(r.seq);
+		if (q >= SLUICE_SW_MAX_QUEUES)
+			continue;
+		/* RFC 1982: apply only what is newer than the last applied. */
+		if (hold_pause_seen[q] && (__s32)(seq - hold_pause_seq[q]) <= 0)
+			continue;
+		hold_pause_seen[q] = 1;
+		hold_pause_seq[q] = seq;
+		hold_paused[q] = type == SL_CTRL_PAUSE;
+		__sync_fetch_and_add(&hold_pause_gen, 1);
+	}
+	return SL_TC_NEXT;
 }
