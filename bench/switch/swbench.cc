@@ -633,7 +633,8 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   try {
     if (*gen) return run_gen(src, dst, flows, rate, secs, payload, spread);
-    if (*swc && design == "b") return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog, watchdog_pkts, bpf_pause);
+    if (*swc && design == "b")
+      return run_switch_b(dev, queues, rate, src, dst, flows, limit, backlog, watchdog_pkts, bpf_pause);
     if (*swc) return run_switch(dev, queues, rate, src, dst, flows, limit);
     if (*sink) return run_sink(dev, flows, secs, samples, pause_queue, settle_ms);
   } catch (const std::exception& e) {
