@@ -108,7 +108,7 @@ struct sl_sw_hold_event {
  * that moment, so the backlog is qlen + agent_sent - sent_at_ev, and a
  * frame the qdisc dropped or an event that did not fire cannot skew it
  * past the next event. On the host kernel (6.18) qdisc_dequeue does not
- * fire for every dequeue (0.1-1.2% missed at 100 Mbit/s, docs/switch.md);
+ * fire for every dequeue (0.01-2.1% missed at 100 Mbit/s, docs/switch.md);
  * when the missed one is the last, no later event comes, so the agent
  * re-reads the qdisc (sw_hold_sync) when it has waited several packet
  * times without an event: its watchdog. */
