@@ -10,7 +10,8 @@
 //
 // Attaching happens on a veth pair inside a private network namespace:
 // tc programs through clsact + cls_bpf, XDP in native mode, tracing programs
-// through their BTF attach point. struct_ops maps (TCP congestion control)
+// through their BTF attach point, syscall programs run once with
+// BPF_PROG_TEST_RUN. struct_ops maps (TCP congestion control)
 // are registered and unregistered only with --register-struct-ops, because
 // registration is global to the kernel (the VM suite passes it; host runs
 // only verify them).
@@ -175,6 +176,14 @@ struct Attacher {
       case BPF_PROG_TYPE_STRUCT_OPS:
         *how = register_struct_ops ? "struct_ops" : "struct_ops (verified, not registered)";
         return "";  // registered through its map, below
+      case BPF_PROG_TYPE_SYSCALL: {
+        // Not attached anywhere: its user runs it with BPF_PROG_TEST_RUN.
+        LIBBPF_OPTS(bpf_test_run_opts, o);
+        int rc = bpf_prog_test_run_opts(fd, &o);
+        if (rc) return "test run (syscall program): " + errstr(rc);
+        *how = "syscall (test run)";
+        return "";
+      }
       default: {
         bpf_link* l = bpf_program__attach(p);
         if (!l) return std::string("attach (") + bpf_program__section_name(p) + "): " + errstr(errno);

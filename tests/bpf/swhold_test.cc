@@ -56,15 +56,8 @@ class SwholdTest : public ::testing::Test {
       bss->hold_pause_seq[q] = 0;
       bss->hold_pause_seen[q] = 0;
     }
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_swh_ring_v1), &collect_record<sl_sw_hold_event>, &events_,
-                             nullptr);
-    ASSERT_NE(ring_, nullptr);
-  }
-  void TearDown() override {
-    if (ring_) {
-      ring_buffer__consume(ring_);
-      ring_buffer__free(ring_);
-    }
+    ring_ = std::make_unique<RingRecords<sl_sw_hold_event>>(bpf_map__fd((*skel_)->maps.sl_swh_ring_v1));
+    ASSERT_TRUE(ring_->ok());
   }
   static Bytes frame(sw::CtrlType t, std::vector<std::pair<uint16_t, uint32_t>> recs) {
     sw::ControlFrame f{t};
@@ -79,8 +72,7 @@ class SwholdTest : public ::testing::Test {
   }
 
   Skeleton<swhold>* skel_ = nullptr;
-  ring_buffer* ring_ = nullptr;
-  std::vector<sl_sw_hold_event> events_;
+  std::unique_ptr<RingRecords<sl_sw_hold_event>> ring_;
 };
 
 }  // namespace
@@ -154,22 +146,22 @@ TEST_F(SwholdTest, EgressDivertsDataFramesWithTheLogicsQueue) {
   ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_swh_flowq_v1), &h, &q, BPF_ANY), 0);
   const int fd = bpf_program__fd((*skel_)->progs.sw_hold_egress);
   EXPECT_EQ(run_tc(fd, pkt).retval, kShot);
-  ring_buffer__consume(ring_);
-  ASSERT_EQ(events_.size(), 1u);
-  EXPECT_EQ(events_[0].queue, q);
-  ASSERT_EQ(events_[0].len, pkt.size());
-  EXPECT_TRUE(std::equal(pkt.begin(), pkt.end(), events_[0].frame));
+  ring_->consume();
+  ASSERT_EQ(ring_->events.size(), 1u);
+  EXPECT_EQ(ring_->events[0].queue, q);
+  ASSERT_EQ(ring_->events[0].len, pkt.size());
+  EXPECT_TRUE(std::equal(pkt.begin(), pkt.end(), ring_->events[0].frame));
 
   // The agent's own re-injection passes to the qdisc, untouched.
-  events_.clear();
+  ring_->events.clear();
   struct __sk_buff ctx {};
   ctx.mark = kMark;
   EXPECT_EQ(run_tc(fd, pkt, &ctx, sizeof(ctx)).retval, kNext);
   // Longer than a held frame can be: passes (fail open), not diverted.
   s.payload = SLUICE_SW_HOLD_FRAME_MAX;
   EXPECT_EQ(run_tc(fd, build(s)).retval, kNext);
-  ring_buffer__consume(ring_);
-  EXPECT_TRUE(events_.empty());
+  ring_->consume();
+  EXPECT_TRUE(ring_->events.empty());
 }
 
 TEST_F(SwholdTest, SyncWithoutAQdiscReadsNothing) {

@@ -6,6 +6,7 @@
 // sw_egress: data packets get skb->priority = HTB class major:(queue + 1)
 // from the logic's flow map, or the port's default.
 #include <gtest/gtest.h>
+#include <memory>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -58,15 +59,8 @@ class SwportTest : public ::testing::Test {
       fk = next;
       bpf_map_delete_elem(flows_, &fk);
     }
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1), &collect_record<sl_sw_ctrl_event>, &events_,
-                             nullptr);
-    ASSERT_NE(ring_, nullptr);
-  }
-  void TearDown() override {
-    if (ring_) {
-      ring_buffer__consume(ring_);
-      ring_buffer__free(ring_);
-    }
+    ring_ = std::make_unique<RingRecords<sl_sw_ctrl_event>>(bpf_map__fd((*skel_)->maps.sl_sw_ctrl_v1));
+    ASSERT_TRUE(ring_->ok());
   }
   void set_port(uint32_t ifindex, sl_sw_port p) { ASSERT_EQ(bpf_map_update_elem(ports_, &ifindex, &p, BPF_ANY), 0); }
   uint64_t counter(uint32_t port_id, uint32_t slot) {
@@ -77,8 +71,7 @@ class SwportTest : public ::testing::Test {
 
   static Skeleton<swport>* skel_;
   int ports_ = -1, flows_ = -1, counters_ = -1;
-  ring_buffer* ring_ = nullptr;
-  std::vector<sl_sw_ctrl_event> events_;
+  std::unique_ptr<RingRecords<sl_sw_ctrl_event>> ring_;
 };
 
 Skeleton<swport>* SwportTest::skel_ = nullptr;
@@ -93,13 +86,13 @@ TEST_F(SwportTest, ControlFrameTableMatchesTheAgentParser) {
     set_port(kLo, sl_sw_port{port_id, c.role, 1, 0x10, 0, 0});
     const uint32_t slot = c.reason;
     const uint64_t before = counter(port_id, slot);
-    events_.clear();
+    ring_->events.clear();
     EXPECT_EQ(run_ingress(c.frame), kShot) << "control frames are always consumed";
     EXPECT_EQ(counter(port_id, slot) - before, 1u) << "counted as " << sw::ctrl_reason_name(c.reason);
-    ring_buffer__consume(ring_);
+    ring_->consume();
     if (c.reason == SL_CTRL_R_OK) {
-      ASSERT_EQ(events_.size(), 1u);
-      const auto& e = events_[0];
+      ASSERT_EQ(ring_->events.size(), 1u);
+      const auto& e = ring_->events[0];
       EXPECT_EQ(e.port_id, port_id);
       EXPECT_EQ(e.ifindex, kLo);
       EXPECT_EQ(e.payload_off, 14u);
@@ -109,7 +102,7 @@ TEST_F(SwportTest, ControlFrameTableMatchesTheAgentParser) {
       sw::ControlFrame f;
       EXPECT_EQ(sw::accept_control(c.role, e.frame + e.payload_off, e.len - e.payload_off, &f), SL_CTRL_R_OK);
     } else {
-      EXPECT_TRUE(events_.empty()) << "a rejected frame reached the agent";
+      EXPECT_TRUE(ring_->events.empty()) << "a rejected frame reached the agent";
     }
   }
 }
@@ -121,8 +114,8 @@ TEST_F(SwportTest, ControlFrameOnAnUnconfiguredInterfaceIsDropped) {
   const uint64_t before = counter(SLUICE_SW_MAX_PORTS, SL_CTRL_R_UNKNOWN_PORT);
   EXPECT_EQ(run_ingress(frame), kShot);
   EXPECT_EQ(counter(SLUICE_SW_MAX_PORTS, SL_CTRL_R_UNKNOWN_PORT) - before, 1u);
-  ring_buffer__consume(ring_);
-  EXPECT_TRUE(events_.empty());
+  ring_->consume();
+  EXPECT_TRUE(ring_->events.empty());
 }
 
 TEST_F(SwportTest, VlanTaggedControlFrameIsValidated) {
@@ -134,9 +127,9 @@ TEST_F(SwportTest, VlanTaggedControlFrameIsValidated) {
   for (uint8_t b : {0x81, 0x00, 0x00, 0x07}) tagged.push_back(b);
   tagged.insert(tagged.end(), plain.begin() + 12, plain.end());
   EXPECT_EQ(run_ingress(tagged), kShot);
-  ring_buffer__consume(ring_);
-  ASSERT_EQ(events_.size(), 1u);
-  EXPECT_EQ(events_[0].payload_off, 18u);
+  ring_->consume();
+  ASSERT_EQ(ring_->events.size(), 1u);
+  EXPECT_EQ(ring_->events[0].payload_off, 18u);
 }
 
 TEST_F(SwportTest, OtherTrafficIsNotOurs) {
@@ -145,8 +138,8 @@ TEST_F(SwportTest, OtherTrafficIsNotOurs) {
   PacketSpec arp;
   arp.ethertype = 0x0806;
   EXPECT_EQ(run_ingress(build(arp)), kNext);
-  ring_buffer__consume(ring_);
-  EXPECT_TRUE(events_.empty());
+  ring_->consume();
+  EXPECT_TRUE(ring_->events.empty());
 }
 
 // The flow hash of a PacketSpec, computed as the logic does.

@@ -70,6 +70,29 @@ int collect_record(void* ctx, void* data, size_t size) {
   return 0;
 }
 
+// The records of a BPF ring buffer map, one T each: consume() appends what
+// the programs wrote since the last call to `events`. The destructor drains
+// the map, so the next test's RingRecords on it starts empty.
+template <class T>
+class RingRecords {
+ public:
+  explicit RingRecords(int map_fd) : rb_(ring_buffer__new(map_fd, &collect_record<T>, &events, nullptr)) {}
+  ~RingRecords() {
+    if (!rb_) return;
+    ring_buffer__consume(rb_);
+    ring_buffer__free(rb_);
+  }
+  RingRecords(const RingRecords&) = delete;
+  RingRecords& operator=(const RingRecords&) = delete;
+  bool ok() const { return rb_ != nullptr; }
+  void consume() { ring_buffer__consume(rb_); }
+
+  std::vector<T> events;
+
+ private:
+  ring_buffer* rb_;
+};
+
 }  // namespace sluice::test
 
 // Skips the current test, printing why, when the running kernel is older than
