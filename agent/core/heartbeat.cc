@@ -1,5 +1,6 @@
 #include "heartbeat.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -45,6 +47,28 @@ void own_task(pid_t* tid, uint64_t* start_ticks) {
   *start_ticks = start_ticks_of("/proc/thread-self/stat");
 }
 
+pid_t this_tid() {
+  static thread_local pid_t tid = pid_t(syscall(SYS_gettid));
+  return tid;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Field n (3 or more, numbered as in proc(5)) of a /proc/.../stat text;
+// empty when absent. Counted from the last ')': the name may hold anything.
+std::string stat_field(const std::string& text, int n) {
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return {};
+  std::istringstream in(text.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= n && in >> field; ++i)  // field 3 is the state
+    if (i == n) return field;
+  return {};
+}
+
 timespec to_timespec(uint64_t ns) {
   timespec t{};
   t.tv_sec = time_t(ns / 1'000'000'000ull);
@@ -54,15 +78,8 @@ timespec to_timespec(uint64_t ns) {
 }  // namespace
 
 uint64_t start_ticks_of(const std::string& proc_stat) {
-  std::ifstream stat(proc_stat);
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream in(text.substr(paren + 1));
-  std::string field;
-  for (int n = 3; n <= 22 && in >> field; ++n)  // field 3 is the state
-    if (n == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  return 0;
+  std::string field = stat_field(read_text(proc_stat), 22);
+  return field.empty() ? 0 : std::strtoull(field.c_str(), nullptr, 10);
 }
 
 SkelElf liveness_object(const SkelElf& own, const SkelElf& compat) {
@@ -106,7 +123,18 @@ HeartbeatThread::HeartbeatThread(EventLoop& loop, Options opt) : loop_(loop), op
     throw SysError("heartbeat eventfd", e);
   }
   loop_stamp_ns_ = monotonic_ns();
-  stamp_ = loop_.every(kLoopStampPeriod, [this] { loop_stamp_ns_.store(monotonic_ns(), std::memory_order_relaxed); });
+  // The loop's thread: most likely this one; each stamp says.
+  auto loop_thread = [this] {
+    clockid_t clock = CLOCK_THREAD_CPUTIME_ID;
+    pthread_getcpuclockid(pthread_self(), &clock);
+    loop_clock_.store(clock, std::memory_order_relaxed);
+    loop_tid_.store(this_tid(), std::memory_order_relaxed);
+  };
+  loop_thread();
+  stamp_ = loop_.every(kLoopStampPeriod, [this, loop_thread] {
+    loop_thread();
+    loop_stamp_ns_.store(monotonic_ns(), std::memory_order_relaxed);
+  });
   std::promise<std::string> sched;
   auto sched_result = sched.get_future();
   tick_ns_ = 1'000'000'000ull / uint64_t(std::max(1L, sysconf(_SC_CLK_TCK)));
@@ -151,6 +179,7 @@ HeartbeatThread::~HeartbeatThread() {
   stamp_.reset();
   close(timer_fd_);
   close(stop_fd_);
+  if (stat_fd_ >= 0) close(stat_fd_);
   std::lock_guard<std::mutex> g(mu_);
   for (Registration* r : regs_) r->owner_ = nullptr;
 }
@@ -202,6 +231,17 @@ HeartbeatThread::Stats HeartbeatThread::stats() const {
 
 nlohmann::json HeartbeatThread::status() const {
   std::lock_guard<std::mutex> g(mu_);
+  nlohmann::json stalls = nlohmann::json::array();
+  for (const LoopStall& l : stats_.stalls)
+    stalls.push_back({{"at_ms", l.at_ns / 1'000'000},
+                      {"age_ms", double(l.age_ns) / 1e6},
+                      {"late_ms", double(l.late_ns) / 1e6},
+                      {"waited_ms", double(l.waited_ns) / 1e6},
+                      {"ran_ms", double(l.ran_ns) / 1e6},
+                      {"blamed_ms", double(l.blamed_ns) / 1e6},
+                      {"sampled", l.sampled},
+                      {"state", std::string(1, l.state)},
+                      {"cpu", l.cpu}});
   nlohmann::json words = nlohmann::json::array();
   for (const Registration* r : regs_)
     words.push_back({{"owner", r->owner_name_},
@@ -222,7 +262,103 @@ nlohmann::json HeartbeatThread::status() const {
           {"late_over_1ms", stats_.late_over[1]},
           {"late_over_10ms", stats_.late_over[2]},
           {"late_over_100ms", stats_.late_over[3]},
+          {"loop_waits_excused", stats_.loop_waits_excused},
+          {"loop_wait_excused_max_us", stats_.loop_wait_excused_max_ns / 1000},
+          {"loop_stalls_total", stats_.loop_stalls_total},
+          {"loop_stalls", stalls},
           {"words", words}};
+}
+
+bool HeartbeatThread::sample_loop(LoopSample* s) {
+  pid_t tid = loop_tid_.load(std::memory_order_relaxed);
+  if (tid <= 0) return false;
+  if (tid != stat_tid_) {
+    if (stat_fd_ >= 0) close(stat_fd_);
+    stat_tid_ = tid;
+    std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+    stat_fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  if (stat_fd_ < 0) return false;
+  char buf[1024];
+  ssize_t n = pread(stat_fd_, buf, sizeof(buf) - 1, 0);  // offset 0: formatted afresh
+  if (n <= 0) return false;
+  std::string text(buf, size_t(n));
+  std::string state = stat_field(text, 3), cpu = stat_field(text, 39);
+  // The loop thread's CPU time, exact even while it runs (schedstat's and
+  // stat's figures move at ticks; schedstat's run-queue wait only once a
+  // wait has ended, so an ongoing one does not show there).
+  timespec ts{};
+  if (state.empty() || clock_gettime(loop_clock_.load(std::memory_order_relaxed), &ts) != 0) return false;
+  s->state = state[0];
+  s->cpu = cpu.empty() ? -1 : std::atoi(cpu.c_str());
+  s->cpu_ns = uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+  return true;
+}
+
+uint64_t HeartbeatThread::loop_blame(uint64_t now, uint64_t late, uint64_t min_stall, LoopStall* st) {
+  uint64_t stamp = loop_stamp_ns_.load(std::memory_order_relaxed);
+  uint64_t age = now - std::min(now, stamp);
+  if (stamp != seen_stamp_) {
+    // The loop ran: start over. Its age so far, bar this wake-up's
+    // lateness, is blamed on it.
+    seen_stamp_ = stamp;
+    acc_ = LoopStall{};
+    acc_.late_ns = std::min(age, late);
+    acc_.blamed_ns = age - acc_.late_ns;
+    sampled_ = false;
+    excused_this_stamp_ = false;
+  } else {
+    // Since the last wake-up: time this thread could not run is not the
+    // loop's (after the whole machine stood still both are late together).
+    uint64_t dt = now - std::min(now, prev_now_);
+    uint64_t late_part = std::min(dt, late);
+    uint64_t blame = dt - late_part;
+    if (sampled_) {
+      LoopSample s;
+      if (sample_loop(&s)) {
+        uint64_t ran = std::min(dt, s.cpu_ns - std::min(s.cpu_ns, prev_cpu_ns_));
+        prev_cpu_ns_ = s.cpu_ns;
+        acc_.ran_ns += ran;
+        acc_.state = s.state;
+        acc_.cpu = s.cpu;
+        // Runnable: it is blamed for the time it ran (its own code), not
+        // for the time it waited for a CPU. Blocked (S, D), stopped or
+        // traced: the whole interval, as before.
+        if (s.state == 'R') {
+          uint64_t b = std::min(blame, ran);
+          acc_.waited_ns += blame - b;
+          blame = b;
+        }
+      } else {
+        sampled_ = false;
+      }
+    }
+    acc_.late_ns += late_part;
+    acc_.blamed_ns += blame;
+  }
+  prev_now_ = now;
+  // Late enough to look at the loop's thread from now on (a few reads of
+  // /proc per period, only while the loop is late).
+  uint64_t suspect = std::min<uint64_t>(min_stall / 2, 2 * std::chrono::nanoseconds(kLoopStampPeriod).count());
+  if (min_stall && !sampled_ && acc_.blamed_ns > suspect) {
+    LoopSample s;
+    if (sample_loop(&s)) {
+      sampled_ = true;
+      acc_.sampled = true;
+      prev_cpu_ns_ = s.cpu_ns;
+      acc_.state = s.state;
+      acc_.cpu = s.cpu;
+    }
+  }
+  *st = acc_;
+  st->at_ns = now;
+  st->age_ns = age;
+  if (min_stall && acc_.blamed_ns <= min_stall && acc_.blamed_ns + acc_.waited_ns > min_stall) {
+    if (!excused_this_stamp_) ++stats_.loop_waits_excused;
+    excused_this_stamp_ = true;
+    stats_.loop_wait_excused_max_ns = std::max(stats_.loop_wait_excused_max_ns, acc_.waited_ns);
+  }
+  return acc_.blamed_ns;
 }
 
 void HeartbeatThread::run() {
@@ -244,23 +380,17 @@ void HeartbeatThread::run() {
     uint64_t expirations = 0;
     if (read(timer_fd_, &expirations, sizeof(expirations)) != sizeof(expirations)) continue;
     uint64_t now = monotonic_ns();
-    uint64_t stamp = loop_stamp_ns_.load(std::memory_order_relaxed);
-    uint64_t loop_age = now - std::min(now, stamp);
     uint64_t period = kIdlePeriodNs;
     std::vector<std::string> paused, resumed;
+    LoopStall stall;
     {
       std::lock_guard<std::mutex> g(mu_);
       // Lateness against the deadline this wake-up was armed for.
       uint64_t late = now > deadline_ ? now - deadline_ : 0;
-      // The loop is blamed only for time this thread ran on time: after
-      // the whole machine stood still, both are late together.
-      if (stamp != seen_stamp_) {
-        seen_stamp_ = stamp;
-        lost_at_stamp_ = lost_ns_;
-      }
-      lost_ns_ += late;
-      uint64_t lost = lost_ns_ - lost_at_stamp_;
-      loop_age = loop_age > lost ? loop_age - lost : 0;
+      uint64_t min_stall = 0;
+      for (const Registration* r : regs_)
+        if (r->loop_stall_ns_ && (!min_stall || r->loop_stall_ns_ < min_stall)) min_stall = r->loop_stall_ns_;
+      uint64_t loop_age = loop_blame(now, late, min_stall, &stall);
       ++stats_.wakeups;
       stats_.late_max_ns = std::max(stats_.late_max_ns, late);
       for (int b = 0; b < 4; ++b)
@@ -296,10 +426,19 @@ void HeartbeatThread::run() {
       itimerspec its{};
       its.it_value = to_timespec(deadline_);
       timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+      if (!paused.empty()) {
+        ++stats_.loop_stalls_total;
+        if (stats_.stalls.size() >= kStallsKept) stats_.stalls.erase(stats_.stalls.begin());
+        stats_.stalls.push_back(stall);
+      }
     }
     for (const auto& o : paused)
-      SLOG_WARN("HEARTBEAT_PAUSED", "{}: the event loop has not run for {} ms: heartbeat withdrawn, BPF fails open", o,
-                loop_age / 1'000'000);
+      SLOG_WARN("HEARTBEAT_PAUSED",
+                "{}: the event loop has not run for {} ms, {} ms of it its own (not: this thread late {} ms, the "
+                "loop's thread runnable but not running {} ms; it ran {} ms, now in state {}): heartbeat withdrawn, "
+                "BPF fails open",
+                o, stall.age_ns / 1'000'000, stall.blamed_ns / 1'000'000, stall.late_ns / 1'000'000,
+                stall.waited_ns / 1'000'000, stall.ran_ns / 1'000'000, stall.state);
     for (const auto& o : resumed) SLOG_INFO("HEARTBEAT_RESUMED", "{}: the event loop runs again: heartbeat resumed", o);
   }
 }

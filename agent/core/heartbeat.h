@@ -18,9 +18,17 @@
 // only while the event loop has shown progress within its registration's
 // `loop_stall` (the loop stamps itself every kLoopStampPeriod); beyond that
 // the thread withdraws the record (`withdrawn`: BPF fails open at the limit
-// whatever the thread does, HEARTBEAT_PAUSED). Time in which the thread
-// itself could not run (its wake-ups' lateness) does not count against the
-// loop: after the machine stood still, the loop gets loop_stall to run.
+// whatever the thread does, HEARTBEAT_PAUSED). The loop is blamed only for
+// time it could have run: not for time in which the thread itself could not
+// run (its wake-ups' lateness: after the machine stood still, the loop gets
+// loop_stall to run), nor for time the loop's thread was runnable but not
+// running (a vCPU that stood still alone, competitors that kept it off the
+// CPU). Once the loop is late the thread looks at the loop's thread every
+// period: its state (/proc/self/task/<tid>/stat) and CPU time
+// (pthread_getcpuclockid); while it is runnable (R) only the CPU time it
+// used is blamed. What is left is time it ran its own code or was blocked
+// (a callback spinning, or stuck in a syscall: S, D), or stopped, and that
+// withdraws the record as before.
 //
 // Measured in bench/liveness (docs/operations.md "Liveness under load").
 #pragma once
@@ -106,12 +114,37 @@ class HeartbeatThread {
     Stats stats_;
   };
 
+  // The loop's time since it last stamped itself, when the thread
+  // withdrew a record for it: what it was blamed for and what was not.
+  struct LoopStall {
+    uint64_t at_ns = 0;      // monotonic
+    uint64_t age_ns = 0;     // since the loop's last stamp
+    uint64_t late_ns = 0;    // of which this thread could not run (its wake-ups' lateness)
+    uint64_t waited_ns = 0;  // of which the loop's thread was runnable but not running
+    uint64_t ran_ns = 0;     // the loop thread's CPU time meanwhile (while looked at)
+    uint64_t blamed_ns = 0;  // age - late - waited: above loop_stall
+    char state = '?';        // the loop thread's state when last looked at (stat field 3: R, S, D, T, t...)
+    int cpu = -1;            // the CPU it last ran on (stat field 39)
+    bool sampled = false;    // the loop's thread was looked at (else ran/waited/state unknown)
+  };
+  static constexpr size_t kStallsKept = 32;
+
   struct Stats {
     std::string sched;  // "SCHED_FIFO 1" or "SCHED_OTHER (why)"
     uint64_t wakeups = 0;
     uint64_t late_max_ns = 0;
     // Wake-ups later than 0.1, 1, 10, 100 ms past their deadline.
     uint64_t late_over[4] = {};
+    // Times the loop went longer than a loop_stall without stamping itself
+    // but was not blamed, because its thread was runnable and not running
+    // for part of it (counted once per loop stamp), and the longest such
+    // wait excused.
+    uint64_t loop_waits_excused = 0;
+    uint64_t loop_wait_excused_max_ns = 0;
+    // Withdrawals because the loop stalled (wake-ups that paused a record),
+    // and the last kStallsKept of them, oldest first.
+    uint64_t loop_stalls_total = 0;
+    std::vector<LoopStall> stalls;
   };
 
   HeartbeatThread(EventLoop& loop, Options opt);
@@ -142,16 +175,33 @@ class HeartbeatThread {
  private:
   void run();
   void remove(Registration* r);
+  struct LoopSample {
+    uint64_t cpu_ns = 0;
+    char state = '?';
+    int cpu = -1;
+  };
+  // The loop's thread now: state, last CPU, CPU time.
+  bool sample_loop(LoopSample* s);
+  // How long the loop has not stamped itself, minus the time it could not
+  // run; fills *st with the breakdown. Thread-only, under mu_.
+  uint64_t loop_blame(uint64_t now, uint64_t late, uint64_t min_stall, LoopStall* st);
 
   EventLoop& loop_;
   mutable std::mutex mu_;
   std::vector<Registration*> regs_;
   Stats stats_;
   uint64_t deadline_ = 0;  // the timer's next expiry (absolute, monotonic ns)
-  // Lateness of the thread's wake-ups, summed (ns), and its sum when the
-  // loop's stamp last changed: the loop's age minus the difference is the
-  // time the loop could have run and did not (thread-only state).
-  uint64_t lost_ns_ = 0, lost_at_stamp_ = 0, seen_stamp_ = 0;
+  // Thread-only state: the loop's last stamp this thread saw, the time
+  // since then split into blamed / excused (acc_), the last wake-up, and
+  // whether the loop's thread is being looked at (its CPU time then).
+  uint64_t seen_stamp_ = 0, prev_now_ = 0, prev_cpu_ns_ = 0;
+  LoopStall acc_;
+  bool sampled_ = false, excused_this_stamp_ = false;
+  pid_t stat_tid_ = 0;
+  int stat_fd_ = -1;
+  // The loop's thread, as its stamps say.
+  std::atomic<pid_t> loop_tid_{0};
+  std::atomic<clockid_t> loop_clock_{CLOCK_THREAD_CPUTIME_ID};
   pid_t tid_ = 0;
   uint64_t start_ticks_ = 0, tick_ns_ = 0;
   std::atomic<uint64_t> loop_stamp_ns_{0};

@@ -17,8 +17,13 @@
 // fails open: counted per source (gaps_over_limit; 0 is the goal). For
 // `kernel` the decision is the program's own: a sampler thread (SCHED_FIFO
 // 2, every --sample-us) runs it through BPF_PROG_TEST_RUN and counts the
-// episodes (consecutive samples) in which it failed open, and, from the
-// same samples, those in which the heartbeat alone would have (`sampled`).
+// episodes (consecutive samples) in which it failed open, by cause (the
+// verdict of the episode's first sample: `withdrawn` by the loop-stall gate,
+// `stall` past stall_ns, `task_gone`, `task_stopped`), each listed with its
+// start, and, from the same samples, those in which the heartbeat alone
+// would have (`heartbeat_only_*`). Each withdrawal by the loop-stall gate is
+// listed with the heartbeat thread's breakdown of the loop's time
+// (`loop_stalls`: blamed, excused as lateness or as runnable-not-running).
 // The load is `--spinners` busy loops at the default priority, forked here
 // and killed by PID at the end. Prints one JSON object per run.
 //
@@ -70,10 +75,17 @@ std::vector<pid_t> start_spinners(int n) {
 // Samples the BPF decision of a probe_liveness object until `stop`.
 struct Sampler {
   uint64_t samples = 0, failed = 0;
-  uint64_t episodes = 0;        // runs of consecutive samples failing open (the kernel-side check)
-  uint64_t hb_failed = 0;       // samples in which the heartbeat alone was stale
-  uint64_t hb_episodes = 0;     // ... and their runs
-  uint64_t by_verdict[8] = {};  // enum sluice_liveness_verdict
+  uint64_t episodes = 0;                 // runs of consecutive samples failing open (the kernel-side check)
+  uint64_t hb_failed = 0;                // samples in which the heartbeat alone was stale
+  uint64_t hb_episodes = 0;              // ... and their runs
+  uint64_t by_verdict[8] = {};           // enum sluice_liveness_verdict
+  uint64_t episodes_by_verdict[8] = {};  // ... of each episode's first sample
+  struct Episode {
+    uint64_t start_ns = 0, samples = 0;
+    uint32_t verdict = 0;
+  };
+  std::vector<Episode> listed;  // the first kListed episodes
+  static constexpr size_t kListed = 64;
   uint64_t run_errors = 0;
   std::string sched;
 
@@ -96,7 +108,12 @@ struct Sampler {
         bool fails = v >= SLUICE_DEAD_NO_HEARTBEAT, hb_fails = v != SLUICE_LIVE_FRESH;
         failed += fails;
         hb_failed += hb_fails;
-        episodes += fails && !was;
+        if (fails && !was) {
+          ++episodes;
+          ++episodes_by_verdict[v < 8 ? v : 7];
+          if (listed.size() < kListed) listed.push_back({monotonic_ns(), 0, v});
+        }
+        if (fails && episodes <= kListed) ++listed.back().samples;  // the current episode is listed
         hb_episodes += hb_fails && !hb_was;
         was = fails;
         hb_was = hb_fails;
@@ -200,8 +217,12 @@ int main(int argc, char** argv) {
                           {"withheld", s.withheld},
                           {"late_max_us", ts.late_max_ns / 1000},
                           {"late_over_1ms", ts.late_over[1]},
-                          {"late_over_10ms", ts.late_over[2]}};
+                          {"late_over_10ms", ts.late_over[2]},
+                          {"loop_waits_excused", ts.loop_waits_excused},
+                          {"loop_wait_excused_max_us", ts.loop_wait_excused_max_ns / 1000}};
   };
+  // Seconds since the run started, of a monotonic time.
+  auto at_s = [start](uint64_t t) { return t > start ? double(t - start) / 1e9 : -double(start - t) / 1e9; };
   nlohmann::json out = {
       {"period_us", period_us},
       {"limit_us", limit_us},
@@ -213,6 +234,20 @@ int main(int argc, char** argv) {
         {"thread", reg_json(thread_other, *r_other)},
         {"thread-rt", reg_json(thread_rt, *r_rt)}}},
   };
+  nlohmann::json stalls = nlohmann::json::array();
+  HeartbeatThread::Stats rt_stats = thread_rt.stats();
+  for (const HeartbeatThread::LoopStall& l : rt_stats.stalls)
+    stalls.push_back({{"at_s", at_s(l.at_ns)},
+                      {"age_ms", double(l.age_ns) / 1e6},
+                      {"blamed_ms", double(l.blamed_ns) / 1e6},
+                      {"late_ms", double(l.late_ns) / 1e6},
+                      {"waited_ms", double(l.waited_ns) / 1e6},
+                      {"ran_ms", double(l.ran_ns) / 1e6},
+                      {"sampled", l.sampled},
+                      {"state", std::string(1, l.state)},
+                      {"cpu", l.cpu}});
+  out["sources"]["thread-rt"]["loop_stalls_total"] = rt_stats.loop_stalls_total;
+  out["sources"]["thread-rt"]["loop_stalls"] = stalls;
   if (r_kernel) {
     nlohmann::json k = reg_json(thread_rt, *r_kernel);
     k["stall_ms"] = double((*probe)->bss->live.stall_ns) / 1e6;
@@ -229,6 +264,16 @@ int main(int argc, char** argv) {
                             "dead_withdrawn", "dead_stall", "dead_task_gone",    "dead_task_stopped"};
     for (int i = 0; i < 8; ++i) verdicts[names[i]] = sampler.by_verdict[i];
     k["verdicts"] = verdicts;
+    // Why each episode failed open: withdrawn (the loop-stall gate, or a
+    // registration going away), stall (older than stall_ns), task_gone,
+    // task_stopped; live_* never fail open.
+    nlohmann::json causes, listed = nlohmann::json::array();
+    for (int i = SLUICE_DEAD_NO_HEARTBEAT; i < 8; ++i) causes[names[i]] = sampler.episodes_by_verdict[i];
+    for (const Sampler::Episode& e : sampler.listed)
+      listed.push_back(
+          {{"at_s", at_s(e.start_ns)}, {"samples", e.samples}, {"cause", names[e.verdict < 8 ? e.verdict : 7]}});
+    k["sampler"]["fail_open_episodes_by_cause"] = causes;
+    k["sampler"]["fail_open_listed"] = listed;
     out["sources"]["kernel"] = k;
   } else {
     out["sources"]["kernel"] = {{"skipped", "bpf-task-from-pid: " + task.detail}};

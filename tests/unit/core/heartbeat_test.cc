@@ -1,20 +1,26 @@
 // The heartbeat thread (core/heartbeat.h): refreshes its words while the
-// event loop runs, withholds them when the loop stalls (so BPF fails open
-// as before), stops writing a word once its registration is gone, and says
-// which scheduling class it got.
+// event loop runs, withholds them when the loop stalls (a callback spinning
+// or blocked in a syscall; so BPF fails open as before) but not when the
+// loop's thread only waited for a CPU, stops writing a word once its
+// registration is gone, and says which scheduling class it got.
 #include "core/heartbeat.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <new>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
@@ -123,6 +129,157 @@ TEST(Heartbeat, TheRecordNamesTheThreadBpfLooksAt) {
   sluice_liveness slow{};
   auto reg2 = hb.add(&slow, 2ms, 100ms, 4000ms, "slow");
   EXPECT_EQ(slow.stall_ns, 8'000'000'000ull) << "twice a limit above half of kTaskStall";
+}
+
+// How long the calling thread has waited on a run queue (ns): schedstat's
+// second field.
+uint64_t own_runqueue_wait_ns() {
+  std::ifstream f("/proc/thread-self/schedstat");
+  uint64_t run = 0, wait = 0;
+  f >> run >> wait;
+  return wait;
+}
+
+// Waits (at most `bound`, only so that a broken build cannot hang the suite)
+// until the record is withdrawn; true if it was.
+bool wait_withdrawn(const sluice_liveness& live, std::chrono::seconds bound) {
+  auto end = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < end) {
+    if (__atomic_load_n(&live.withdrawn, __ATOMIC_ACQUIRE)) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+// A callback that spins (the loop busy in its own code) withdraws the record:
+// the loop's thread runs, so its run-queue wait (which a busy machine adds)
+// does not excuse it, and the time it ran is blamed.
+TEST(Heartbeat, ALoopSpinningInACallbackWithdrawsTheRecord) {
+  EventLoop loop;
+  HeartbeatThread hb(loop);
+  sluice_liveness live{};
+  auto reg = hb.add(&live, 2ms, 50ms, 60ms, "test");
+  run_loop_for(loop, 30ms);
+  bool seen = false;
+  loop.post([&] {
+    auto end = std::chrono::steady_clock::now() + 30s;  // bound only; ends at the withdrawal
+    while (!seen && std::chrono::steady_clock::now() < end) seen = __atomic_load_n(&live.withdrawn, __ATOMIC_ACQUIRE);
+  });
+  run_loop_for(loop, 10ms);
+  ASSERT_TRUE(seen) << "a loop spinning in a callback kept the record for 30 s";
+  HeartbeatThread::Stats st = hb.stats();
+  ASSERT_FALSE(st.stalls.empty());
+  const HeartbeatThread::LoopStall& l = st.stalls.back();
+  EXPECT_GT(l.blamed_ns, 50'000'000u);
+  ASSERT_TRUE(l.sampled) << "the loop's thread was not looked at";
+  EXPECT_GT(l.ran_ns, 0u) << "the spinning loop did not run?";
+  EXPECT_EQ(l.state, 'R') << "the loop thread was spinning when the record was withdrawn";
+  run_loop_for(loop, 30ms);
+  EXPECT_EQ(__atomic_load_n(&live.withdrawn, __ATOMIC_ACQUIRE), 0u) << "not resumed once the loop ran again";
+}
+
+// A callback blocked in a syscall (a read nobody answers until the record
+// is withdrawn) withdraws the record.
+TEST(Heartbeat, ALoopBlockedInASyscallWithdrawsTheRecord) {
+  EventLoop loop;
+  HeartbeatThread hb(loop);
+  sluice_liveness live{};
+  auto reg = hb.add(&live, 2ms, 50ms, 60ms, "test");
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  run_loop_for(loop, 30ms);
+  bool seen = false;
+  std::thread answer([&] {
+    seen = wait_withdrawn(live, 30s);
+    char c = 'x';
+    EXPECT_EQ(write(p[1], &c, 1), 1);
+  });
+  loop.post([&] {
+    char c = 0;
+    EXPECT_EQ(read(p[0], &c, 1), 1);
+  });
+  run_loop_for(loop, 10ms);
+  answer.join();
+  close(p[0]);
+  close(p[1]);
+  ASSERT_TRUE(seen) << "a loop blocked in read() kept the record for 30 s";
+  HeartbeatThread::Stats st = hb.stats();
+  ASSERT_FALSE(st.stalls.empty());
+  EXPECT_GT(st.stalls.back().blamed_ns, 50'000'000u);
+  ASSERT_TRUE(st.stalls.back().sampled) << "the loop's thread was not looked at";
+  EXPECT_EQ(st.stalls.back().state, 'S') << "the loop thread was blocked in read() when the record was withdrawn";
+}
+
+// The loop's thread, pinned to one CPU, is kept off it by a SCHED_FIFO 2
+// thread spinning there (above the heartbeat thread's SCHED_FIFO 1, which
+// therefore runs on another CPU, on time): the loop is runnable all along
+// but not scheduled, as when its vCPU stands still alone. That is no loop
+// stall: nothing is withdrawn, and the thread says it excused the wait.
+TEST(Heartbeat, ALoopKeptOffItsCpuIsNoLoopStall) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2)
+    GTEST_SKIP() << "needs 2 CPUs: the heartbeat thread must run while the loop's CPU is taken";
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpu = c;  // the last one
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+
+  constexpr auto kHog = 400ms, kLoopStall = 50ms;
+  std::atomic<int> phase{0};  // 1: hog, 2: hog done, -1: no SCHED_FIFO
+  std::string hog_error;
+  std::thread hog([&] {
+    sched_param sp{};
+    sp.sched_priority = 2;
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    if (rc == 0) rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+    if (rc != 0) {
+      hog_error = strerror(rc);
+      phase = -1;
+      return;
+    }
+    while (phase.load() == 0) std::this_thread::sleep_for(1ms);
+    auto end = std::chrono::steady_clock::now() + kHog;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+    phase = 2;
+  });
+
+  uint64_t waited = 0, withheld = ~0ull, excused = 0;
+  std::atomic<bool> withdrawn_seen{false};
+  std::thread looper([&] {
+    EventLoop loop;
+    // Started before the loop's thread is pinned: the heartbeat thread may
+    // run on every CPU.
+    HeartbeatThread hb(loop);
+    sluice_liveness live{};
+    auto reg = hb.add(&live, 2ms, kLoopStall, 60ms, "test");
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    run_loop_for(loop, 50ms);
+    if (phase.load() < 0) return;
+    uint64_t before = own_runqueue_wait_ns();
+    phase = 1;
+    while (phase.load() == 1) {
+      loop.run_one_for(2ms);
+      if (__atomic_load_n(&live.withdrawn, __ATOMIC_ACQUIRE)) withdrawn_seen = true;
+    }
+    run_loop_for(loop, 20ms);
+    waited = own_runqueue_wait_ns() - before;
+    withheld = reg->stats().withheld;
+    excused = hb.stats().loop_waits_excused;
+  });
+  looper.join();
+  hog.join();
+  if (phase.load() < 0) GTEST_SKIP() << "no SCHED_FIFO for the competing thread: " << hog_error;
+  if (waited < 4 * uint64_t(std::chrono::nanoseconds(kLoopStall).count()))
+    GTEST_SKIP() << "the competing thread did not keep the loop off its CPU (it waited " << waited / 1000000
+                 << " ms on the run queue)";
+  EXPECT_EQ(withheld, 0u) << "the loop's wait for its CPU (" << waited / 1000000 << " ms) was blamed on it";
+  EXPECT_FALSE(withdrawn_seen.load());
+  EXPECT_GE(excused, 1u) << "the loop waited " << waited / 1000000 << " ms, yet no wait was excused";
 }
 
 // The whole process stands still (SIGSTOP from outside, as a host stops its
