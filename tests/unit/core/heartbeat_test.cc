@@ -291,6 +291,8 @@ TEST(Heartbeat, AProcessThatStoodStillIsNoLoopStall) {
     uint64_t withheld = ~0ull;
     uint64_t max_gap_ns = 0;
     uint32_t withdrawn_seen = 0;
+    HeartbeatThread::LoopStall last;  // the last withdrawal's breakdown, if any
+    uint64_t registered_ns = 0;
   };
   void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
@@ -303,6 +305,7 @@ TEST(Heartbeat, AProcessThatStoodStillIsNoLoopStall) {
       HeartbeatThread hb(loop);
       sluice_liveness live{};
       auto reg = hb.add(&live, 2ms, 100ms, 60ms, "child");
+      sh->registered_ns = monotonic_ns();
       auto end = std::chrono::steady_clock::now() + 1500ms;
       while (std::chrono::steady_clock::now() < end) {
         loop.run_one_for(2ms);
@@ -310,18 +313,26 @@ TEST(Heartbeat, AProcessThatStoodStillIsNoLoopStall) {
       }
       sh->withheld = reg->stats().withheld;
       sh->max_gap_ns = reg->stats().max_gap_ns;
+      HeartbeatThread::Stats st = hb.stats();
+      if (!st.stalls.empty()) sh->last = st.stalls.back();
     }
     _exit(0);
   }
   std::this_thread::sleep_for(300ms);
+  uint64_t stopped_ns = monotonic_ns();
   kill(child, SIGSTOP);
   std::this_thread::sleep_for(500ms);
   kill(child, SIGCONT);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_GT(sh->max_gap_ns, 400'000'000u) << "the stop did not show as a heartbeat gap";
-  EXPECT_EQ(sh->withheld, 0u) << "the stand-still was blamed on the loop";
+  EXPECT_GT(sh->max_gap_ns, 400'000'000u)
+      << "the stop did not show as a heartbeat gap (the record was written "
+      << (int64_t(sh->registered_ns) - int64_t(stopped_ns)) / 1000000 << " ms after the stop)";
+  const HeartbeatThread::LoopStall& l = sh->last;
+  EXPECT_EQ(sh->withheld, 0u) << "the stand-still was blamed on the loop: age " << l.age_ns / 1000000 << " ms, blamed "
+                              << l.blamed_ns / 1000000 << ", late " << l.late_ns / 1000000 << ", waited "
+                              << l.waited_ns / 1000000 << ", ran " << l.ran_ns / 1000000 << ", state " << l.state;
   EXPECT_EQ(sh->withdrawn_seen, 0u);
   munmap(mem, sizeof(Shared));
 }
