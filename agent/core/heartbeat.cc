@@ -229,19 +229,21 @@ HeartbeatThread::Stats HeartbeatThread::stats() const {
   return stats_;
 }
 
+nlohmann::json HeartbeatThread::LoopStall::json() const {
+  return {{"age_ms", double(age_ns) / 1e6},   {"blamed_ms", double(blamed_ns) / 1e6},
+          {"late_ms", double(late_ns) / 1e6}, {"waited_ms", double(waited_ns) / 1e6},
+          {"ran_ms", double(ran_ns) / 1e6},   {"sampled", sampled},
+          {"state", std::string(1, state)},   {"cpu", cpu}};
+}
+
 nlohmann::json HeartbeatThread::status() const {
   std::lock_guard<std::mutex> g(mu_);
   nlohmann::json stalls = nlohmann::json::array();
-  for (const LoopStall& l : stats_.stalls)
-    stalls.push_back({{"at_ms", l.at_ns / 1'000'000},
-                      {"age_ms", double(l.age_ns) / 1e6},
-                      {"late_ms", double(l.late_ns) / 1e6},
-                      {"waited_ms", double(l.waited_ns) / 1e6},
-                      {"ran_ms", double(l.ran_ns) / 1e6},
-                      {"blamed_ms", double(l.blamed_ns) / 1e6},
-                      {"sampled", l.sampled},
-                      {"state", std::string(1, l.state)},
-                      {"cpu", l.cpu}});
+  for (const LoopStall& l : stats_.stalls) {
+    nlohmann::json j = l.json();
+    j["at_ms"] = l.at_ns / 1'000'000;  // monotonic
+    stalls.push_back(j);
+  }
   nlohmann::json words = nlohmann::json::array();
   for (const Registration* r : regs_)
     words.push_back({{"owner", r->owner_name_},

@@ -126,6 +126,8 @@ class HeartbeatThread {
     char state = '?';        // the loop thread's state when last looked at (stat field 3: R, S, D, T, t...)
     int cpu = -1;            // the CPU it last ran on (stat field 39)
     bool sampled = false;    // the loop's thread was looked at (else ran/waited/state unknown)
+    // The breakdown in ms (without at_ns), as `sluicectl status` shows it.
+    nlohmann::json json() const;
   };
   static constexpr size_t kStallsKept = 32;
 

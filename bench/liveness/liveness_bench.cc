@@ -236,16 +236,11 @@ int main(int argc, char** argv) {
   };
   nlohmann::json stalls = nlohmann::json::array();
   HeartbeatThread::Stats rt_stats = thread_rt.stats();
-  for (const HeartbeatThread::LoopStall& l : rt_stats.stalls)
-    stalls.push_back({{"at_s", at_s(l.at_ns)},
-                      {"age_ms", double(l.age_ns) / 1e6},
-                      {"blamed_ms", double(l.blamed_ns) / 1e6},
-                      {"late_ms", double(l.late_ns) / 1e6},
-                      {"waited_ms", double(l.waited_ns) / 1e6},
-                      {"ran_ms", double(l.ran_ns) / 1e6},
-                      {"sampled", l.sampled},
-                      {"state", std::string(1, l.state)},
-                      {"cpu", l.cpu}});
+  for (const HeartbeatThread::LoopStall& l : rt_stats.stalls) {
+    nlohmann::json j = l.json();
+    j["at_s"] = at_s(l.at_ns);
+    stalls.push_back(j);
+  }
   out["sources"]["thread-rt"]["loop_stalls_total"] = rt_stats.loop_stalls_total;
   out["sources"]["thread-rt"]["loop_stalls"] = stalls;
   if (r_kernel) {
