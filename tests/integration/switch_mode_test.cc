@@ -43,22 +43,7 @@ constexpr uint16_t kDport = 7000;
 
 // Sends one control frame out of `ifname` in `ns` (the neighbour's side).
 void send_frame(const std::string& ns, const std::string& ifname, sw::CtrlType type, uint16_t queue, uint32_t seq) {
-  InNetns in(ns);
-  int fd = socket(AF_PACKET, SOCK_RAW, 0);
-  ASSERT_GE(fd, 0) << strerror(errno);
-  sw::ControlFrame f;
-  f.type = type;
-  f.queues.push_back({queue, seq});
-  auto eth = sw::ethernet_frame({0x02, 0, 0, 0, 0, 0x42}, sw::encode(f));
-  sockaddr_ll to{};
-  to.sll_family = AF_PACKET;
-  to.sll_ifindex = int(if_nametoindex(ifname.c_str()));
-  to.sll_halen = 6;
-  std::copy(sw::kCtrlGroupMac.begin(), sw::kCtrlGroupMac.end(), to.sll_addr);
-  ASSERT_NE(to.sll_ifindex, 0);
-  EXPECT_EQ(sendto(fd, eth.data(), eth.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), ssize_t(eth.size()))
-      << strerror(errno);
-  close(fd);
+  send_pause_frame(ns, ifname, type == sw::CtrlType::kPause, queue, seq);
 }
 
 class SwitchMode : public ::testing::TestWithParam<std::string> {

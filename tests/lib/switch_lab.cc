@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -163,6 +165,25 @@ json SwitchAgent::port(const json& state, const std::string& name, bool must) {
       if (p.value("name", "") == name) return p;
   if (must) ADD_FAILURE() << "no port " << name << " in " << state.dump();
   return json::object();
+}
+
+void send_pause_frame(const std::string& ns, const std::string& ifname, bool pause, uint16_t queue, uint32_t seq) {
+  InNetns in(ns);
+  int fd = socket(AF_PACKET, SOCK_RAW, 0);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  sw::ControlFrame f;
+  f.type = pause ? sw::CtrlType::kPause : sw::CtrlType::kResume;
+  f.queues.push_back({queue, seq});
+  auto eth = sw::ethernet_frame({0x02, 0, 0, 0, 0, 0x42}, sw::encode(f));
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = int(if_nametoindex(ifname.c_str()));
+  to.sll_halen = 6;
+  std::copy(sw::kCtrlGroupMac.begin(), sw::kCtrlGroupMac.end(), to.sll_addr);
+  EXPECT_NE(to.sll_ifindex, 0) << ifname;
+  EXPECT_EQ(sendto(fd, eth.data(), eth.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), ssize_t(eth.size()))
+      << strerror(errno);
+  close(fd);
 }
 
 }  // namespace sluice::test

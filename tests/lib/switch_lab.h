@@ -68,6 +68,10 @@ class UdpSource {
   std::thread t_;
 };
 
+// Sends one PAUSE (pause = true) or RESUME control frame for `queue` out of
+// `ifname` in namespace `ns`, as the neighbour on that link would.
+void send_pause_frame(const std::string& ns, const std::string& ifname, bool pause, uint16_t queue, uint32_t seq);
+
 // The queue the switch's flow hash picks for a UDP flow out of `queues`.
 uint16_t udp_queue(const std::string& src, const std::string& dst, uint16_t sport, uint16_t dport, int queues);
 
