@@ -162,9 +162,24 @@ const ReasonInfo* reason_info(uint32_t reason);
 // Reads every element of a per-CPU map value slot and sums as T (u64 fields).
 int num_possible_cpus();
 
-// Iterates a hash map: fn(key, value) for every entry present.
+// Iterates a hash map: fn(key, value) for every entry present. Batched
+// (kBatch entries a syscall): one entry at a time, a full 65,536-entry table
+// cost two syscalls an entry (docs/operations.md "100,000 flows"). A kernel
+// or map without batched lookups is read one entry at a time.
 template <typename K, typename V>
 void for_each_entry(int map_fd, const std::function<void(const K&, const V&)>& fn) {
+  constexpr __u32 kBatch = 256;
+  std::vector<K> keys(kBatch);
+  std::vector<V> vals(kBatch);
+  uint64_t token = 0;  // the hash map's bucket to go on from (u32 in the kernel)
+  for (bool first = true;; first = false) {
+    __u32 n = kBatch;
+    int rc = bpf_map_lookup_batch(map_fd, first ? nullptr : &token, &token, keys.data(), vals.data(), &n, nullptr);
+    int err = rc ? errno : 0;
+    if (rc && err != ENOENT && first) break;  // no batched lookups: below
+    for (__u32 i = 0; i < n; ++i) fn(keys[i], vals[i]);
+    if (rc || n == 0) return;
+  }
   K key{}, next{};
   V val{};
   bool first = true;

@@ -149,7 +149,8 @@ int pac_ingress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 		struct sluice_pac_flow init = { .first_ns = now, .id = new_flow_id() };
-		bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST);
+		if (!bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST))
+			__sync_fetch_and_add(&pac.flow_inserts, 1);
 		f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 		if (!f) {
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);
@@ -300,7 +301,8 @@ int pac_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT;
 		}
 		struct sluice_pac_flow init = { .first_ns = now, .last_ns = now, .id = new_flow_id() };
-		bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST);
+		if (!bpf_map_update_elem(&sl_pac_flows_v2, &k, &init, BPF_NOEXIST))
+			__sync_fetch_and_add(&pac.flow_inserts, 1);
 		f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
 		if (!f) {
 			sl_count(SLUICE_R_PAC_FLOW_TABLE_FULL, skb->len);

@@ -158,6 +158,12 @@ struct sluice_pac_state {
 	__u64 first_window; /* bytes counted for new flows' first windows (SYN-ACK, first request) */
 	__u64 resp_cut;     /* eq. (3) trigger bytes removed by the response cap (cap_to_response) */
 	__u64 uncounted;    /* payload that arrived while the estimate was already 0: data PAC did not count */
+	/* Entries the programs created in sl_pac_flows_v2 (either direction).
+	 * The table is an LRU hash: a new flow in a full table evicts the least
+	 * recently used one, so evicted = inserts - entries left - entries the
+	 * agent removed (sluicectl stats: flows_evicted). An insert the kernel
+	 * refuses is PAC_FLOW_TABLE_FULL and its packet passes untouched. */
+	__u64 flow_inserts;
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
@@ -286,7 +292,7 @@ static_assert(offsetof(sluice_pac_flow, quiet_timer) == 208, "sluice_pac_flow AB
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 24, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 216, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 224, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 104, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 96, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

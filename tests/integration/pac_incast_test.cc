@@ -3,10 +3,13 @@
 // cubic connections. The same incast runs without and with sluiced/PAC on
 // the receiver's interface; PAC must keep it from collapsing, and the agent
 // failing (kill -9, SIGSTOP) must never stall a connection.
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -17,6 +20,7 @@
 #include "core/bpf_util.h"
 #include "core/features.h"
 #include "sluice/pac.h"
+#include "lib/drill.h"
 #include "lib/netns_fixture.h"
 #include "sluice/reasons.h"
 
@@ -133,24 +137,80 @@ class PacIncast : public ::testing::Test {
     return nlohmann::json::object();
   }
 
-  Process start_agent(const std::string& extra = "") {
+  Process start_agent(const std::string& extra = "", const std::string& agent_extra = "") {
     std::string dir = lab_->tmpdir();
     std::string cfg = dir + "/pac.toml";
     sock_ = dir + "/state/sock";
-    std::ofstream(cfg) << "[agent]\npin_root = \"" << lab_->bpffs() << "/sluice\"\nstate_dir = \"" << dir
+    std::ofstream(cfg) << "[agent]\n"
+                       << agent_extra << "\npin_root = \"" << lab_->bpffs() << "/sluice\"\nstate_dir = \"" << dir
                        << "/state\"\ncontrol_socket = \"" << dir
                        << "/state/sock\"\n[metrics]\nenabled = false\n[pac]\nbuffer_bytes = 32768\n"
                        << extra << "\n[[interface]]\nname = \"" << lab_->name("r0") << "\"\nmechanisms = [\"pac\"]\n";
-    Process a = lab_->spawn(r_, {build_path("agent/sluiced"), "--config", cfg}, "sluiced");
+    // A log of its own per start: a restart polling the previous agent's
+    // log (not yet truncated by the new child) would see it started.
+    Process a = lab_->spawn(r_, {build_path("agent/sluiced"), "--config", cfg}, "sluiced-" + std::to_string(++agents_));
     bool up = eventually([&] { return a.log().find("PAC_STARTED") != std::string::npos; }, 10s);
     EXPECT_TRUE(up) << a.log();
     return a;
   }
 
+  // Path of a pinned map of the pac program.
+  std::string pin(const std::string& map) { return lab_->bpffs() + "/sluice/" + lab_->name("r0") + "/pac/" + map; }
+
+  // Id of the map pinned at pin(map), 0 when none.
+  uint32_t pinned_map_id(const std::string& map) {
+    int fd = bpf_obj_get(pin(map).c_str());
+    if (fd < 0) return 0;
+    bpf_map_info info{};
+    __u32 len = sizeof(info);
+    uint32_t id = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
+    close(fd);
+    return id;
+  }
+
+  // Entries in the pinned PAC flow table.
+  size_t pinned_flows() {
+    int fd = bpf_obj_get(pin("sl_pac_flows_v2").c_str());
+    if (fd < 0) return 0;
+    size_t n = 0;
+    sluice_pac_flow_key k{}, next{};
+    for (void* prev = nullptr; bpf_map_get_next_key(fd, prev, &next) == 0; prev = &k) {
+      k = next;
+      ++n;
+    }
+    close(fd);
+    return n;
+  }
+
+  // How many programs named `prog` (or starting so) are on r0's hooks:
+  // clsact filters (tc names the program) and tcx links (named here from
+  // their ids; Debian 12's bpftool does not list tcx).
+  int pac_programs_attached(const std::string& prog) {
+    int n = 0;
+    for (const char* hook : {"ingress", "egress"}) {
+      // One line per filter, naming its program twice.
+      std::istringstream o(lab_->out("ip netns exec " + r_ + " tc filter show dev " + lab_->name("r0") + " " + hook));
+      for (std::string line; std::getline(o, line);)
+        if (line.find(" name " + prog) != std::string::npos) ++n;
+    }
+    InNetns in(r_);
+    int ifindex = int(if_nametoindex(lab_->name("r0").c_str()));
+    for (bool ingress : {true, false})
+      for (uint32_t id : tcx_prog_ids(ifindex, ingress)) {
+        int fd = bpf_prog_get_fd_by_id(id);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        __u32 len = sizeof(info);
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && std::string(info.name).rfind(prog, 0) == 0) ++n;
+        close(fd);
+      }
+    return n;
+  }
+
   // Verdict counters of the pinned pac program (readable with the agent
   // stopped or dead).
   ReasonCounters pac_counters() {
-    std::string path = lab_->bpffs() + "/sluice/" + lab_->name("r0") + "/pac/sl_counters";
+    std::string path = pin("sl_counters");
     int fd = bpf_obj_get(path.c_str());
     if (fd < 0) {
       ADD_FAILURE() << "no pinned counters at " << path;
@@ -166,6 +226,7 @@ class PacIncast : public ::testing::Test {
   std::vector<std::string> senders_;
   std::vector<Process> servers_;
   std::string sock_;
+  int agents_ = 0;  // sluiced started so far
 };
 
 TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
@@ -242,8 +303,7 @@ TEST_F(PacIncast, Kill9MidIncastStallsNoConnection) {
   EXPECT_EQ(r.exit_status, 0) << r.log;
   EXPECT_EQ(r.rounds_done, 10) << r.log;
   // tcx links die with the process: nothing of PAC stays attached.
-  std::string tcx = lab_->out("ip netns exec " + r_ + " bpftool net show dev " + lab_->name("r0") + " 2>&1");
-  EXPECT_EQ(tcx.find("pac_"), std::string::npos) << tcx;
+  EXPECT_EQ(pac_programs_attached("pac_"), 0) << hook_snapshot(r_, lab_->name("r0"));
 }
 
 TEST_F(PacIncast, StalledAgentFailsOpenWithin100ms) {
@@ -271,6 +331,163 @@ TEST_F(PacIncast, StalledAgentFailsOpenWithin100ms) {
   // Back from the stall the agent released what it held (counted) and holds again.
   agent.stop();
   EXPECT_NE(agent.log().find("PAC_STALL"), std::string::npos) << agent.log();
+}
+
+// kill -9 with PAC attached, flows tracked and ACKs held, then a new
+// sluiced on the same pins (docs/operations.md "Drills"), in both attach
+// modes. Under clsact the killed agent's filters stay (failing open, the
+// heartbeat thread being gone) and the new agent must replace them, not add
+// to them; under tcx its links died with it.
+TEST_F(PacIncast, RestartAfterKill9ReadoptsThePinnedMaps) {
+  const char* maps[] = {"sl_pac_flows_v2", "sl_pac_ctl_v2", "sl_pac_evt_v1", "sl_counters"};
+  for (std::string mode : {"tcx", "clsact"}) {
+    SCOPED_TRACE("attach_mode " + mode);
+    const std::string agent_cfg = "attach_mode = \"" + mode + "\"";
+    long to0 = sender_timeouts();
+    Process client = start_client(40, "restart-" + mode);
+    Process agent = start_agent("", agent_cfg);
+    ASSERT_TRUE(eventually([&] { return pac_counters()[SLUICE_R_PAC_DIVERT].packets > 0; }, 20s))
+        << "PAC never held an ACK\n"
+        << agent.log();
+    std::vector<uint32_t> ids;
+    for (const char* m : maps) ids.push_back(pinned_map_id(m));
+    agent.kill9();
+    ReasonCounters at_kill = pac_counters();
+    // The pins outlive the process, flows included.
+    size_t flows_after_kill = pinned_flows();
+    EXPECT_GT(flows_after_kill, 0u) << "the pinned flow table lost its flows with the process";
+
+    Process again = start_agent("", agent_cfg);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_NE(ids[i], 0u) << maps[i] << " was not pinned";
+      EXPECT_EQ(pinned_map_id(maps[i]), ids[i]) << maps[i] << ": the restart made a new map instead of re-adopting";
+    }
+    // The new agent found the previous run's flows in the pinned table (and
+    // says what it did with them).
+    EXPECT_NE(again.log().find("PAC_READOPTED"), std::string::npos) << again.log();
+    // One pac program per hook: the restart replaced the killed agent's
+    // filters (clsact) instead of adding a second set.
+    std::this_thread::sleep_for(1s);
+    if (!again.running()) {
+      int st = again.stop();
+      FAIL() << "the restarted sluiced exited, status " << st << "\n" << again.log();
+    }
+    EXPECT_EQ(pac_programs_attached("pac_ingress"), 1) << hook_snapshot(r_, lab_->name("r0"));
+    EXPECT_EQ(pac_programs_attached("pac_egress"), 1) << hook_snapshot(r_, lab_->name("r0"));
+    // The running connections are known again, the counters go on from
+    // where they were (same map), and the new agent holds ACKs again.
+    EXPECT_TRUE(eventually([&] { return pac_stats().value("flows", 0) >= kConns; }, 20s)) << pac_stats().dump() << "\n"
+                                                                                          << again.log();
+    EXPECT_TRUE(eventually(
+        [&] { return pac_counters()[SLUICE_R_PAC_DIVERT].packets > at_kill[SLUICE_R_PAC_DIVERT].packets; }, 20s))
+        << "the restarted agent never held an ACK";
+    ReasonCounters later = pac_counters();
+    EXPECT_GT(later[SLUICE_R_PAC_DATA].packets, at_kill[SLUICE_R_PAC_DATA].packets);
+    EXPECT_GE(later[SLUICE_R_PAC_ADMIT].packets, at_kill[SLUICE_R_PAC_ADMIT].packets);
+    IncastResult r = finish(client, to0);
+    EXPECT_EQ(r.exit_status, 0) << r.log;
+    EXPECT_EQ(r.rounds_done, 40) << r.log;
+    std::printf("restart (%s): %zu flows pinned at the kill; %s\n", mode.c_str(), flows_after_kill,
+                again.log().substr(std::min(again.log().find("PAC_READOPTED"), again.log().size()), 160).c_str());
+    again.stop();
+    EXPECT_EQ(pac_programs_attached("pac_"), 0) << "a stopped agent left PAC attached\n"
+                                                << hook_snapshot(r_, lab_->name("r0"));
+  }
+}
+
+// A full flow table (docs/operations.md "100,000 flows"): the pinned PAC
+// table is filled to its size with flows that send nothing, then an incast
+// runs through it. The incast's connections are new flows in a full LRU
+// table: they evict (counted) and are controlled as usual, and the agent's
+// scan reads the table in bounded slices. Printed, not asserted: the scan's
+// cost per control tick and per pass, and how long `sluicectl stats` takes
+// to answer with the table empty and full (same run).
+TEST_F(PacIncast, AFullFlowTableEvictsCountedAndStallsNothing) {
+  Process agent = start_agent();
+  auto ctl_ms = [&](std::vector<double>* out) {
+    for (int i = 0; i < 20; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      int st = -1;
+      lab_->out(build_path("agent/sluicectl") + " -s " + sock_ + " stats --json >/dev/null", &st);
+      EXPECT_EQ(st, 0);
+      out->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      std::this_thread::sleep_for(50ms);
+    }
+    std::sort(out->begin(), out->end());
+  };
+  // Empty table, the incast running.
+  std::vector<double> empty_ms, full_ms;
+  long to0 = sender_timeouts();
+  Process c1 = start_client(30, "table-empty", true);  // the same workload
+  ctl_ms(&empty_ms);
+  IncastResult r1 = finish(c1, to0);
+  ASSERT_EQ(r1.exit_status, 0) << r1.log;
+  nlohmann::json s1 = pac_stats();
+
+  // Fill the table with flows that send nothing (their last packet now,
+  // so the idle expiry leaves them), from a far prefix.
+  int fd = bpf_obj_get(pin("sl_pac_flows_v2").c_str());
+  ASSERT_GE(fd, 0);
+  const uint32_t kFill = SLUICE_PAC_FLOW_TABLE_SIZE;
+  std::vector<sluice_pac_flow_key> keys(kFill);
+  std::vector<sluice_pac_flow> vals(kFill);
+  uint64_t now = monotonic_ns();
+  for (uint32_t i = 0; i < kFill; ++i) {
+    auto& k = keys[i];
+    k.family = 4;
+    k.raddr[0] = htonl(0x0afa0000u | i);  // 10.250.x.y
+    k.laddr[0] = htonl(0x0a4d0002u);      // 10.77.0.2
+    k.rport = htons(9);
+    k.lport = htons(9);
+    vals[i].first_ns = vals[i].last_ns = now;
+    vals[i].bytes_rcvd = 1;
+  }
+  __u32 n = kFill;
+  ASSERT_EQ(bpf_map_update_batch(fd, keys.data(), vals.data(), &n, nullptr), 0) << strerror(errno);
+  close(fd);
+  ASSERT_TRUE(eventually([&] { return pac_stats().value("flows", 0) >= int(kFill) * 9 / 10; }, 20s))
+      << pac_stats().dump();
+  nlohmann::json s_full = pac_stats();
+  uint64_t inserts0 = s_full.value("flow_inserts", uint64_t(0)), divert0 = pac_counters()[SLUICE_R_PAC_DIVERT].packets;
+
+  to0 = sender_timeouts();
+  Process c2 = start_client(30, "table-full", true);  // new connections every round: new flows
+  ctl_ms(&full_ms);
+  IncastResult r2 = finish(c2, to0);
+  ASSERT_TRUE(
+      eventually([&] { return pac_stats().value("scan_passes", 0) >= s_full.value("scan_passes", 0) + 2; }, 20s));
+  nlohmann::json s2 = pac_stats();
+  agent.stop();
+  EXPECT_EQ(r2.exit_status, 0) << r2.log;
+  EXPECT_EQ(r2.rounds_done, 30) << r2.log;
+  uint64_t inserts = s2.value("flow_inserts", uint64_t(0)) - inserts0;
+  EXPECT_GE(inserts, uint64_t(30) * kConns) << "every new connection is a new flow: " << s2.dump();
+  // Evicted: everything that went into the table (the fill, the programs'
+  // inserts) less what is left and what the agent removed. The table was
+  // full, so the incast's new flows evicted; the agent counts what it saw
+  // go (the fill is no insert of the programs, so its other count,
+  // inserts - entries - removed, is 0 here).
+  const uint64_t entries = pinned_flows(),
+                 expired = s2.value("expired_flows", uint64_t(0)) - s_full.value("expired_flows", uint64_t(0));
+  const int64_t evicted = int64_t(n) + int64_t(inserts) - int64_t(entries) - int64_t(expired);
+  EXPECT_GT(evicted, 0) << "inserts into a full LRU table evicted nothing";
+  EXPECT_GT(s2.value("flows_evicted", uint64_t(0)), 0u) << s2.dump();
+  EXPECT_LE(s2.value("flows", 0), int(SLUICE_PAC_FLOW_TABLE_SIZE));
+  EXPECT_GT(s2.value("scan_pass_ticks_last", 0), 1) << "the full table was read in one control tick";
+  EXPECT_GT(pac_counters()[SLUICE_R_PAC_DIVERT].packets, divert0) << "PAC held no ACK with a full table";
+  auto med = [](const std::vector<double>& v) { return v[v.size() / 2]; };
+  std::printf(
+      "full table: %d flows seen, %llu inserted by the incast, %lld evicted (%llu counted by the agent); scan per tick "
+      "mean %.1f us, max %llu us (whole run); last pass %.1f ms over %d ticks; empty table: last pass %.3f ms, "
+      "%d tick(s); sluicectl stats: empty table median %.1f ms max %.1f ms, full table median %.1f ms max %.1f ms "
+      "(20 calls each); goodput empty %.1f, full %.1f Mbit/s; PAC_STALL (loop or heartbeat late > fail_open, ACKs "
+      "passed) empty %d, full %d\n",
+      s2.value("flows", 0), (unsigned long long)inserts, (long long)evicted,
+      (unsigned long long)s2.value("flows_evicted", uint64_t(0)), s2.value("scan_tick_us_mean", 0.0),
+      (unsigned long long)s2.value("scan_tick_us_max", uint64_t(0)), s2.value("scan_pass_ms_last", 0.0),
+      s2.value("scan_pass_ticks_last", 0), s1.value("scan_pass_ms_last", 0.0), s1.value("scan_pass_ticks_last", 0),
+      med(empty_ms), empty_ms.back(), med(full_ms), full_ms.back(), r1.goodput_mbps, r2.goodput_mbps,
+      s1.value("stalls", 0), s2.value("stalls", 0) - s1.value("stalls", 0));
 }
 
 }  // namespace

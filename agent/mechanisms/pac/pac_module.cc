@@ -102,7 +102,12 @@ struct PacModule::Impl : Datapath {
   uint64_t prev_held_events = 0;
   uint64_t last_expiry_ns = 0;
   std::unique_ptr<DeviationCorrector> corrector;
-  std::unordered_map<sluice_pac_flow_key, std::pair<uint64_t, uint64_t>, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
+  // A flow's counters at the last scan that met it, and that scan's pass.
+  struct PrevSample {
+    uint64_t bytes = 0, trig = 0;
+    uint32_t gen = 0;
+  };
+  std::unordered_map<sluice_pac_flow_key, PrevSample, FlowKeyHash, FlowKeyEq> prev_flow_bytes;
   size_t bpf_flows = 0;
   double avg_srtt_us = 0;
   // Largest response of unknown size (SLUICE_PAC_BF_GUESS) seen in the last
@@ -256,58 +261,125 @@ struct PacModule::Impl : Datapath {
     last_hb_ns = now;
   }
 
-  void scan_flows(uint64_t now) {
-    std::vector<sluice_pac_flow_key> keys(256);
-    std::vector<sluice_pac_flow> vals(256);
+  // One pass over the flow table may span several control ticks: each tick
+  // reads batches of kScanBatch entries for at most kScanSliceNs (and at
+  // least one batch), and the next tick goes on from there. A full table
+  // (65,536 entries) read at once took the loop for tens to hundreds of
+  // milliseconds at every control interval, time the ring buffer and the
+  // releases waited for (docs/operations.md "100,000 flows"). A small
+  // table is still read whole at every tick.
+  static constexpr size_t kScanBatch = 256;
+  static constexpr uint64_t kScanSliceNs = 1'000'000;
+  struct ScanPass {
+    bool started = false;  // `batch` holds where the next tick goes on
     uint64_t batch = 0;
-    bool first = true;
-    size_t n_flows = 0;
-    double srtt_sum = 0;
-    double srtt_n = 0;
-    std::vector<sluice_pac_flow_key> gone;
+    uint64_t start_ns = 0, inserts = 0;  // pac.flow_inserts as it began
+    size_t flows = 0, ticks = 0;
+    double srtt_sum = 0, srtt_n = 0;
     uint64_t guess_max = 0;
-    bool do_expiry = now - last_expiry_ns > 1'000'000'000ull;
-    for (;;) {
-      __u32 count = static_cast<__u32>(keys.size());
-      int rc =
-          bpf_map_lookup_batch(flows_fd, first ? nullptr : &batch, &batch, keys.data(), vals.data(), &count, nullptr);
-      int err = rc ? errno : 0;
-      first = false;
-      for (__u32 i = 0; i < count; ++i) {
-        const auto& k = keys[i];
-        const auto& f = vals[i];
-        ++n_flows;
-        if ((f.bflags & SLUICE_PAC_BF_GUESS) && !f.fin_rst) guess_max = std::max<uint64_t>(guess_max, f.cur_burst);
-        auto& prev = prev_flow_bytes[k];
-        uint64_t d = f.bytes_rcvd >= prev.first ? f.bytes_rcvd - prev.first : f.bytes_rcvd;
-        uint64_t dt_trig = f.trig_sum >= prev.second ? f.trig_sum - prev.second : f.trig_sum;
-        prev = {f.bytes_rcvd, f.trig_sum};
-        if (d || dt_trig) {
-          engine->on_flow_sample(k, d, dt_trig, f.ce_seen);
-          // §III-C: the control interval is the average RTT of the flows;
-          // weighted by the bytes each brought in this interval, so an idle
-          // control connection (one RTT sample per second) does not stretch
-          // the interval of the flows that carry the traffic.
-          if (f.srtt_us && d) {
-            srtt_sum += double(f.srtt_us) * double(d);
-            srtt_n += d;
-          }
-        }
-        if (do_expiry) {
-          uint64_t idle = now > f.last_ns ? now - f.last_ns : 0;
-          uint64_t limit = (f.fin_rst ? 10ull : uint64_t(cfg.idle_timeout_s)) * 1'000'000'000ull;
-          if (idle > limit && engine->queued_acks(k).empty()) gone.push_back(k);
-        }
-      }
-      if (err == ENOENT || (rc == 0 && count == 0)) break;
-      if (rc && err != ENOENT) break;
+    bool expiry = false;
+    std::vector<sluice_pac_flow_key> gone;
+  } pass;
+  uint32_t pass_gen = 0;  // prev_flow_bytes entries seen in this pass carry it
+  // The scan's cost (stats): per tick and per pass, and what it found.
+  uint64_t scan_ticks = 0, scan_ns_total = 0, scan_ns_max = 0, scan_passes = 0, pass_ns_last = 0;
+  size_t pass_ticks_last = 0;
+
+  void scan_flows(uint64_t now) {
+    std::vector<sluice_pac_flow_key> keys(kScanBatch);
+    std::vector<sluice_pac_flow> vals(kScanBatch);
+    uint64_t t0 = monotonic_ns();
+    if (!pass.started) {
+      pass = ScanPass{};
+      pass.start_ns = now;
+      pass.inserts = load(&st->flow_inserts);
+      pass.expiry = now - last_expiry_ns > 1'000'000'000ull;
+      if (++pass_gen == 0) pass_gen = 1;
     }
-    bpf_flows = n_flows;
-    guess_seen = guess_max;
-    if (srtt_n) avg_srtt_us = srtt_sum / srtt_n;
-    if (do_expiry) {
+    ++pass.ticks;
+    bool done = false;
+    for (bool first = true; !done && (first || monotonic_ns() - t0 < kScanSliceNs); first = false) {
+      // Always a whole batch: the kernel returns whole hash buckets, and a
+      // bucket larger than what is asked for fails the call (ENOSPC).
+      __u32 count = static_cast<__u32>(kScanBatch);
+      int rc = bpf_map_lookup_batch(flows_fd, pass.started ? &pass.batch : nullptr, &pass.batch, keys.data(),
+                                    vals.data(), &count, nullptr);
+      int err = rc ? errno : 0;
+      pass.started = true;
+      for (__u32 i = 0; i < count; ++i) sample_flow(keys[i], vals[i], now);
+      if (rc || count == 0) {
+        if (rc && err != ENOENT) SLOG_DEBUG("PAC_SCAN", "{}: flow table read: {}", ifname, std::strerror(err));
+        done = true;
+      }
+    }
+    uint64_t t1 = monotonic_ns();
+    ++scan_ticks;
+    scan_ns_total += t1 - t0;
+    scan_ns_max = std::max(scan_ns_max, t1 - t0);
+    if (done) finish_pass(now, t1);
+  }
+
+  void sample_flow(const sluice_pac_flow_key& k, const sluice_pac_flow& f, uint64_t now) {
+    ++pass.flows;
+    if ((f.bflags & SLUICE_PAC_BF_GUESS) && !f.fin_rst)
+      pass.guess_max = std::max<uint64_t>(pass.guess_max, f.cur_burst);
+    auto& prev = prev_flow_bytes[k];
+    uint64_t d = f.bytes_rcvd >= prev.bytes ? f.bytes_rcvd - prev.bytes : f.bytes_rcvd;
+    uint64_t dt_trig = f.trig_sum >= prev.trig ? f.trig_sum - prev.trig : f.trig_sum;
+    prev = {f.bytes_rcvd, f.trig_sum, pass_gen};
+    if (d || dt_trig) {
+      engine->on_flow_sample(k, d, dt_trig, f.ce_seen);
+      // §III-C: the control interval is the average RTT of the flows;
+      // weighted by the bytes each brought in this interval, so an idle
+      // control connection (one RTT sample per second) does not stretch
+      // the interval of the flows that carry the traffic.
+      if (f.srtt_us && d) {
+        pass.srtt_sum += double(f.srtt_us) * double(d);
+        pass.srtt_n += double(d);
+      }
+    }
+    if (pass.expiry) {
+      uint64_t idle = now > f.last_ns ? now - f.last_ns : 0;
+      uint64_t limit = (f.fin_rst ? 10ull : uint64_t(cfg.idle_timeout_s)) * 1'000'000'000ull;
+      if (idle > limit && engine->queued_acks(k).empty()) pass.gone.push_back(k);
+    }
+  }
+
+  // The LRU table's evictions at the end of the last full pass: the flows
+  // the programs had inserted by then that are neither in the table nor
+  // removed by the agent; inserts counted when the pass began, so a flow
+  // that came during it is no eviction. Never lower than an earlier figure.
+  // The other count: flows a pass met that the next pass did not find and
+  // the agent did not remove (misses flows that came and went between two
+  // passes; counts flows inserted by anyone). The larger is reported.
+  uint64_t evicted_seen = 0, gone_unseen = 0;
+  uint64_t evicted() const { return std::max(evicted_seen, gone_unseen); }
+
+  void finish_pass(uint64_t now, uint64_t end_ns) {
+    pass.started = false;
+    ++scan_passes;
+    pass_ns_last = end_ns - pass.start_ns;
+    pass_ticks_last = pass.ticks;
+    bpf_flows = pass.flows;
+    uint64_t ins = pass.inserts, left = expired + bpf_flows;
+    evicted_seen = std::max(evicted_seen, ins > left ? ins - left : 0);
+    guess_seen = pass.guess_max;
+    if (pass.srtt_n) avg_srtt_us = pass.srtt_sum / pass.srtt_n;
+    // Flows this pass did not meet left the table: the LRU evicted them for
+    // newer flows (or the agent removed them). Their samples and the
+    // engine's state of them go too (it keeps a flow that still holds ACKs).
+    for (auto it = prev_flow_bytes.begin(); it != prev_flow_bytes.end();) {
+      if (it->second.gen == pass_gen) {
+        ++it;
+        continue;
+      }
+      engine->forget(it->first);
+      it = prev_flow_bytes.erase(it);
+      ++gone_unseen;
+    }
+    if (pass.expiry) {
       last_expiry_ns = now;
-      for (const auto& k : gone) {
+      for (const auto& k : pass.gone) {
         sluice_pac_flow f{};
         if (bpf_map_lookup_elem(flows_fd, &k, &f) == 0) {
           if (f.contrib && f.bepoch == uint8_t(load(&st->bound_epoch)))
@@ -404,7 +476,7 @@ struct PacModule::Impl : Datapath {
              !__atomic_compare_exchange_n(&st->in_flight, &cur, __s64(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       }
     }
-    if (dp || engine->held() || now - last_expiry_ns > 1'000'000'000ull) scan_flows(now);
+    if (dp || engine->held() || pass.started || now - last_expiry_ns > 1'000'000'000ull) scan_flows(now);
     engine->release(now);
     // Control interval = average RTT of the flows (§III-C), floored; slow
     // ticks while idle.
@@ -461,14 +533,28 @@ PacModule::PacModule(const ModuleContext& ctx) : impl_(std::make_unique<Impl>())
   m.st = &s->bss->pac;
   m.flows_fd = bpf_map__fd(s->maps.sl_pac_flows_v2);
   m.ctl_fd = bpf_map__fd(s->maps.sl_pac_ctl_v2);
-  // Pinned tables may hold a previous run's flows, whose held ACKs died
-  // with that process: start clean.
+  // The pinned maps are re-adopted (load() reused them: the verdict
+  // counters go on, the ring and the tables are the same objects), but a
+  // previous run's flows are not: their held ACKs died with that process,
+  // and what their entries count (expected bytes, bound shares, the epochs
+  // they are valid in, their ids and quiet timers) refers to that process's
+  // .bss, which is not pinned and starts at zero here. Start them clean:
+  // each flow is known again from its next segment (docs/operations.md
+  // "kill -9 under traffic").
   {
-    sluice_pac_flow_key k{}, next{};
-    while (bpf_map_get_next_key(m.flows_fd, nullptr, &next) == 0) {
-      k = next;
-      if (bpf_map_delete_elem(m.flows_fd, &k) != 0) break;
-    }
+    // Keys first, then the deletes (restarting a key walk from the first
+    // bucket after each delete was quadratic in a full table).
+    std::vector<sluice_pac_flow_key> old;
+    for_each_entry<sluice_pac_flow_key, sluice_pac_flow>(
+        m.flows_fd, [&old](const sluice_pac_flow_key& k, const sluice_pac_flow&) { old.push_back(k); });
+    size_t forgotten = 0;
+    for (const auto& k : old)
+      if (bpf_map_delete_elem(m.flows_fd, &k) == 0) ++forgotten;
+    if (forgotten)
+      SLOG_INFO("PAC_READOPTED",
+                "{}: re-adopted the pinned PAC maps under {}; {} flows of the previous run start clean (their held "
+                "ACKs died with it)",
+                m.ifname, ctx.pin_dir, forgotten);
     // The control array: every slot free (ids restart with the .bss).
     std::vector<__u32> slots(SLUICE_PAC_CTL_SLOTS);
     std::vector<sluice_pac_flow_ctl> zero(SLUICE_PAC_CTL_SLOTS);
@@ -571,6 +657,15 @@ nlohmann::json PacModule::stats() const {
       {"busy_poll_us", m.poll_ns / 1000},
       {"busy_poll_passes", m.poll_passes},
       {"expired_flows", m.expired},
+      // The LRU table's evictions: flows the programs inserted that are
+      // neither in the table (at the last full scan) nor removed by the agent.
+      {"flow_inserts", load(&m.st->flow_inserts)},
+      {"flows_evicted", m.evicted()},
+      {"scan_passes", m.scan_passes},
+      {"scan_tick_us_max", m.scan_ns_max / 1000},
+      {"scan_tick_us_mean", m.scan_ticks ? double(m.scan_ns_total) / double(m.scan_ticks) / 1000.0 : 0.0},
+      {"scan_pass_ms_last", double(m.pass_ns_last) / 1e6},
+      {"scan_pass_ticks_last", m.pass_ticks_last},
       {"held_events", es.held_events},
       {"released", es.released},
       {"released_queue_full", es.released_queue_full},
@@ -614,6 +709,9 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
     double(load(&m.st->phantom_bytes)));
   c("sluice_pac_new_flows_total", "Flows started by our SYN, SYN-ACK or first data segment", {},
     double(load(&m.st->new_flows)));
+  c("sluice_pac_flow_inserts_total", "Flows the datapath inserted into the PAC table", {},
+    double(load(&m.st->flow_inserts)));
+  c("sluice_pac_flows_evicted_total", "Flows the PAC table (LRU) evicted for newer ones", {}, double(m.evicted()));
   c("sluice_pac_first_window_bytes_total", "Bytes counted for new flows' first windows", {},
     double(load(&m.st->first_window)));
   c("sluice_pac_response_cut_bytes_total", "Trigger bytes removed by the response cap (cap_to_response)", {},
