@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "core/bpf_util.h"
 #include "core/heartbeat.h"
@@ -77,6 +78,42 @@ sluice_flow_key key_of(const PacketSpec& s) {
   return k;
 }
 
+// What an LRU table of `size` entries holds after `flows` distinct flows
+// went in, oldest first (flow i's key: key(i)): its entries, within its size
+// and not emptied (checked), and of the newest 1,000 flows and of the
+// oldest (at most 1,000: the first half of what had to go) how many are
+// in it (printed by the caller, checked here).
+struct LruCheck {
+  size_t entries = 0;
+  int newest = 0, oldest = 0, old_n = 0;
+};
+template <class K, class V>
+LruCheck check_lru(int fd, int flows, int size, const std::function<K(int)>& key) {
+  LruCheck r;
+  K k{}, next{};
+  for (void* prev = nullptr; bpf_map_get_next_key(fd, prev, &next) == 0; prev = &k) {
+    k = next;
+    ++r.entries;
+  }
+  EXPECT_LE(r.entries, size_t(size));
+  EXPECT_GE(r.entries, size_t(size) / 2) << "the table emptied instead of evicting";
+  auto present = [&](int from, int to) {
+    int n = 0;
+    V v{};
+    for (int i = from; i < to; ++i) {
+      K kk = key(i);
+      if (bpf_map_lookup_elem(fd, &kk, &v) == 0) ++n;
+    }
+    return n;
+  };
+  r.old_n = std::min(1000, (flows - size) / 2);
+  r.newest = present(flows - 1000, flows);
+  r.oldest = present(0, r.old_n);
+  EXPECT_GE(r.newest, 990) << "the newest flows were evicted";
+  EXPECT_LE(r.oldest, r.old_n / 100) << "the oldest flows were kept while newer ones came in";
+  return r;
+}
+
 TEST(FlowScale, HundredThousandFlowsEvictTheOldestAndEveryPacketIsCounted) {
   require_root();
   const int kFlows = flow_count();
@@ -99,30 +136,10 @@ TEST(FlowScale, HundredThousandFlowsEvictTheOldestAndEveryPacketIsCounted) {
   EXPECT_EQ(c[SLUICE_R_PASS_COUNTED].packets, uint64_t(kFlows)) << "every packet counted once";
   EXPECT_EQ(c[SLUICE_R_PASS_FLOW_TABLE_FULL].packets, 0u) << "the LRU table refused a new flow";
 
-  size_t entries = 0;
-  sluice_flow_key k{}, next{};
-  for (void* prev = nullptr; bpf_map_get_next_key(flows_fd, prev, &next) == 0; prev = &k) {
-    k = next;
-    ++entries;
-  }
-  EXPECT_LE(entries, size_t(SLUICE_FLOW_TABLE_SIZE));
-  EXPECT_GE(entries, size_t(SLUICE_FLOW_TABLE_SIZE) / 2) << "the table emptied instead of evicting";
-  const size_t evicted = size_t(kFlows) - entries;
-
-  auto present = [&](int from, int to) {
-    int n = 0;
-    sluice_flow_stats st{};
-    for (int i = from; i < to; ++i) {
-      sluice_flow_key key = key_of(flow_spec(i));
-      if (bpf_map_lookup_elem(flows_fd, &key, &st) == 0) ++n;
-    }
-    return n;
-  };
-  // The oldest: the first half of what had to go (at most 1000).
-  const int old_n = std::min(1000, (kFlows - SLUICE_FLOW_TABLE_SIZE) / 2);
-  int newest = present(kFlows - 1000, kFlows), oldest = present(0, old_n);
-  EXPECT_GE(newest, 990) << "the newest flows were evicted";
-  EXPECT_LE(oldest, old_n / 100) << "the oldest flows were kept while newer ones came in";
+  LruCheck t = check_lru<sluice_flow_key, sluice_flow_stats>(flows_fd, kFlows, SLUICE_FLOW_TABLE_SIZE,
+                                                             [](int i) { return key_of(flow_spec(i)); });
+  const size_t entries = t.entries, evicted = size_t(kFlows) - entries;
+  const int newest = t.newest, oldest = t.oldest, old_n = t.old_n;
 
   // A second packet of each of the newest flows updates its entry.
   for (int i = kFlows - 1000; i < kFlows; ++i) run_tc(prog, build(flow_spec(i)));
@@ -211,31 +228,12 @@ TEST(FlowScale, PacHundredThousandFlowsEvictTheOldestCountedAndEveryAckPasses) {
   EXPECT_EQ(full, 0u) << "the LRU table refused a new flow";
   EXPECT_EQ(inserts + full, uint64_t(kFlows)) << "every new flow either inserted (counted) or refused (counted)";
 
-  size_t entries = 0;
-  sluice_pac_flow_key k{}, next{};
-  for (void* prev = nullptr; bpf_map_get_next_key(flows_fd, prev, &next) == 0; prev = &k) {
-    k = next;
-    ++entries;
-  }
-  EXPECT_LE(entries, size_t(SLUICE_PAC_FLOW_TABLE_SIZE));
-  EXPECT_GE(entries, size_t(SLUICE_PAC_FLOW_TABLE_SIZE) / 2) << "the table emptied instead of evicting";
+  LruCheck t = check_lru<sluice_pac_flow_key, sluice_pac_flow>(flows_fd, kFlows, SLUICE_PAC_FLOW_TABLE_SIZE, pac_key);
+  const size_t entries = t.entries;
+  const int newest = t.newest, oldest = t.oldest, old_n = t.old_n;
   ASSERT_GE(inserts, entries);
   const uint64_t evicted = inserts - entries;
   EXPECT_GE(evicted, uint64_t(kFlows - SLUICE_PAC_FLOW_TABLE_SIZE));
-
-  auto present = [&](int from, int to) {
-    int n = 0;
-    sluice_pac_flow f{};
-    for (int i = from; i < to; ++i) {
-      sluice_pac_flow_key key = pac_key(i);
-      if (bpf_map_lookup_elem(flows_fd, &key, &f) == 0) ++n;
-    }
-    return n;
-  };
-  const int old_n = std::min(1000, (kFlows - SLUICE_PAC_FLOW_TABLE_SIZE) / 2);
-  int newest = present(kFlows - 1000, kFlows), oldest = present(0, old_n);
-  EXPECT_GE(newest, 990) << "the newest flows were evicted";
-  EXPECT_LE(oldest, old_n / 100) << "the oldest flows were kept while newer ones came in";
 
   // The newest flow's entry is the one its two packets made, and it goes on.
   sluice_pac_flow_key last = pac_key(kFlows - 1);
