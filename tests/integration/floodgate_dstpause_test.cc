@@ -205,7 +205,11 @@ TEST_F(FloodgateDstPauseTest, PausedDestinationStopsOthersContinueResumeDelivers
   run(*runner, 500ms);
   EXPECT_FALSE(runner->state().paused(sw::addr_parse("10.77.0.9")));
   EXPECT_GT(rd.bytes.load() - d0, 500'000u) << "D flows again after the resume";
-  EXPECT_EQ(runner->state().stats().resent_frames, runner->state().stats().held_frames);
+  // Every frame stolen is sent again: the held ones, and the ones dp_egress
+  // stole after the resume emptied the queue but before it removed the
+  // destination from its map (passed on at once; under load, a few).
+  const auto& st = runner->state().stats();
+  EXPECT_EQ(st.resent_frames, st.held_frames + st.passed_frames);
   EXPECT_EQ(runner->send_errors(), 0u);
   EXPECT_GT(runner->counter(SL_DP_CNT_REINJECTED), 0u);
   sd.stop = se.stop = true;

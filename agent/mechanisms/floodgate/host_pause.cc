@@ -55,6 +55,7 @@ void HostPause::on_frame(const sw::Addr& dst, const uint8_t* frame, size_t len, 
     // Stolen just before the release took effect: send it on.
     out.push_back({Effect::kSend, dst, std::move(copy)});
     ++stats_.resent_frames;
+    ++stats_.passed_frames;
     return;
   }
   Dst& d = it->second;

@@ -31,7 +31,8 @@ struct HostPauseStats {
   uint64_t expired = 0;              // pauses resumed by the timeout
   uint64_t overflow = 0;             // destinations released because max_frames was reached
   uint64_t held_frames = 0;          // frames queued, ever
-  uint64_t resent_frames = 0;        // frames handed back for sending
+  uint64_t resent_frames = 0;        // frames handed back for sending: held ones and passed ones
+  uint64_t passed_frames = 0;        // stolen for a destination no longer paused: sent on, never held
   uint32_t paused_dsts = 0;
   uint32_t queued_frames = 0;
 };

@@ -56,6 +56,7 @@ TEST(FloodgateHost, PauseHoldsResumeSendsInOrderThenReleases) {
   EXPECT_EQ(hp.stats().resumes, 1u);
   EXPECT_EQ(hp.stats().held_frames, 3u);
   EXPECT_EQ(hp.stats().resent_frames, 4u);
+  EXPECT_EQ(hp.stats().passed_frames, 1u) << "the straggler was never held";
 }
 
 TEST(FloodgateHost, StaleAndRepeatedFramesChangeNothing) {
