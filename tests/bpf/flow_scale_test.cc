@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "core/bpf_util.h"
 #include "core/heartbeat.h"
@@ -59,11 +60,21 @@ PacketSpec flow_spec(int i) {
   return s;
 }
 
-// Mean of ns[from, to) in microseconds.
-double mean_us(const std::vector<uint32_t>& ns, int from, int to) {
-  double s = 0;
-  for (int i = from; i < to; ++i) s += ns[size_t(i)];
-  return s / (to - from) / 1000.0;
+// Per-packet run time (ns[i]: flow i's) while a table of `size` entries
+// fills (the first 10,000 flows) against while every insert evicts (the
+// last 10,000), and the worst, as printed.
+std::string insert_cost(const std::vector<uint32_t>& ns, int size) {
+  const int flows = int(ns.size()), w = std::min(10'000, flows - size);
+  auto mean_us = [&](int from, int to) {
+    double s = 0;
+    for (int i = from; i < to; ++i) s += ns[size_t(i)];
+    return s / (to - from) / 1000.0;
+  };
+  double filling = mean_us(0, w), evicting = mean_us(flows - w, flows);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%.3f us while filling, %.3f us while evicting (x%.2f), worst %.1f us", filling,
+                evicting, evicting / filling, *std::max_element(ns.begin(), ns.end()) / 1000.0);
+  return buf;
 }
 
 sluice_flow_key key_of(const PacketSpec& s) {
@@ -148,14 +159,11 @@ TEST(FlowScale, HundredThousandFlowsEvictTheOldestAndEveryPacketIsCounted) {
   ASSERT_EQ(bpf_map_lookup_elem(flows_fd, &last, &st), 0);
   EXPECT_EQ(st.packets, 2u);
 
-  const int w = std::min(10'000, kFlows - SLUICE_FLOW_TABLE_SIZE);
-  double filling = mean_us(ns, 0, w), evicting = mean_us(ns, kFlows - w, kFlows);
-  uint32_t worst = *std::max_element(ns.begin(), ns.end());
   std::printf(
       "flow scale: %d flows into a %d-entry table: %zu entries left, %zu evicted (%d of the newest 1000 kept, "
-      "%d of the oldest %d); per packet %.3f us while filling, %.3f us while evicting (x%.2f), worst %.1f us\n",
-      kFlows, SLUICE_FLOW_TABLE_SIZE, entries, evicted, newest, oldest, old_n, filling, evicting, evicting / filling,
-      worst / 1000.0);
+      "%d of the oldest %d); per packet %s\n",
+      kFlows, SLUICE_FLOW_TABLE_SIZE, entries, evicted, newest, oldest, old_n,
+      insert_cost(ns, SLUICE_FLOW_TABLE_SIZE).c_str());
 }
 
 // PAC flow i: sender 10.(i / 65536 + 1).x.y:5201 -> receiver 10.200.0.1,
@@ -243,16 +251,13 @@ TEST(FlowScale, PacHundredThousandFlowsEvictTheOldestCountedAndEveryAckPasses) {
   EXPECT_EQ(f.admitted, 1u);
   EXPECT_GT(f.id, 0u);
 
-  const int w = std::min(10'000, kFlows - SLUICE_PAC_FLOW_TABLE_SIZE);
-  double filling = mean_us(ns, 0, w), evicting = mean_us(ns, kFlows - w, kFlows);
-  uint32_t worst = *std::max_element(ns.begin(), ns.end());
   std::printf(
       "pac flow scale: %d flows into a %d-entry table: %zu entries left, %llu inserted, %llu evicted, %llu refused "
       "(%d of the newest 1000 kept, %d of the oldest %d); ACKs admitted %llu, failed open %llu; pac_ingress per new "
-      "flow %.3f us while filling, %.3f us while evicting (x%.2f), worst %.1f us\n",
+      "flow %s\n",
       kFlows, SLUICE_PAC_FLOW_TABLE_SIZE, entries, (unsigned long long)inserts, (unsigned long long)evicted,
       (unsigned long long)full, newest, oldest, old_n, (unsigned long long)c[SLUICE_R_PAC_ADMIT].packets,
-      (unsigned long long)c[SLUICE_R_PAC_FAIL_OPEN].packets, filling, evicting, evicting / filling, worst / 1000.0);
+      (unsigned long long)c[SLUICE_R_PAC_FAIL_OPEN].packets, insert_cost(ns, SLUICE_PAC_FLOW_TABLE_SIZE).c_str());
 }
 
 }  // namespace
