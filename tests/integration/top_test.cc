@@ -52,9 +52,11 @@ TEST_F(TopLabTest, FlowsCompleteAndEveryTokenIsCountedValid) {
   uint64_t data_pkts = 4 * ((150000 + 1439) / 1440);
   // Nothing is lost on a veth, so every data packet beyond the flows' own is
   // a resend after a spurious NACK (a sender descheduled for milliseconds on
-  // a busy machine looks like tail loss); allow a few, never a loss.
+  // a busy machine looks like tail loss); allow some, never a loss. (A
+  // Debug build at load 12 resent 33 of 420: 8%. A gap detector that
+  // resends whole flows would pass 20% at once.)
   EXPECT_EQ(s["data_sent"].get<uint64_t>(), data_pkts + s["data_resent"].get<uint64_t>());
-  EXPECT_LE(s["data_resent"].get<uint64_t>(), data_pkts / 20);
+  EXPECT_LE(s["data_resent"].get<uint64_t>(), data_pkts / 5);
   EXPECT_EQ(json_sum(s["xdp"]["expired"]), 0u);
   EXPECT_EQ(json_sum(s["xdp"]["valid"]), json_sum(s["tokens_received"]))
       << "every token the sender saw passed the XDP program";
