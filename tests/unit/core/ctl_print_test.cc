@@ -15,16 +15,23 @@ namespace {
 
 using nlohmann::json;
 
+// The view's output as a string. The stream and its buffer are released
+// also when the view throws (the tests of bad input expect it to).
 template <typename F>
 std::string printed(F view, const json& j) {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  view(f, j);
-  std::fclose(f);
-  std::string s(buf, len);
-  std::free(buf);
-  return s;
+  struct Stream {
+    char* buf = nullptr;
+    size_t len = 0;
+    std::FILE* f = open_memstream(&buf, &len);
+    ~Stream() {
+      if (f) std::fclose(f);
+      std::free(buf);
+    }
+  } m;
+  view(m.f, j);
+  std::fclose(m.f);
+  m.f = nullptr;
+  return std::string(m.buf, m.len);
 }
 
 TEST(CtlPrint, FlowsPrintsEachFlow) {
