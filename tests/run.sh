@@ -7,6 +7,9 @@
 #                             --build-type Release), every label
 #   tests/run.sh --sanitize   clang, ASan + UBSan (any report fails), in
 #                             build-sanitize/; labels unit bpf integration
+#   tests/run.sh --sanitize-unit
+#                             the same build directory, only the unit tests
+#                             (what CI runs: minutes, not the whole tree)
 #   tests/run.sh --fuzz       the same build directory, only the fuzz
 #                             targets; each libFuzzer target for
 #                             SLUICE_FUZZ_SECONDS (default 30) from its seed
@@ -25,11 +28,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 stage=full
+only=
 build_type=RelWithDebInfo
 cxx=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) stage=sanitize; shift ;;
+    --sanitize-unit) stage=sanitize; only=unit_all; shift ;;
     --fuzz) stage=fuzz; shift ;;
     --build-type) build_type=$2; stage=matrix; shift 2 ;;
     --cxx) cxx=$2; stage=matrix; shift 2 ;;
@@ -62,6 +67,8 @@ cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
 if [ "$stage" = fuzz ]; then
   # Only the fuzz targets (and what they link): fuzzing needs no test binary.
   cmake --build "$build" -j"$(nproc)" --target fuzz_all
+elif [ -n "$only" ]; then
+  cmake --build "$build" -j"$(nproc)" --target "$only"
 else
   cmake --build "$build" -j"$(nproc)"
 fi
@@ -83,6 +90,8 @@ case "$stage" in
       # libFuzzer reports on its own stderr (and fails the test).
       unset ASAN_OPTIONS UBSAN_OPTIONS
       [ $# -eq 0 ] && set -- -L fuzz
+    elif [ -n "$only" ]; then
+      [ $# -eq 0 ] && set -- -L unit
     else
       [ $# -eq 0 ] && set -- -L 'unit|bpf|integration'
     fi
