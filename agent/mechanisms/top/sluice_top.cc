@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   CLI::App app{"sluice-top: TOP token-oriented transport (send/recv)"};
   app.require_subcommand(1);
   std::string bind, to, objective = "fct", xdp_if, stats_path;
-  double link_mbit = 100, p_pkts = 20000, a = 1, b = 1;
+  double link_mbit = 100, p_pkts = 20000, a = 1, b = 1, deadline_span_us = 100000;
   uint64_t rtt_us = 500, size = 0, count = 1, interval_us = 0, deadline_us = 0, timeout_s = 60, expiry_us = 0,
            exit_after = 0;
   int64_t clock_offset_ns = 0;
@@ -175,6 +175,8 @@ int main(int argc, char** argv) {
   recv->add_option("--p-pkts", p_pkts, "largest flow in packets (log base of the FCT classes, §3.2)");
   recv->add_option("--a", a, "FCT/LAS class formula: floor(K log_p(a x + b))");
   recv->add_option("--b", b);
+  recv->add_option("--deadline-span-us", deadline_span_us,
+                   "deadline objective: the largest slack its classes tell apart (log base, as --p-pkts for FCT)");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
   auto* send = app.add_subcommand("send", "send flows; answer each valid token with one data packet");
   send->add_option("--bind", bind, "local address[:port]")->required();
@@ -227,6 +229,7 @@ int main(int argc, char** argv) {
       rc.prio.p = p_pkts;
       rc.prio.a = a;
       rc.prio.b = b;
+      rc.prio.deadline_span_us = deadline_span_us;
       if (auto e = rc.validate()) throw std::runtime_error("receiver config: " + *e);
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);

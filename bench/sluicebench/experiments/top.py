@@ -16,8 +16,9 @@ the bottleneck (variants/pulser.py) on the same pairs, load and CDF (its own
 draws). Slowdown = FCT / (base RTT + size at the link rate) for all.
 
 Row per load: fct_mean_us, fct_p99_us, short_fct_p99_us (flows below
---short-bytes), slowdown_mean, deadline_miss_ratio (null: no deadline runs
-here), data_lost_packets (data dropped in the switches), tokens_expired,
+--short-bytes), slowdown_mean, deadline_miss_ratio (token variants with
+--deadlines: flows that closed after their deadline or not at all, over
+all flows; null otherwise), data_lost_packets (data dropped in the switches), tokens_expired,
 max_data_queue_bytes (the bottleneck port, sluice-qmon).
 """
 
@@ -84,7 +85,7 @@ class TopExp(Experiment):
     help = "TOP testbed (top-tpds20 §5.1 Fig. 10): dumbbell, web search / data mining, tokens vs top vs dctcp"
     default_variants = "tokens,top,top-noexpiry,dctcp"
     point_keys = ("load",)
-    key_figures = ("fct_mean_us", "slowdown_mean", "short_fct_p99_us", "fct_p99_us")
+    key_figures = ("fct_mean_us", "slowdown_mean", "short_fct_p99_us", "fct_p99_us", "deadline_miss_ratio")
     ratio_to = "tokens"
     default_repeat = 3
 
@@ -103,6 +104,10 @@ class TopExp(Experiment):
         p.add_argument("--short-bytes", type=util.size, default=100000, help="short flows: below this")
         p.add_argument("--rtt-us", type=int, default=500, help="sluice-top --rtt-us (rate control period)")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
+        p.add_argument("--deadlines", default="",
+                       help="LO,HI: every flow gets a deadline of U[LO, HI] x its ideal FCT (base RTT + size at "
+                            "the link rate), drawn per repeat, the same for every token variant; the row then "
+                            "has deadline_miss_ratio (compare top-edf with tokens)")
 
     @staticmethod
     def sluice_top() -> str:
@@ -122,6 +127,7 @@ class TopExp(Experiment):
                 "pairs": a.pairs, "rate_mbit": a.rate, "buffer": a.buffer, "short_bytes": a.short_bytes,
                 "token_queue": getattr(a, "top_token_queue", 8),
                 "base_one_way_us": getattr(a, "top_base_one_way_us", 100),
+                "deadlines": a.deadlines or None,
                 "switch_side": "tc-scripts/top-switch.sh HTB tree on every switch port (R1 approximated)"}
 
     def run(self, ctx, variants):
@@ -179,22 +185,44 @@ class TopExp(Experiment):
         finally:
             ctx.stop(echo)
 
+    def deadline_range(self):
+        """(lo, hi) of --deadlines, or None."""
+        if not self.args.deadlines:
+            return None
+        try:
+            lo, hi = (float(x) for x in self.args.deadlines.split(","))
+        except ValueError:
+            raise BenchError(f"--deadlines {self.args.deadlines!r}: want LO,HI (multiples of the ideal FCT)")
+        if not (1.0 <= lo <= hi):
+            raise BenchError(f"--deadlines {self.args.deadlines!r}: want 1 <= LO <= HI")
+        return lo, hi
+
     def schedule(self, load: float, rep: int) -> list:
-        """(start_us, size, pair) for --flows Poisson arrivals at `load`."""
+        """(start_us, size, pair, deadline_us) for --flows Poisson arrivals at
+        `load`; deadline_us is 0 without --deadlines. The deadlines come from
+        a generator of their own, so the arrivals and sizes of a repeat are
+        the same with and without them."""
         a = self.args
         rng = random.Random(a.seed * 1000003 + rep * 1009 + int(load * 100))
+        drng = random.Random(a.seed * 7919 + rep * 104729 + int(load * 100))
+        dl = self.deadline_range()
         mean = mean_size(self.pts) * a.size_scale
         lam = load * a.rate * 1e6 / 8 / mean  # flows per second
         t, out = 0.0, []
         for _ in range(a.flows):
             t += rng.expovariate(lam)
             size = max(1, int(sample_size(self.pts, rng.random()) * a.size_scale))
-            out.append((int(t * 1e6), size, rng.randrange(a.pairs)))
+            pair = rng.randrange(a.pairs)
+            deadline = int(self.ideal_us(size) * drng.uniform(*dl)) if dl else 0
+            out.append((int(t * 1e6), size, pair, deadline))
         return out
 
+    def ideal_us(self, size: int) -> float:
+        """FCT of a flow alone: base RTT + size at the link rate."""
+        return self.base_rtt_us + size * 8 / self.args.rate
+
     def slowdown(self, size: int, fct_us: float) -> float:
-        ideal = self.base_rtt_us + size * 8 / self.args.rate  # us at rate Mbit/s
-        return fct_us / ideal
+        return fct_us / self.ideal_us(size)
 
     def point(self, ctx, topo, v, load, rep) -> dict:
         a = self.args
@@ -221,6 +249,9 @@ class TopExp(Experiment):
         sl = [self.slowdown(s, f) for s, f in recs]
         row["slowdown_mean"] = round(statistics.fmean(sl), 3) if sl else None
         row["deadline_miss_ratio"] = None
+        if "deadline_flows" in extra:
+            row["deadline_miss_ratio"] = round(extra["deadline_missed"] / extra["deadline_flows"], 4) \
+                if extra["deadline_flows"] else None
         if v.name == "dctcp":
             row["data_lost_packets"] = drops
             row["tokens_expired"] = None
@@ -238,20 +269,24 @@ class TopExp(Experiment):
         sched = self.schedule(load, rep)
         pmax = max(2.0, self.pts[-1][0] * a.size_scale / 1440)
         recvs, sends = [], []
+        # The deadline classes tell slacks apart up to the largest deadline
+        # (the log base, as p is for sizes: §3.2's thresholds, objective.h).
+        span = max([d for *_, d in sched] + [2])
         for i in range(a.pairs):
-            mine = [(t, s) for t, s, p in sched if p == i]
+            mine = [(t, s, d) for t, s, p, d in sched if p == i]
             if not mine:
                 continue
             r, s = topo.receivers[i], topo.senders[i]
             recvs.append(ctx.spawn(r.ns, [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
                                           f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
+                                          "--deadline-span-us", str(span),
                                           "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine))],
                                    f"{tag}-recv{i}"))
             path = os.path.join(ctx.tmp, f"{tag}-sched{i}.txt")
             with open(path, "w") as f:
                 t0 = mine[0][0]
-                for t, sz in mine:
-                    f.write(f"{t - t0 + 50000} {sz}\n")  # 50 ms for every sender to start
+                for t, sz, d in mine:
+                    f.write(f"{t - t0 + 50000} {sz}" + (f" {d}" if d else "") + "\n")  # 50 ms for every sender to start
             sends.append((i, path))
         procs = []
         for i, path in sends:
@@ -278,8 +313,19 @@ class TopExp(Experiment):
                     unfinished += j["flows"] - j["flows_done"]
         for p in recvs:
             ctx.stop(p)
-        ctx.save_artifacts(*[f"{tag}-send{i}.log" for i, _ in sends])
-        return recs, {"data_sent": sent, "data_resent": resent, "flows_unfinished": unfinished}
+        extra = {"data_sent": sent, "data_resent": resent, "flows_unfinished": unfinished}
+        if any(d for *_, d in sched):
+            # The receiver knows whether a flow closed by its deadline
+            # (receiver.cc); a flow that never closed missed it.
+            met = 0
+            for p in recvs:
+                for line in ctx.lab.log_of(p).splitlines():
+                    if line.startswith("{") and '"deadline_met"' in line:
+                        j = json.loads(line)
+                        met += bool(j.get("deadline") and j.get("deadline_met"))
+            extra.update({"deadline_flows": len(sched), "deadline_missed": len(sched) - met})
+        ctx.save_artifacts(*[f"{tag}-send{i}.log" for i, _ in sends], *[f"{tag}-recv{i}.log" for i, _ in sends])
+        return recs, extra
 
     def run_tg(self, ctx, topo, v, load, rep, tag):
         """dctcp: one sluice-tg flows client per receiver, asking its paired
@@ -312,7 +358,7 @@ class TopExp(Experiment):
         lines = [f"top: {p['workload']} x{p['size_scale']:g}, {p['flows']} flows per run, {p['pairs']} pairs, "
                  f"{p['rate_mbit']:g} Mbit/s, buffer {p['buffer']} B",
                  f"{'load':>5} {'variant':13} {'done':>9} {'fct_mean':>10} {'fct_p99':>10} {'n':>5} "
-                 f"{'short_p99':>10} {'n':>5} {'slowdown':>9} {'lost':>5} {'expired':>8} {'maxq_B':>8}"]
+                 f"{'short_p99':>10} {'n':>5} {'slowdown':>9} {'lost':>5} {'expired':>8} {'maxq_B':>8} {'dl_miss':>7}"]
         for _, v, r in self.points(result):
             def f(k, fmt="{:.0f}"):
                 x = r.get(k)
@@ -320,7 +366,8 @@ class TopExp(Experiment):
             lines.append(f"{r['load']:>5} {v:13} {str(r.get('flows_done')) + '/' + str(r.get('flows')):>9} "
                          f"{f('fct_mean_us'):>10} {f('fct_p99_us'):>10} {f('fct_n'):>5} "
                          f"{f('short_fct_p99_us'):>10} {f('short_fct_n'):>5} {f('slowdown_mean', '{:.2f}'):>9} "
-                         f"{f('data_lost_packets'):>5} {f('tokens_expired'):>8} {f('max_data_queue_bytes'):>8}")
+                         f"{f('data_lost_packets'):>5} {f('tokens_expired'):>8} {f('max_data_queue_bytes'):>8} "
+                         f"{f('deadline_miss_ratio', '{:.3f}'):>7}")
         return "\n".join(lines)
 
     def plot(self, result, path):

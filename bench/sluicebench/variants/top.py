@@ -10,6 +10,8 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 every host: senders drop tokens older than T (§4.3)
   top-noexpiry  the same classes; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
+  top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
+                expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
 (receivers' agents), token_drops_switch and data_drops_switch (the tree's
 queues on every switch port).
@@ -150,3 +152,11 @@ class TopNoExpiry(_Top):
     help = "TOP's token classes without host expiry (sluiced counts tokens older than T, passes them)"
     objective = "fct"
     expire = False
+
+
+@variant
+class TopEdf(_Top):
+    name = "top-edf"
+    help = "TOP with the deadline objective (token class from each flow's slack), expiry on; use with --deadlines"
+    objective = "deadline"
+    expire = True
