@@ -96,16 +96,18 @@ Field<S> logic_field() {
 }  // namespace
 
 const ConfigSection& switch_section() {
-  static const ConfigSection s =
-      make_section<S>(S::kSection, {
-                                       logic_field(),
-                                       field::integer("queues", &S::queues, 1, SLUICE_SW_MAX_QUEUES),
-                                       field::integer("rate_mbit", &S::rate_mbit, 1, 100000),
-                                       field::integer("buffer_bytes", &S::buffer_bytes, 1514, 1 << 30),
-                                       field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
-                                       field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
-                                       ports_field(),
-                                   });
+  static const ConfigSection s = make_section<S>(
+      S::kSection,
+      {
+          logic_field(),
+          field::integer("queues", &S::queues, 1, SLUICE_SW_MAX_QUEUES),
+          field::integer("rate_mbit", &S::rate_mbit, 1, 100000),
+          field::integer("buffer_bytes", &S::buffer_bytes, 1514, 1 << 30),
+          field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
+          field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
+          field::choice("datapath", &S::datapath, {{"tree", SwitchDatapath::kTree}, {"hold", SwitchDatapath::kHold}}),
+          ports_field(),
+      });
   return s;
 }
 

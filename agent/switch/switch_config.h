@@ -9,6 +9,7 @@
 //   rate_mbit = 100           # link rate per port (default for every port)
 //   buffer_bytes = 131072     # tail-drop limit of each queue (its TBF leaf)
 //   burst_bytes = 0           # token bucket of classes and leaves (0 = 100 us at the rate)
+//   datapath = "tree"         # or "hold": the queues held in sluiced (switch/hold_path.h)
 //   [[switch.ports]]
 //   name = "swp1"
 //   role = "switch-facing"    # or "host-facing"
@@ -40,6 +41,12 @@ struct SwitchPortEntry {
   }
 };
 
+// Where the switch's queues are (docs/switch.md): "tree", an HTB/TBF tree
+// per port in the kernel (pause = a netlink change of a TBF leaf); "hold",
+// in sluiced (every data frame diverted to the agent and re-injected; pause
+// = immediate). One data path for all ports of the switch.
+enum class SwitchDatapath : uint8_t { kTree, kHold };
+
 struct SwitchConfig {
   static constexpr const char* kSection = "switch";
   std::string logic = "fifo";
@@ -52,6 +59,7 @@ struct SwitchConfig {
   // Agent heartbeat older than this: the classifier stops steering and
   // every new packet takes the never-paused fallback class (fail open).
   uint32_t fail_open_ms = 1000;
+  SwitchDatapath datapath = SwitchDatapath::kTree;
   std::vector<SwitchPortEntry> ports;
 
   uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }

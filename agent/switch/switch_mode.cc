@@ -18,6 +18,7 @@
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
+#include "core/features.h"
 #include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/tc.h"
@@ -26,6 +27,7 @@
 #include "swport.skel.h"
 #include "swport_compat.skel.h"
 #include "switch/control.h"
+#include "switch/hold_path.h"
 #include "switch/registry.h"
 #include "switch/stats.h"
 #include "switch/switch_config.h"
@@ -44,7 +46,7 @@ struct SwPort {
   PortConfig cfg;
   int ifindex = 0;
   std::array<uint8_t, 6> mac{};
-  std::unique_ptr<PortTree> tree;  // declared before att: detached first, removed after
+  std::unique_ptr<PortTree> tree;  // declared before att: detached first, removed after (null when held)
   std::vector<TcAttachment> att;
   int tx_fd = -1;
   std::vector<uint8_t> paused;
@@ -110,6 +112,9 @@ class SwitchMode final : public HostService, public Substrate {
   boost::asio::steady_timer timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::unique_ptr<Logic> logic_;
+  // [switch] datapath = "hold": the queues in this process (null for "tree").
+  std::unique_ptr<HoldPath> hold_;
+  std::unique_ptr<HeartbeatThread::Registration> hold_beat_;
   uint64_t frame_rx_ns_ = 0;  // ingress time of the control frame being handed to the logic
 };
 
@@ -125,6 +130,20 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       &skel_->bss->sw_live, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
       std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
+    if (cfg_.datapath == SwitchDatapath::kHold) {
+      if (ctx.features) {
+        auto f = ctx.features->find(Feature::TpBtfQdisc);
+        if (f == ctx.features->end() || !f->second.ok)
+          throw Error("[switch] datapath = \"hold\" needs the qdisc tracepoints (tp-btf-qdisc, Linux 5.17+): " +
+                      (f == ctx.features->end() ? std::string("not probed") : f->second.detail));
+      }
+      hold_ = std::make_unique<HoldPath>(loop_, uint64_t(cfg_.fail_open_ms) * 1'000'000, ctx.attach_mode,
+                                         ctx.config.agent.state_dir);
+      // swhold's egress passes every frame once this is stale (fail open).
+      hold_beat_ = loop_.heartbeats().add(
+          hold_->liveness(), std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
+          std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch-hold");
+    }
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
       const SwitchPortEntry& e = cfg_.ports[i];
       auto p = std::make_unique<SwPort>();
@@ -133,6 +152,10 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       p->cfg.role = e.role;
       p->cfg.rate_bps = uint64_t(cfg_.port_rate_mbit(e)) * 1'000'000;
       p->cfg.queues.assign(cfg_.port_queues(e), QueueConfig{});
+      // Held queues tail-drop at buffer_bytes in the agent (the tree's
+      // leaves do it in the kernel).
+      if (hold_)
+        for (auto& q : p->cfg.queues) q.limit_bytes = cfg_.port_buffer(e);
       p->paused.assign(p->cfg.queues.size(), 0);
       p->ifindex = int(if_nametoindex(e.name.c_str()));
       if (!p->ifindex) throw Error("[switch] port " + e.name + " (" + e.where + "): no such interface");
@@ -142,21 +165,28 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       if (fd >= 0 && ioctl(fd, SIOCGIFHWADDR, &ifr) == 0) std::memcpy(p->mac.data(), ifr.ifr_hwaddr.sa_data, 6);
       if (fd >= 0) close(fd);
 
-      TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
-      p->tree = std::make_unique<PortTree>(spec);
+      if (hold_) {
+        hold_->add_port({PortId(i), p->ifindex, p->cfg, cfg_.port_buffer(e), cfg_.burst_bytes});
+      } else {
+        TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
+        p->tree = std::make_unique<PortTree>(spec);
+      }
 
+      // Held: the entry serves the ingress gate only (htb_major 0: the
+      // classifier, not attached, would steer nothing).
       sl_sw_port sp{uint32_t(i),
                     uint32_t(e.role),
                     uint32_t(p->cfg.queues.size()),
-                    kHtbMajor,
+                    hold_ ? 0u : kHtbMajor,
                     info_->hash_flows ? uint32_t(SL_SW_PORT_HASH_DEFAULT) : 0u,
                     0};
       uint32_t key = uint32_t(p->ifindex);
       check(bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_sw_ports_v1), &key, &sp, BPF_ANY), "port table");
       p->att.push_back(TcAttachment::attach(e.name, Hook::Ingress, bpf_program__fd(skel_->progs.sw_ingress),
                                             "sw_ingress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
-      p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress), "sw_egress",
-                                            kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
+      if (!hold_)
+        p->att.push_back(TcAttachment::attach(e.name, Hook::Egress, bpf_program__fd(skel_->progs.sw_egress),
+                                              "sw_egress", kSwportTcPrio, ctx.attach_mode, ctx.config.agent.state_dir));
 
       // Control frames this switch sends: raw, not receiving (protocol 0),
       // into the never-paused fallback class (HTB honours skb->priority).
@@ -175,14 +205,18 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
     LogicContext lc{&ctx.config, &pcs, &ctx};
     logic_ = info_->make(lc);
     logic_->on_start(*this);
+    if (hold_) hold_->start(*logic_);
   } catch (...) {
+    hold_beat_.reset();
+    hold_.reset();
     ring_watch_.reset();
     if (rb_) ring_buffer__free(rb_);
     rb_ = nullptr;
     while (!ports_.empty()) ports_.pop_back();
     throw;
   }
-  SLOG_INFO("SWITCH_STARTED", "switch mode: logic {}, {} port(s)", info_->name, ports_.size());
+  SLOG_INFO("SWITCH_STARTED", "switch mode: logic {}, {} port(s), data path {}", info_->name, ports_.size(),
+            hold_ ? "hold" : "tree");
 }
 
 SwitchMode::~SwitchMode() {
@@ -191,6 +225,10 @@ SwitchMode::~SwitchMode() {
   beat_.reset();
   ring_watch_.reset();
   if (rb_) ring_buffer__free(rb_);
+  // Held: egress detached, held frames sent to the ports, roots removed
+  // (the heartbeat first: it writes into the object's .bss).
+  hold_beat_.reset();
+  hold_.reset();
   logic_.reset();
   // Each port: programs detached, then its tree removed.
   while (!ports_.empty()) ports_.pop_back();
@@ -222,6 +260,7 @@ void SwitchMode::on_ctrl(const sl_sw_ctrl_event& ev) {
   frame_rx_ns_ = ev.rx_ns;
   logic_->on_control(f, PortId(ev.port_id));
   frame_rx_ns_ = 0;
+  if (hold_) hold_->pump();  // a resume or release: send now
 }
 
 const std::vector<ClassCounters>& SwitchMode::counters(const SwPort& p, uint64_t max_age_ns) const {
@@ -238,6 +277,7 @@ const std::vector<ClassCounters>& SwitchMode::counters(const SwPort& p, uint64_t
 }
 
 QueueDepth SwitchMode::depth(PortId p, QueueId q) const {
+  if (hold_) return hold_->depth(p, q);
   std::lock_guard lk(mu_);
   const auto& c = counters(*ports_.at(p), 1'000'000);
   if (q >= ports_.at(p)->cfg.queues.size() || q >= c.size()) return {};
@@ -245,6 +285,7 @@ QueueDepth SwitchMode::depth(PortId p, QueueId q) const {
 }
 
 uint64_t SwitchMode::dropped(PortId p, QueueId q) const {
+  if (hold_) return hold_->dropped(p, q);
   std::lock_guard lk(mu_);
   const auto& c = counters(*ports_.at(p), 1'000'000);
   if (q >= ports_.at(p)->cfg.queues.size() || q >= c.size()) return 0;
@@ -261,7 +302,9 @@ void SwitchMode::set_paused(PortId p, QueueId q, bool paused) {
   SwPort& sp = *ports_.at(p);
   if (q >= sp.paused.size()) return;
   const uint64_t t0 = monotonic_ns();
-  int rc = sp.tree->set_paused(q, paused);
+  int rc = 0;
+  if (hold_) hold_->set_paused(p, q, paused);  // in the agent's queues: no netlink
+  else rc = sp.tree->set_paused(q, paused);
   const uint64_t t1 = monotonic_ns();
   std::lock_guard lk(mu_);
   if (rc >= 0 && frame_rx_ns_ && t1 > frame_rx_ns_) {
@@ -284,7 +327,7 @@ void SwitchMode::set_paused(PortId p, QueueId q, bool paused) {
   }
   if (bool(sp.paused[q]) != paused) ++sp.pause_changes;
   sp.paused[q] = paused;
-  if (!paused) kick(sp);
+  if (!paused && !hold_) kick(sp);
 }
 
 // A TBF change refills the leaf's bucket but does not wake the port: the
@@ -311,6 +354,12 @@ void SwitchMode::kick(SwPort& sp) {
 bool SwitchMode::release(PortId p, QueueId q, uint64_t bytes) {
   SwPort& sp = *ports_.at(p);
   if (q >= sp.paused.size()) return false;
+  if (hold_) {
+    if (!hold_->release(p, q, bytes)) return false;
+    std::lock_guard lk(mu_);
+    sp.paused[q] = 1;
+    return true;
+  }
   int rc = sp.tree->release(q, bytes);
   std::lock_guard lk(mu_);
   if (rc < 0) {
@@ -358,6 +407,7 @@ void SwitchMode::arm_timer(uint64_t at_ns) {
     auto a = alive.lock();
     if (ec || !a || !*a) return;
     logic_->on_timer(monotonic_ns());
+    if (hold_) hold_->pump();
   });
 }
 
@@ -382,14 +432,15 @@ std::vector<sl_sw_counter> SwitchMode::bpf_counters(uint32_t port_id) const {
 // in = accepted and handed to the logic, rejected = dropped by the gate (by
 // reason) or by the agent's re-check, out = sent by the logic.
 nlohmann::json SwitchMode::port_json(const SwPort& p) const {
-  const auto& cc = counters(p, 0);
   auto bc = bpf_counters(p.id);
+  std::vector<ClassCounters> cc;
+  if (!hold_) cc = counters(p, 0);
   nlohmann::json qs = nlohmann::json::array();
   auto row = [](const ClassCounters& c) {
     return nlohmann::json{{"depth_bytes", c.backlog}, {"depth_pkts", c.qlen}, {"pkts_in", c.packets + c.drops + c.qlen},
                           {"pkts_out", c.packets},    {"bytes_out", c.bytes}, {"dropped", c.drops}};
   };
-  for (size_t q = 0; q < p.cfg.queues.size(); ++q) {
+  for (size_t q = 0; q < p.cfg.queues.size() && !hold_; ++q) {
     nlohmann::json j = q < cc.size() ? row(cc[q]) : nlohmann::json::object();
     j["queue"] = q;
     j["paused"] = bool(p.paused[q]);
@@ -413,32 +464,44 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
     auto pct = [&](double f) { return v.empty() ? 0u : v[size_t(f * double(v.size() - 1))]; };
     return nlohmann::json{{"samples", v.size()}, {"p50", pct(0.5)}, {"p99", pct(0.99)}, {"max", pct(1.0)}};
   };
-  return {{"name", p.cfg.name},
-          {"port_id", p.id},
-          {"ifindex", p.ifindex},
-          {"role", port_role_name(p.cfg.role)},
-          {"rate_bps", p.cfg.rate_bps},
-          {"buffer_bytes", p.tree->spec().buffer_bytes},
-          {"burst_bytes", p.tree->burst_bytes()},
-          {"queues", qs},
-          {"fallback", fallback},
-          {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},
-          {"fail_open_pkts", bc[SL_SW_CNT_DATA_FAIL_OPEN].packets},
-          {"pause_changes", p.pause_changes},
-          {"pause_failures", p.pause_failures},
-          {"kicks", p.kicks},
-          // Control frame at the ingress program -> pause/resume in place,
-          // over the last 1024 changes a frame caused (us).
-          {"pause_apply_us", summary(p.react_us)},
-          {"pause_netlink_us", summary(p.netlink_us)},
-          {"pause_apply_total", p.latency_total},
-          {"control",
-           {{"in", p.ctrl.in},
-            {"out", p.ctrl.out},
-            {"out_rejected", p.ctrl.out_rejected},
-            {"rejected", rejected},
-            {"rejected_by_reason", by_reason}}},
-          {"tree", {{"handles", p.tree->handles()}, {"replaced", p.tree->replaced()}}}};
+  nlohmann::json out = {{"name", p.cfg.name},
+                        {"port_id", p.id},
+                        {"ifindex", p.ifindex},
+                        {"role", port_role_name(p.cfg.role)},
+                        {"rate_bps", p.cfg.rate_bps},
+                        {"buffer_bytes", p.tree ? p.tree->spec().buffer_bytes : 0},
+                        {"burst_bytes", p.tree ? p.tree->burst_bytes() : 0},
+                        {"queues", qs},
+                        {"fallback", fallback},
+                        {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},
+                        {"fail_open_pkts", bc[SL_SW_CNT_DATA_FAIL_OPEN].packets},
+                        {"pause_changes", p.pause_changes},
+                        {"pause_failures", p.pause_failures},
+                        {"kicks", p.kicks},
+                        // Control frame at the ingress program -> pause/resume in place,
+                        // over the last 1024 changes a frame caused (us).
+                        {"pause_apply_us", summary(p.react_us)},
+                        {"pause_netlink_us", summary(p.netlink_us)},
+                        {"pause_apply_total", p.latency_total},
+                        {"control",
+                         {{"in", p.ctrl.in},
+                          {"out", p.ctrl.out},
+                          {"out_rejected", p.ctrl.out_rejected},
+                          {"rejected", rejected},
+                          {"rejected_by_reason", by_reason}}},
+                        {"datapath", hold_ ? "hold" : "tree"}};
+  if (hold_) {
+    // The queues and the data path's counters: status() adds them from the
+    // agent's queues (outside mu_: a logic holding the queues' lock may
+    // call set_paused(), which takes mu_).
+    out["buffer_bytes"] = p.cfg.queues.empty() ? 0 : p.cfg.queues[0].limit_bytes;
+    out.erase("fallback");
+    out.erase("classified_pkts");
+    out.erase("kicks");
+  } else {
+    out["tree"] = {{"handles", p.tree->handles()}, {"replaced", p.tree->replaced()}};
+  }
+  return out;
 }
 
 void SwitchMode::status(nlohmann::json& out) const {
@@ -447,12 +510,19 @@ void SwitchMode::status(nlohmann::json& out) const {
     std::lock_guard lk(mu_);
     for (const auto& p : ports_) ports.push_back(port_json(*p));
   }
+  if (hold_)
+    for (auto& pj : ports) {
+      pj.update(hold_->port_json(PortId(pj["port_id"].get<uint32_t>())));
+      pj["fail_open_pkts"] = pj["hold"]["fail_open_pkts"];
+    }
   uint64_t hb = __atomic_load_n(&skel_->bss->sw_live.heartbeat_ns, __ATOMIC_RELAXED), now = monotonic_ns();
   nlohmann::json j = {{"logic", info_->name},
                       {"fail_open_ms", cfg_.fail_open_ms},
                       {"object", skel_.name()},
+                      {"datapath", hold_ ? "hold" : "tree"},
                       {"heartbeat_age_ms", now > hb ? double(now - hb) / 1e6 : 0.0},
                       {"ports", ports}};
+  if (hold_) j["hold_object"] = hold_->object_name();
   // Outside mu_: a view may read depth()/paused(), which take it.
   if (info_->view) j["logic_state"] = info_->view(*logic_, *this);
   out["switch"] = j;

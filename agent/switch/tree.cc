@@ -83,6 +83,11 @@ PortTree::PortTree(TreeSpec spec) : spec_(std::move(spec)) {
     built_ = true;
     if (!replaced_.empty())
       SLOG_INFO("SWITCH_TREE_REPLACED", "{}: replaced root qdisc {} (not restored on exit)", spec_.ifname, replaced_);
+    if (spec_.root_only) {
+      SLOG_INFO("SWITCH_TREE_BUILT", "{}: tbf {} at {} bit/s, limit {} B (queues held by sluiced)", spec_.ifname,
+                hex_handle(TC_HANDLE(kTreeMajor, 0)), spec_.rate_bps, spec_.buffer_bytes);
+      return;
+    }
 
     // The queues: an HTB under the TBF whose classes never run out of
     // tokens (4x the link), so HTB only schedules (strict priority between
@@ -168,12 +173,12 @@ int PortTree::add_tbf(uint32_t q, bool paused, bool create, uint32_t bucket) {
 }
 
 int PortTree::set_paused(uint32_t q, bool paused) {
-  if (!built_ || q >= spec_.queues.size()) return -NLE_RANGE;
+  if (!built_ || spec_.root_only || q >= spec_.queues.size()) return -NLE_RANGE;
   return add_tbf(q, paused, false);
 }
 
 int PortTree::release(uint32_t q, uint64_t bytes) {
-  if (!built_ || q >= spec_.queues.size()) return -NLE_RANGE;
+  if (!built_ || spec_.root_only || q >= spec_.queues.size()) return -NLE_RANGE;
   // The bucket must hold the largest frame the leaf may get, or TBF drops it.
   uint64_t b = std::clamp<uint64_t>(bytes, kMinReleaseBytes, spec_.buffer_bytes);
   return add_tbf(q, true, false, uint32_t(b));
@@ -182,7 +187,7 @@ int PortTree::release(uint32_t q, uint64_t bytes) {
 std::vector<ClassCounters> PortTree::read() const {
   std::vector<ClassCounters> out(spec_.queues.size() + 1);
   nl_cache* cache = nullptr;
-  if (!built_ || rtnl_class_alloc_cache(sk_, spec_.ifindex, &cache) < 0) return {};
+  if (!built_ || spec_.root_only || rtnl_class_alloc_cache(sk_, spec_.ifindex, &cache) < 0) return {};
   for (nl_object* o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
     auto* tc = TC_CAST(o);
     uint32_t h = rtnl_tc_get_handle(tc);
@@ -214,7 +219,7 @@ void PortTree::remove() noexcept {
         SLOG_WARN("SWITCH_TREE_REMOVE_FAILED", "{}: deleting tbf 51: failed: {}", spec_.ifname, nl_geterror(rc));
       else
         SLOG_INFO("SWITCH_TREE_REMOVED", "{}: removed the queue tree (51: and its {} classes and leaves)", spec_.ifname,
-                  2 * spec_.queues.size() + 4);
+                  spec_.root_only ? 0 : 2 * spec_.queues.size() + 4);
     } else {
       SLOG_WARN("SWITCH_TREE_GONE", "{}: the root qdisc is no longer sluice's; left alone", spec_.ifname);
     }
@@ -224,6 +229,7 @@ void PortTree::remove() noexcept {
 }
 
 std::vector<std::string> PortTree::handles() const {
+  if (spec_.root_only) return {hex_handle(TC_HANDLE(kTreeMajor, 0))};
   std::vector<std::string> h = {hex_handle(TC_HANDLE(kTreeMajor, 0)), hex_handle(TC_HANDLE(kHtbMajor, 0)),
                                 hex_handle(TC_HANDLE(kHtbMajor, kRootClassMinor))};
   for (uint32_t q = 0; q < spec_.queues.size(); ++q) {

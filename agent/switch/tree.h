@@ -18,6 +18,8 @@
 //              not steer (sluiced gone, classifier detached, heartbeat
 //              stale, control frames sluiced sends) still leaves.
 //
+// With TreeSpec::root_only, just the root tbf 51: (the held data path).
+//
 // Only the handles recorded here are ever changed or deleted. remove()
 // deletes the root 51: (everything under it goes with it) only if the root
 // is still ours; the port then has the kernel's default qdisc. A root
@@ -58,6 +60,10 @@ struct TreeSpec {
   uint32_t buffer_bytes = 131072;
   std::vector<QueueConfig> queues;
   uint32_t burst_bytes = 0;  // 0: 100 us at the rate, >= two MTU frames
+  // Only the root tbf 51: at the link rate (limit buffer_bytes), no HTB, no
+  // leaves: [switch] datapath = "hold", where the queues are in the agent
+  // (switch/hold_path.h). set_paused/release then fail, read() is empty.
+  bool root_only = false;
 };
 
 struct ClassCounters {

@@ -14,6 +14,11 @@ on MTU-sized frames:
      queues, its own tree: root TBF at the link rate, HTB scheduling, a TBF
      leaf per queue), flows spread so flow i uses queue i; pause = the pfc
      logic applying the PAUSE frame through sluiced's event loop
+  sluiced-hold  the product with [switch] datapath = "hold": sluiced holds
+     the queues (design B in the agent: swhold divert, the pfc logic's
+     on_enqueue per frame, its port model, re-injection keeping the root TBF
+     at 100 us of frames, >= 1); pause = the pfc logic pausing the agent's
+     queue
 
     sudo bench/switch/dp_bench.py --rates 100e6,1e9 --repeats 3 --json out.json
 
@@ -45,6 +50,7 @@ sys.path.insert(0, os.path.join(ROOT, "tc-scripts", "lab"))
 import sluicelab  # noqa: E402
 
 QUEUES = 32
+SLUICED = ("sluiced", "sluiced-hold")
 
 
 def cpu_busy_s():
@@ -117,8 +123,8 @@ class Bench:
         s0, b = self.s0, burst_bytes(rate)
         self.lab.nsexec(self.sw, f"tc qdisc del dev {s0} root 2>/dev/null; "
                                  f"tc qdisc del dev {s0} clsact 2>/dev/null", check=False)
-        if design == "sluiced":
-            return  # sluiced builds its tree (and replaces whatever root is there)
+        if design in SLUICED:
+            return  # sluiced builds its tree or root (and replaces whatever root is there)
         if design == "plain" or design_b_backlog(design, rate):
             # Design B keeps its queues in the agent: the port's qdisc is the
             # plain shaper, holding only the shallow backlog.
@@ -135,7 +141,7 @@ class Bench:
                          f"{int(rate)}bit burst {b} limit 131072")
         self.lab.tc_batch(self.sw, lines)
 
-    def sluiced_config(self, rate):
+    def sluiced_config(self, rate, hold=False):
         state = os.path.join(self.lab.tmp, "sluiced")
         os.makedirs(state, exist_ok=True)
         cfg = os.path.join(self.lab.tmp, "sluiced.toml")
@@ -144,6 +150,7 @@ class Bench:
                 "[agent]", f'pin_root = "/sys/fs/bpf/sluice-{self.lab.prefix}"', f'state_dir = "{state}"',
                 f'control_socket = "{state}/sluiced.sock"', "[metrics]", "enabled = false",
                 "[switch]", 'logic = "pfc"', f"queues = {QUEUES}", f"rate_mbit = {int(rate / 1e6)}",
+                'datapath = "hold"' if hold else 'datapath = "tree"',
                 "buffer_bytes = 131072", f"burst_bytes = {burst_bytes(rate)}",
                 "[[switch.ports]]", f'name = "{self.s0}"', 'role = "switch-facing"']) + "\n")
         return cfg
@@ -159,14 +166,15 @@ class Bench:
         except (ValueError, KeyError, IndexError):
             return {"error": (r.stdout + r.stderr)[-500:]}
         keys = ("pause_apply_us", "pause_netlink_us", "pause_apply_total", "pause_changes", "pause_failures",
-                "fail_open_pkts", "control")
+                "fail_open_pkts", "control", "hold")
         return {k: port.get(k) for k in keys}
 
     def start_switch(self, design, rate):
         if design == "plain":
             return None
-        if design == "sluiced":
-            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate)], "SWITCH_STARTED"
+        if design in SLUICED:
+            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate, design == "sluiced-hold")], \
+                "SWITCH_STARTED"
         else:
             bl = design_b_backlog(design, rate)
             argv = [self.tool, "switch", "--dev", self.s0, "--queues", str(QUEUES), "--rate-bps", str(int(rate)),
@@ -234,8 +242,8 @@ def main():
                                                    "bench", "sluice-swbench"))
     args = ap.parse_args()
     for d in args.designs.split(","):
-        if d not in ("plain", "a", "sluiced") and design_b_backlog(d, 1e8) is None:
-            ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced)")
+        if d not in ("plain", "a") + SLUICED and design_b_backlog(d, 1e8) is None:
+            ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced, sluiced-hold)")
     rows = []
     load = [os.getloadavg()]
     with sluicelab.Lab(tag=args.lab_tag) as lab:
@@ -246,20 +254,20 @@ def main():
                     b.setup_port(design, rate)
                     sw = b.start_switch(design, rate)
                     row = {"rate": rate, "design": design, "repeat": rep, "sched": args.sched}
-                    spread = QUEUES if design == "sluiced" else 0
+                    spread = QUEUES if design in SLUICED else 0
                     row["throughput"] = b.phase(rate, QUEUES, 1.2, args.secs, name="tput", spread=spread)
                     row["latency"] = b.phase(rate, QUEUES, 0.1, args.secs, name="lat", spread=spread)
                     if design != "plain" and args.pause_samples:
                         row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause",
                                                spread=spread)
-                    if sw and design == "sluiced":
+                    if sw and design in SLUICED:
                         row["switch"] = b.sluiced_state()
                     if sw:
                         lab.stop(sw)
-                        if design != "sluiced":
+                        if design not in SLUICED:
                             row["switch"] = last_json(lab.log_of(sw))
                     t = row["throughput"]
-                    print(f"rate={rate:.0e} {design:6s} rep={rep} tput={t['bps'] / rate:.3f} "
+                    print(f"rate={rate:.0e} {design:12s} rep={rep} tput={t['bps'] / rate:.3f} "
                           f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "
                           f"cpu/pkt={t['cpu_us_per_pkt'] and round(t['cpu_us_per_pkt'], 2)}us "
                           + (f"pause p50={row['pause']['pause_react_us_p50']:.0f}us "
@@ -270,7 +278,7 @@ def main():
                              f"p99={row['switch']['pause_apply_us']['p99']}us "
                              f"netlink p99={row['switch']['pause_netlink_us']['p99']}us "
                              f"n={row['switch']['pause_apply_us']['samples']}"
-                             if design == "sluiced" and row.get("switch", {}).get("pause_apply_us") else "")
+                             if design in SLUICED and row.get("switch", {}).get("pause_apply_us") else "")
                           + (f" backlog={row['switch']['backlog_target']} watchdog fired={row['switch']['watchdog_fired']}"
                              f" fixed={row['switch']['watchdog_fixed']} ({row['switch']['watchdog_fixed_frames']} frames)"
                              f" deq_events={row['switch']['dequeued_events']}/{row['switch']['qdisc_sent']}"
@@ -289,7 +297,7 @@ def summarize(rows):
     by = {}
     for r in rows:
         by.setdefault((r["rate"], r["design"]), []).append(r)
-    print("\nrate   design  tput/link (min..max)   tput/plain  lat p50/p99 us (median)  cpu us/pkt  pause p99 us (n)")
+    print("\nrate   design        tput/link (min..max)   tput/plain  lat p50/p99 us (median)  cpu us/pkt  pause p99 us (n)")
     for (rate, design), rs in sorted(by.items()):
         t = [r["throughput"]["bps"] / rate for r in rs]
         plain = [r["throughput"]["bps"] for r in by.get((rate, "plain"), [])]
@@ -300,7 +308,7 @@ def summarize(rows):
         pz = [r["pause"]["pause_react_us_p99"] for r in rs if "pause" in r]
         pn = sum(r["pause"]["pause_samples"] for r in rs if "pause" in r)
         wd = [r["switch"]["watchdog_fired"] for r in rs if "watchdog_fired" in r.get("switch", {})]
-        print(f"{rate:.0e}  {design:6s}  {statistics.median(t):.3f} ({min(t):.3f}..{max(t):.3f})   {rel:.3f}      "
+        print(f"{rate:.0e}  {design:12s}  {statistics.median(t):.3f} ({min(t):.3f}..{max(t):.3f})   {rel:.3f}      "
               f"{lat50:.1f}/{lat99:.1f}              {statistics.median(cpu) if cpu else float('nan'):.2f}       "
               + (f"{statistics.median(pz):.0f} ({min(pz):.0f}..{max(pz):.0f}, n={pn})" if pz else "-")
               + (f"  watchdog fired {wd} per repeat" if wd else ""))

@@ -58,12 +58,13 @@
 #include "core/heartbeat.h"
 #include "swprobe.skel.h"
 #include "swhold.skel.h"
+#include "swhold_compat.skel.h"
 #include "switch/hold_backlog.h"
 #include "switch/port_model.h"
 
 SLUICE_SKELETON_TWIN(swport, swport_compat, sluice::liveness_object);
 SLUICE_SKELETON(swprobe);
-SLUICE_SKELETON(swhold);
+SLUICE_SKELETON_TWIN(swhold, swhold_compat, sluice::liveness_object);
 
 using namespace sluice;
 using json = nlohmann::json;
@@ -299,13 +300,14 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   const uint32_t mark = 0x5e1d;
   Skeleton<swport> gate;
   gate.load();
+  // The per-port object with one port (id 0); fail_open_ns stays 0 (no
+  // heartbeat here: never fails open).
   Skeleton<swhold> hold;
-  hold->rodata->port_ifindex = uint32_t(ifindex);
-  hold->rodata->port_netns_ino = uint32_t(ns.st_ino);
   hold->rodata->reinject_mark = mark;
-  hold->rodata->low_water = backlog / 2;
-  hold->rodata->num_queues = uint32_t(queues);
   hold.load();
+  sl_sw_hold_port hp{0, uint32_t(queues), uint32_t(ns.st_ino), backlog / 2};
+  uint32_t hkey = uint32_t(ifindex);
+  check(bpf_map_update_elem(bpf_map__fd(hold->maps.sl_swh_ports_v1), &hkey, &hp, BPF_ANY), "sl_swh_ports_v1");
   bpf_link* tp_deq = bpf_program__attach(hold->progs.sw_hold_dequeue);
   if (!tp_deq) throw SysError("attach qdisc_dequeue", errno);
   bpf_link* tp_enq = bpf_program__attach(hold->progs.sw_hold_enqueue);
@@ -324,9 +326,9 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   uint32_t key = uint32_t(ifindex);
   check(bpf_map_update_elem(bpf_map__fd(gate->maps.sl_sw_ports_v1), &key, &p, BPF_ANY), "sl_sw_ports_v1");
   for (int i = 0; i < flows; ++i) {
-    uint32_t h = sw::flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i), IPPROTO_UDP);
+    sl_sw_flow_key k{0, sw::flow_hash(src, dst, uint16_t(kSportBase + i), uint16_t(kDportBase + i), IPPROTO_UDP)};
     uint32_t q = uint32_t(i % queues);
-    check(bpf_map_update_elem(bpf_map__fd(hold->maps.sl_swh_flowq_v1), &h, &q, BPF_ANY), "flow queue");
+    check(bpf_map_update_elem(bpf_map__fd(hold->maps.sl_swh_flowq_v1), &k, &q, BPF_ANY), "flow queue");
   }
   // The agent-side scheduler is the substrate's own port model: DRR over
   // the queues that are not paused.
@@ -347,7 +349,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   if (!rb) throw SysError("ring_buffer__new", errno);
   check(ring_buffer__add(rb, bpf_map__fd(hold->maps.sl_swh_wake_v1), on_wake, &ctx), "ring add wake");
   check(ring_buffer__add(rb, bpf_map__fd(gate->maps.sl_sw_ctrl_v1), on_hold_ctrl, &ctx), "ring add ctrl");
-  auto* st = &hold->bss->hold;
+  auto* st = &hold->bss->hold[0];
   uint64_t send_errors = 0;
   auto record = [st]() {
     sw::HoldRecord r;
@@ -372,11 +374,11 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
   uint64_t pause_gen = 0;
   auto* bss = hold->bss;
   auto mirror_pauses = [&]() {
-    uint64_t g = __atomic_load_n(&bss->hold_pause_gen, __ATOMIC_ACQUIRE);
+    uint64_t g = __atomic_load_n(&bss->hold_pause_gen[0], __ATOMIC_ACQUIRE);
     if (g == pause_gen) return;
     pause_gen = g;
     for (uint16_t q = 0; q < port.num_queues(); ++q)
-      port.set_paused(q, __atomic_load_n(&bss->hold_paused[q], __ATOMIC_RELAXED) != 0);
+      port.set_paused(q, __atomic_load_n(&bss->hold_paused[0][q], __ATOMIC_RELAXED) != 0);
   };
   while (!g_stop) {
     // Sleep until a ring has data (frames, a wake-up, a control frame),
@@ -418,6 +420,9 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
     if (wd.due(now, record().events, waiting)) {
       uint64_t before = kernel_backlog();
       LIBBPF_OPTS(bpf_test_run_opts, topts);
+      sl_sw_hold_sync_ctx sctx{0};
+      topts.ctx_in = &sctx;
+      topts.ctx_size_in = sizeof(sctx);
       if (bpf_prog_test_run_opts(sync_fd, &topts)) throw SysError("run sw_hold_sync", errno);
       wd.synced(now, record().events, before, kernel_backlog());
     }
@@ -450,7 +455,7 @@ int run_switch_b(const std::string& dev, int queues, uint64_t rate_bps, const st
          {"want_wake", st->want_wake},
          {"watchdog_us", double(wd.period_ns()) / 1000.0},
          {"bpf_pause", bpf_pause},
-         {"bpf_pause_changes", bss->hold_pause_gen},
+         {"bpf_pause_changes", bss->hold_pause_gen[0]},
          {"watchdog_fired", wd.fired()},
          {"watchdog_fixed", wd.fixed()},
          {"watchdog_fixed_frames", wd.fixed_frames()},

@@ -1,31 +1,37 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Design B of the switch substrate's data path (docs/switch.md): held
- * queues in the agent.
+ * queues in the agent. One object serves every held port of the switch;
+ * each port is an entry of sl_swh_ports_v1 (ifindex -> port id) and its
+ * state is hold[port id] in .bss.
  *
- * sw_hold_egress (tc egress of the switch port): a frame re-injected by the
- *   agent (skb->mark == reinject_mark) goes on to the port's qdisc; any other
- *   frame up to SLUICE_SW_HOLD_FRAME_MAX bytes is copied to the agent with
- *   the queue the logic chose (sl_swh_flowq_v1, else 0) and dropped here.
- *   Larger frames and a full ring pass (fail open).
+ * sw_hold_egress (tc egress of each held port): a frame re-injected by the
+ *   agent (skb->mark == reinject_mark) and the agent's own control frames
+ *   go on to the port's qdisc; any other frame up to
+ *   SLUICE_SW_HOLD_FRAME_MAX bytes is copied to the agent with its parsed
+ *   5-tuple, flow hash, TOS, ingress interface and the queue
+ *   sl_swh_flowq_v1 names (else 0), and dropped here. Larger frames, a full
+ *   ring and a dead agent (lib/liveness.h: heartbeat older than
+ *   fail_open_ns, its heartbeat thread gone) pass (fail open): the port's
+ *   qdisc is a plain shaper at the link rate.
  * sw_hold_enqueue / sw_hold_dequeue (tp_btf qdisc_enqueue / qdisc_dequeue):
- *   for the port's root qdisc only (ifindex, netns and dev->qdisc), record
- *   the qdisc's own qlen, sent and drop counters and the agent's agent_sent
- *   at that moment (sl_sw_hold_state in sluice/switch.h: the backlog is
- *   read from the qdisc, not counted from events, because not every
- *   dequeue fires the tracepoint); when the agent asked (want_wake) and a
- *   dequeue left at most low_water packets, a wake-up record goes to
- *   sl_swh_wake_v1.
- * sw_hold_ingress (tc ingress of the port, before the swport gate, only
- *   with --bpf-pause): applies a valid PAUSE/RESUME frame's records to
- *   hold_paused[] at once (serial-number order per queue, sluice/wire.h),
- *   and passes the frame on to the gate, which hands it to the agent as
- *   before. The agent checks hold_paused[] before releasing each frame, so
- *   after a PAUSE only what is already in the kernel leaves, however late
- *   the agent is woken.
- * sw_hold_sync (syscall program, run by the agent with BPF_PROG_TEST_RUN):
- *   the same record, read from the qdisc the last event saw, without an
- *   event: the agent's watchdog when no event came for several packet
- *   times. */
+ *   for a held port's root qdisc only (ifindex, netns and dev->qdisc),
+ *   record the qdisc's own qlen, sent and drop counters and the agent's
+ *   agent_sent at that moment (sl_sw_hold_state in sluice/switch.h: the
+ *   backlog is read from the qdisc, not counted from events, because not
+ *   every dequeue fires the tracepoint); when the agent asked (want_wake)
+ *   and a dequeue left at most the port's low_water packets, a wake-up
+ *   record (the port id) goes to sl_swh_wake_v1.
+ * sw_hold_ingress (tc ingress of a held port, before the swport gate, only
+ *   with sluice-swbench --bpf-pause): applies a valid PAUSE/RESUME frame's
+ *   records to hold_paused[port][] at once (serial-number order per
+ *   queue, sluice/wire.h), and passes the frame on to the gate, which
+ *   hands it to the agent as before. The agent checks hold_paused[] before
+ *   releasing each frame, so after a PAUSE only what is already in the
+ *   kernel leaves, however late the agent is woken.
+ * sw_hold_sync (syscall program, run by the agent with BPF_PROG_TEST_RUN
+ *   and a struct sl_sw_hold_sync_ctx): the same record for one port, read
+ *   from the qdisc the last event saw, without an event: the agent's
+ *   watchdog when no event came for several packet times. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -34,33 +40,36 @@
 #include "lib/ctrl.h"
 #include "lib/flow.h"
 #include "lib/verdict.h"
+#include "lib/liveness.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u32 port_ifindex = 0;
-const volatile __u32 port_netns_ino = 0;
 const volatile __u32 reinject_mark = 0x5e1d;
-const volatile __u32 low_water = 1;
-const volatile __u32 num_queues = 1;
+/* 0 = never fail open (sluice-swbench); sluiced sets [switch] fail_open_ms
+ * and writes its liveness record through the mmap'ed .bss. */
+const volatile __u64 fail_open_ns = 0;
+struct sluice_liveness sw_live = {};
 
-struct sl_sw_hold_state hold = {};
-/* The port's root qdisc as the last event saw it, for sw_hold_sync (read
- * with bpf_probe_read_kernel only: a qdisc replaced since then gives a
- * wrong number, never a fault; the agent owns the port's qdisc for the
- * run). */
-__u64 hold_qdisc = 0;
-__u64 last_event = 0;
-/* sw_hold_ingress: per queue paused (1) or not, the seq last applied, and
- * a generation counter the agent polls (bumped after every change). */
-__u8 hold_paused[SLUICE_SW_MAX_QUEUES] = {};
-__u32 hold_pause_seq[SLUICE_SW_MAX_QUEUES] = {};
-__u8 hold_pause_seen[SLUICE_SW_MAX_QUEUES] = {};
-__u64 hold_pause_gen = 0;
+struct sl_sw_hold_state hold[SLUICE_SW_MAX_PORTS] = {};
+/* sw_hold_ingress: per port and queue paused (1) or not, the seq last
+ * applied, and per port a generation counter the agent polls (bumped
+ * after every change). */
+__u8 hold_paused[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
+__u32 hold_pause_seq[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
+__u8 hold_pause_seen[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
+__u64 hold_pause_gen[SLUICE_SW_MAX_PORTS] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_SW_MAX_PORTS);
+	__type(key, __u32); /* ifindex */
+	__type(value, struct sl_sw_hold_port);
+} sl_swh_ports_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SLUICE_SW_FLOW_TABLE_SIZE);
-	__type(key, __u32); /* sl_sw_flow_hash */
+	__type(key, struct sl_sw_flow_key); /* (egress port id, sl_sw_flow_hash) */
 	__type(value, __u32);
 } sl_swh_flowq_v1 SEC(".maps");
 
@@ -74,94 +83,142 @@ struct {
 	__uint(max_entries, 4096);
 } sl_swh_wake_v1 SEC(".maps");
 
+/* The held port an interface is, with its state; NULL if it is none. */
+static __always_inline struct sl_sw_hold_port *hold_port(__u32 ifindex, struct sl_sw_hold_state **st)
+{
+	struct sl_sw_hold_port *p = bpf_map_lookup_elem(&sl_swh_ports_v1, &ifindex);
+	if (!p || p->port_id >= SLUICE_SW_MAX_PORTS)
+		return 0;
+	*st = &hold[p->port_id];
+	return p;
+}
+
 SEC("tc")
 int sw_hold_egress(struct __sk_buff *skb)
 {
-	if (skb->mark == reinject_mark)
+	if (skb->mark == reinject_mark || skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
 		return SL_TC_NEXT;
-	__u32 len = skb->len;
-	if (len > SLUICE_SW_HOLD_FRAME_MAX || len < 14) {
-		__sync_fetch_and_add(&hold.passed_big, 1);
+	struct sl_sw_hold_state *st;
+	struct sl_sw_hold_port *port = hold_port(skb->ifindex, &st);
+	if (!port)
+		return SL_TC_NEXT;
+	if (!sl_agent_alive(&sw_live, bpf_ktime_get_ns(), fail_open_ns)) {
+		__sync_fetch_and_add(&st->fail_open, 1);
 		return SL_TC_NEXT;
 	}
-	__u32 h = sl_sw_skb_flow_hash(skb);
-	__u32 *q = bpf_map_lookup_elem(&sl_swh_flowq_v1, &h);
+	__u32 len = skb->len;
+	if (len > SLUICE_SW_HOLD_FRAME_MAX || len < 14) {
+		__sync_fetch_and_add(&st->passed_big, 1);
+		return SL_TC_NEXT;
+	}
 	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sl_swh_ring_v1, sizeof(*ev), 0);
 	if (!ev) {
-		__sync_fetch_and_add(&hold.ring_full, 1);
+		__sync_fetch_and_add(&st->ring_full, 1);
 		return SL_TC_NEXT;
 	}
 	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
 		bpf_ringbuf_discard(ev, 0);
-		__sync_fetch_and_add(&hold.passed_big, 1);
+		__sync_fetch_and_add(&st->passed_big, 1);
 		return SL_TC_NEXT;
 	}
-	ev->queue = q && *q < num_queues ? *q : 0;
+	struct sl_pkt p = {};
+	__builtin_memset(&ev->tuple, 0, sizeof(ev->tuple));
+	ev->is_ip = sl_skb_parse_ip(skb, &p, NULL);
+	ev->tos = ev->is_ip ? p.tos : 0;
+	ev->family = ev->is_ip ? p.family : 0;
+	ev->l3_off = ev->is_ip ? p.l3_off : 0;
+	ev->l4_off = ev->is_ip ? p.l4_off : 0;
+	ev->flow_hash = 0;
+	if (ev->is_ip) {
+		sl_flow_tuple_fill(&ev->tuple, &p);
+		ev->flow_hash = sl_sw_flow_hash(&ev->tuple);
+	}
+	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = ev->flow_hash };
+	__u32 *q = bpf_map_lookup_elem(&sl_swh_flowq_v1, &key);
+	ev->queue = q && *q < port->num_queues ? *q : 0;
 	ev->len = len;
-	ev->wire_len = skb->len;
+	ev->port_id = port->port_id;
+	ev->in_ifindex = skb->ingress_ifindex;
+	ev->pad = 0;
+	ev->pad2 = 0;
 	ev->rx_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(ev, 0);
-	__sync_fetch_and_add(&hold.diverted, 1);
+	__sync_fetch_and_add(&st->diverted, 1);
 	return SL_TC_SHOT;
 }
 
-static __always_inline void record(struct Qdisc *q)
+static __always_inline void record(struct sl_sw_hold_state *st, struct Qdisc *q)
 {
-	hold.sent_at_ev = hold.agent_sent;
-	hold.qlen = BPF_CORE_READ(q, q.qlen);
-	hold.q_sent = BPF_CORE_READ(q, bstats.packets.v.a.a.counter);
-	hold.q_drops = BPF_CORE_READ(q, qstats.drops);
+	st->sent_at_ev = st->agent_sent;
+	st->qlen = BPF_CORE_READ(q, q.qlen);
+	st->q_sent = BPF_CORE_READ(q, bstats.packets.v.a.a.counter);
+	st->q_drops = BPF_CORE_READ(q, qstats.drops);
 	/* A fetching atomic is fully ordered (BPF memory model; lock xadd on
 	 * x86): the stores above are visible before the caller's load of
 	 * want_wake, against the agent's store of want_wake and load of this
 	 * record (otherwise both can read the old values: a lost wake-up). */
-	last_event = __sync_fetch_and_add(&hold.events, 1);
+	__sync_fetch_and_add(&st->events, 1);
 }
 
-/* The port's root qdisc: every qdisc on the host fires these tracepoints. */
-static __always_inline int is_port_root(struct Qdisc *q)
+/* A held port's root qdisc: every qdisc on the host fires these
+ * tracepoints. */
+static __always_inline struct sl_sw_hold_port *port_root(struct Qdisc *q, struct sl_sw_hold_state **st)
 {
 	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
-	return dev && BPF_CORE_READ(dev, ifindex) == (int)port_ifindex &&
-	       BPF_CORE_READ(dev, nd_net.net, ns.inum) == port_netns_ino && BPF_CORE_READ(dev, qdisc) == q;
+	if (!dev)
+		return 0;
+	struct sl_sw_hold_port *p = hold_port((__u32)BPF_CORE_READ(dev, ifindex), st);
+	if (!p || BPF_CORE_READ(dev, nd_net.net, ns.inum) != p->netns_ino || BPF_CORE_READ(dev, qdisc) != q)
+		return 0;
+	return p;
 }
 
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(sw_hold_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {
-	if (!is_port_root(q))
+	struct sl_sw_hold_state *st;
+	if (!port_root(q, &st))
 		return 0;
-	hold_qdisc = (__u64)q;
-	record(q);
+	st->qdisc = (__u64)q;
+	record(st, q);
 	return 0;
 }
 
 SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
 {
-	if (!is_port_root(q))
+	struct sl_sw_hold_state *st;
+	struct sl_sw_hold_port *p = port_root(q, &st);
+	if (!p)
 		return 0;
-	hold_qdisc = (__u64)q;
-	record(q);
+	st->qdisc = (__u64)q;
+	record(st, q);
 	if (skb && packets > 0)
-		__sync_fetch_and_add(&hold.dequeued, (__u64)packets);
-	if (hold.want_wake && hold.qlen <= low_water) {
-		hold.want_wake = 0;
-		__u32 one = 1;
-		if (!bpf_ringbuf_output(&sl_swh_wake_v1, &one, sizeof(one), BPF_RB_FORCE_WAKEUP))
-			__sync_fetch_and_add(&hold.wakeups, 1);
+		__sync_fetch_and_add(&st->dequeued, (__u64)packets);
+	if (st->want_wake && st->qlen <= p->low_water) {
+		st->want_wake = 0;
+		__u32 id = p->port_id;
+		if (!bpf_ringbuf_output(&sl_swh_wake_v1, &id, sizeof(id), BPF_RB_FORCE_WAKEUP))
+			__sync_fetch_and_add(&st->wakeups, 1);
 	}
 	return 0;
 }
 
+/* The port's root qdisc as the last event saw it (read with
+ * bpf_probe_read_kernel only: a qdisc replaced since then gives a wrong
+ * number, never a fault; the agent owns the port's qdisc for the run). */
 SEC("syscall")
-int sw_hold_sync(void *ctx)
+int sw_hold_sync(struct sl_sw_hold_sync_ctx *ctx)
 {
-	struct Qdisc *q = (struct Qdisc *)hold_qdisc;
+	__u32 id = ctx->port_id;
+	if (id >= SLUICE_SW_MAX_PORTS)
+		return 2;
+	struct sl_sw_hold_state *st = &hold[id];
+	struct Qdisc *q = (struct Qdisc *)st->qdisc;
 	if (!q)
 		return 1;
-	record(q);
-	__sync_fetch_and_add(&hold.syncs, 1);
+	record(st, q);
+	__sync_fetch_and_add(&st->syncs, 1);
 	return 0;
 }
 
@@ -170,6 +227,13 @@ int sw_hold_ingress(struct __sk_buff *skb)
 {
 	long off = sl_ctrl_payload_off(skb);
 	if (off < 0)
+		return SL_TC_NEXT;
+	struct sl_sw_hold_state *st;
+	struct sl_sw_hold_port *port = hold_port(skb->ifindex, &st);
+	if (!port)
+		return SL_TC_NEXT;
+	__u32 pid = port->port_id;
+	if (pid >= SLUICE_SW_MAX_PORTS)
 		return SL_TC_NEXT;
 	__u32 type = 0;
 	/* Invalid frames and other types are the gate's to count and drop. */
@@ -193,12 +257,12 @@ int sw_hold_ingress(struct __sk_buff *skb)
 		if (q >= SLUICE_SW_MAX_QUEUES)
 			continue;
 		/* RFC 1982: apply only what is newer than the last applied. */
-		if (hold_pause_seen[q] && (__s32)(seq - hold_pause_seq[q]) <= 0)
+		if (hold_pause_seen[pid][q] && (__s32)(seq - hold_pause_seq[pid][q]) <= 0)
 			continue;
-		hold_pause_seen[q] = 1;
-		hold_pause_seq[q] = seq;
-		hold_paused[q] = type == SL_CTRL_PAUSE;
-		__sync_fetch_and_add(&hold_pause_gen, 1);
+		hold_pause_seen[pid][q] = 1;
+		hold_pause_seq[pid][q] = seq;
+		hold_paused[pid][q] = type == SL_CTRL_PAUSE;
+		__sync_fetch_and_add(&hold_pause_gen[pid], 1);
 	}
 	return SL_TC_NEXT;
 }

@@ -87,31 +87,38 @@ struct sl_sw_ctrl_event {
 
 /* Design B (docs/switch.md): held queues in the agent. The egress program
  * copies each data frame to the agent (sl_swh_ring_v1) and drops it; the
- * agent queues, schedules and re-injects it with skb->mark == the port's
- * reinject mark, keeping the port's qdisc backlog at a few packets. */
+ * agent queues, schedules and re-injects it with skb->mark == the object's
+ * reinject mark, keeping the port's qdisc backlog at a few packets.
+ *
+ * sl_swh_ports_v1: ifindex -> the held port (written by the agent). */
+struct sl_sw_hold_port {
+	__u32 port_id;    /* 0 .. SLUICE_SW_MAX_PORTS-1: index of the per-port state */
+	__u32 num_queues; /* queue numbers from sl_swh_flowq_v1 at or above: queue 0 */
+	__u32 netns_ino;  /* the port's network namespace (the tracepoints see every qdisc) */
+	__u32 low_water;  /* wake the agent when a dequeue leaves at most this many */
+};
 #define SLUICE_SW_HOLD_FRAME_MAX 1536
 struct sl_sw_hold_event {
-	__u32 queue;
-	__u32 len;      /* bytes in frame[] */
-	__u32 wire_len; /* skb->len (a longer frame is not diverted) */
-	__u32 pad;
+	__u32 queue;      /* sl_swh_flowq_v1's choice, else 0 */
+	__u32 len;        /* bytes in frame[] */
+	__u32 port_id;    /* the egress port (sl_sw_hold_port.port_id) */
+	__u32 in_ifindex; /* skb->ingress_ifindex (0: sent by this host) */
 	__u64 rx_ns;
+	__u32 flow_hash; /* sl_sw_flow_hash of tuple (0 if not IP) */
+	__u16 l3_off;    /* IP header in frame[] */
+	__u16 l4_off;    /* TCP/UDP header in frame[] */
+	__u8 is_ip;
+	__u8 family; /* 4 or 6 */
+	__u8 tos;    /* IPv4 TOS / IPv6 traffic class */
+	__u8 pad;
+	__u32 pad2;
+	struct sl_sw_flow_tuple tuple;
 	__u8 frame[SLUICE_SW_HOLD_FRAME_MAX];
 };
-/* Shared through the object's .bss: written by BPF except agent_sent and
- * want_wake, which the agent writes.
- *
- * The kernel backlog is read from the port's root qdisc itself, never
- * counted from events: every enqueue and dequeue event (tp_btf
- * qdisc_enqueue/qdisc_dequeue) of that qdisc records its qlen, its own
- * sent (bstats) and drop (qstats) counters and the agent's agent_sent at
- * that moment, so the backlog is qlen + agent_sent - sent_at_ev, and a
- * frame the qdisc dropped or an event that did not fire cannot skew it
- * past the next event. On the host kernel (6.18) qdisc_dequeue does not
- * fire for every dequeue (0.01-2.1% missed at 100 Mbit/s, docs/switch.md);
- * when the missed one is the last, no later event comes, so the agent
- * re-reads the qdisc (sw_hold_sync) when it has waited several packet
- * times without an event: its watchdog. */
+/* BPF_PROG_TEST_RUN input of sw_hold_sync. */
+struct sl_sw_hold_sync_ctx {
+	__u32 port_id;
+};
 struct sl_sw_hold_state {
 	__u64 dequeued;   /* dequeue events with a packet (informational) */
 	__u64 agent_sent; /* frames the agent handed to the port (incremented
@@ -126,12 +133,16 @@ struct sl_sw_hold_state {
 	__u64 events;     /* enqueue + dequeue events of the root qdisc */
 	__u64 q_sent;     /* the root qdisc's own counters at the last event */
 	__u64 q_drops;
-	__u64 syncs; /* sw_hold_sync runs (the agent's watchdog) */
+	__u64 syncs;     /* sw_hold_sync runs (the agent's watchdog) */
+	__u64 fail_open; /* agent not alive: passed to the qdisc */
+	__u64 qdisc;     /* the root qdisc the last event saw (sw_hold_sync) */
 };
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_counter) == 16, "sl_sw_counter size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_hold_port) == 16, "sl_sw_hold_port size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_hold_event) == 80 + SLUICE_SW_HOLD_FRAME_MAX, "sl_sw_hold_event size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_ctrl_event) == 24 + SLUICE_SW_CTRL_FRAME_MAX, "sl_sw_ctrl_event size");
 
 #endif

@@ -38,6 +38,10 @@ void UdpSink::start(const std::string& ns, const std::vector<uint16_t>& ports) {
       a.sin_family = AF_INET;
       a.sin_port = htons(port);
       ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << "port " << port << ": " << strerror(errno);
+      // Room for a resumed queue's burst at the link rate while this thread
+      // is not scheduled (tests count every datagram).
+      int rcv = 8 << 20;
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv));
     }
   }
   n_ = fds_.size();

@@ -76,6 +76,13 @@ TEST(SwitchConfig, ParsesPortsWithDefaultsAndOverrides) {
   EXPECT_TRUE(j["ports"][0]["queues"].is_null());
 }
 
+TEST(SwitchConfig, DatapathIsTreeUnlessHoldIsAskedFor) {
+  EXPECT_EQ(parse_config_string(kGood, "sw.toml").get<SwitchConfig>().datapath, SwitchDatapath::kTree);
+  Config c = parse_config_string("[switch]\ndatapath = \"hold\"\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
+  EXPECT_EQ(c.get<SwitchConfig>().datapath, SwitchDatapath::kHold);
+  EXPECT_EQ(to_json(c, mechanisms())["switch"]["datapath"], "hold");
+}
+
 TEST(SwitchConfig, InlineArrayFormIsTheSame) {
   Config a = parse_config_string(
       "[switch]\nports = [{ name = \"swp1\", role = \"switch-facing\" }, { name = \"swp2\", role = \"host-facing\" "
@@ -116,6 +123,10 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
       {"rate zero", "[switch]\nrate_mbit = 0\n", "switch.rate_mbit", "sw.toml:2", "out of range"},
       {"buffer below a frame", "[switch]\nbuffer_bytes = 100\n", "switch.buffer_bytes", "sw.toml:2", "out of range"},
       {"unknown key", "[switch]\nlogics = \"fifo\"\n", "switch.logics", "sw.toml:2", "unknown key"},
+      {"unknown data path", "[switch]\nlogic = \"pfc\"\ndatapath = \"held\"\n", "switch.datapath", "sw.toml:3",
+       "must be one of tree, hold"},
+      {"data path not a string", "[switch]\ndatapath = 1\n", "switch.datapath", "sw.toml:2",
+       "must be one of tree, hold"},
   };
   for (const auto& b : cases) {
     SCOPED_TRACE(b.what);

@@ -1,0 +1,517 @@
+#include "switch/hold_path.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <linux/if_packet.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "core/bpf_util.h"
+#include "core/error.h"
+#include "core/event_loop.h"
+#include "core/heartbeat.h"
+#include "core/log.h"
+#include "sluice/switch.h"
+#include "swhold.skel.h"
+#include "swhold_compat.skel.h"
+#include "switch/tree.h"
+
+SLUICE_SKELETON_TWIN(swhold, swhold_compat, sluice::liveness_object);
+
+namespace sluice::sw {
+
+namespace {
+// The mark of the agent's re-injected frames (sw_hold_egress lets them
+// pass): "sluice" in hex speak, as sluice-swbench uses.
+constexpr uint32_t kReinjectMark = 0x5e1d;
+// tc priority of sw_hold_egress on a held port (the slot swport's classifier
+// has in the tree data path, which a held port does not attach).
+constexpr uint32_t kHoldTcPrio = 0xA500;
+// The watchdog's period in full-size frame times at the link rate.
+constexpr double kWatchdogPkts = 4;
+
+uint32_t csum_add(uint32_t s, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i + 1 < n; i += 2) s += uint32_t(p[i]) << 8 | p[i + 1];
+  if (n & 1) s += uint32_t(p[n - 1]) << 8;
+  return s;
+}
+uint16_t csum_fold(uint32_t s) {
+  while (s >> 16) s = (s & 0xffff) + (s >> 16);
+  return uint16_t(s);
+}
+
+}  // namespace
+
+// A frame taken at tc egress may carry a TCP/UDP checksum the device was to
+// complete (CHECKSUM_PARTIAL: the field holds only the pseudo-header sum;
+// veth and offloading NICs leave it so). Sent again as raw bytes it would
+// reach the receiver with a wrong checksum, so a checksum that does not
+// verify is completed here (RFC 1071 sum, RFC 768 / RFC 9293 pseudo
+// header). A checksum that verifies is left alone; an IPv4 UDP datagram
+// without one (0) and fragments are left as they are.
+bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto) {
+  const size_t field = proto == IPPROTO_TCP ? 16 : proto == IPPROTO_UDP ? 6 : 0;
+  if (!field || l3 >= l4 || l4 >= len) return false;
+  size_t end;
+  uint32_t pseudo = 0;
+  if (family == 4) {
+    if (l3 + 20 > len || (f[l3] >> 4) != 4) return false;
+    if (((uint32_t(f[l3 + 6]) << 8 | f[l3 + 7]) & 0x3fff) != 0) return false;  // a fragment
+    end = l3 + (uint32_t(f[l3 + 2]) << 8 | f[l3 + 3]);
+    pseudo = csum_add(0, f + l3 + 12, 8);
+  } else if (family == 6) {
+    if (l3 + 40 > len || (f[l3] >> 4) != 6) return false;
+    end = l3 + 40 + (uint32_t(f[l3 + 4]) << 8 | f[l3 + 5]);
+    pseudo = csum_add(0, f + l3 + 8, 32);
+  } else {
+    return false;
+  }
+  if (end > len || end < l4 + field + 2) return false;
+  const size_t l4len = end - l4;
+  uint8_t* c = f + l4 + field;
+  if (proto == IPPROTO_UDP && family == 4 && c[0] == 0 && c[1] == 0) return false;
+  pseudo += proto + uint32_t(l4len);
+  if (csum_fold(csum_add(pseudo, f + l4, l4len)) == 0xffff) return false;  // verifies
+  c[0] = c[1] = 0;
+  uint16_t sum = uint16_t(~csum_fold(csum_add(pseudo, f + l4, l4len)));
+  if (proto == IPPROTO_UDP && sum == 0) sum = 0xffff;
+  c[0] = uint8_t(sum >> 8);
+  c[1] = uint8_t(sum);
+  return true;
+}
+
+struct HoldPath::Obj {
+  Skeleton<swhold> skel;
+};
+
+struct HoldPath::Timer {
+  explicit Timer(boost::asio::io_context& io) : t(io) {}
+  boost::asio::steady_timer t;
+  uint64_t at_ns = 0;  // armed for (0: not armed)
+};
+
+struct HoldPath::Port {
+  PortSpec spec;
+  std::string name;
+  std::unique_ptr<PortTree> root;  // declared before egress: detached first, removed after
+  std::vector<TcAttachment> egress;
+  std::unique_ptr<PortModel> model;
+  std::vector<uint8_t> paused;       // what the logic set (the model's flag also drops for a release)
+  std::vector<int64_t> allowance;    // bytes a release() still lets out of a paused queue
+  std::unordered_map<uint64_t, std::vector<uint8_t>> frames;  // PacketMeta::id -> the frame
+  int tx_fd = -1;
+  sockaddr_ll ll{};
+  uint32_t target = 1;
+  HoldWatchdog wd{1};
+  sl_sw_hold_state* st = nullptr;
+  bool waiting = false;  // frames to send, the qdisc at its target
+  uint64_t csum_completed = 0;  // frames whose TCP/UDP checksum the agent completed
+  uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
+  ~Port() {
+    if (tx_fd >= 0) close(tx_fd);
+  }
+};
+
+uint32_t HoldPath::backlog_target(uint64_t rate_bps) {
+  // 100 us of full-size frames at the rate, at least one: at 100 Mbit/s one
+  // frame (a pause then waits for at most that one), at 1 Gbit/s 8 (what
+  // the agent's wake-up latency needs to keep the link busy; dp_bench's b1
+  // and b8, docs/switch.md "Design B measured").
+  return uint32_t(std::max<long>(1, std::lround(100e-6 * double(rate_bps) / (1514.0 * 8))));
+}
+
+HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir)
+    : loop_(loop), mode_(mode), state_dir_(std::move(state_dir)), obj_(std::make_unique<Obj>()) {
+  obj_->skel->rodata->reinject_mark = kReinjectMark;
+  obj_->skel->rodata->fail_open_ns = fail_open_ns;
+  obj_->skel.load();
+  timer_ = std::make_unique<Timer>(loop_.io());
+  try {
+    for (bpf_program* prog : {obj_->skel->progs.sw_hold_enqueue, obj_->skel->progs.sw_hold_dequeue}) {
+      bpf_link* l = bpf_program__attach(prog);
+      if (!l) throw SysError(std::string("attach ") + bpf_program__name(prog), errno);
+      tps_.push_back(l);
+    }
+    rb_ = ring_buffer__new(bpf_map__fd(obj_->skel->maps.sl_swh_ring_v1), &HoldPath::on_frame_cb, this, nullptr);
+    if (!rb_) throw SysError("held-frame ring buffer", errno);
+    check(ring_buffer__add(rb_, bpf_map__fd(obj_->skel->maps.sl_swh_wake_v1), &HoldPath::on_wake_cb, this),
+          "wake-up ring buffer");
+  } catch (...) {
+    if (rb_) ring_buffer__free(rb_);
+    for (bpf_link* l : tps_) bpf_link__destroy(l);
+    throw;
+  }
+}
+
+HoldPath::~HoldPath() {
+  *alive_ = false;
+  timer_->t.cancel();
+  watch_.reset();
+  // Egress first (new frames go straight to the qdisc), then what the
+  // agent holds, then the root.
+  for (auto& p : ports_) p->egress.clear();
+  if (rb_) ring_buffer__consume(rb_);  // frames diverted before the detach
+  for (auto& p : ports_) flush(*p);
+  while (!ports_.empty()) ports_.pop_back();
+  if (rb_) ring_buffer__free(rb_);
+  for (bpf_link* l : tps_) bpf_link__destroy(l);
+}
+
+sluice_liveness* HoldPath::liveness() { return &obj_->skel->bss->sw_live; }
+
+std::string HoldPath::object_name() const { return obj_->skel.name(); }
+
+void HoldPath::add_port(const PortSpec& spec) {
+  if (spec.id >= SLUICE_SW_MAX_PORTS) throw Error("held port id out of range");
+  auto p = std::make_unique<Port>();
+  p->spec = spec;
+  p->name = spec.cfg.name;
+  p->model = std::make_unique<PortModel>(spec.cfg);
+  p->paused.assign(spec.cfg.queues.size(), 0);
+  p->allowance.assign(spec.cfg.queues.size(), 0);
+  p->target = backlog_target(spec.cfg.rate_bps);
+  p->wd = HoldWatchdog(uint64_t(kWatchdogPkts * 1514.0 * 8e9 / double(spec.cfg.rate_bps)));
+  p->st = &obj_->skel->bss->hold[spec.id];
+  std::memset(p->st, 0, sizeof(*p->st));
+  struct stat ns {};
+  if (stat("/proc/self/ns/net", &ns)) throw SysError("stat /proc/self/ns/net", errno);
+
+  p->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);  // send only (protocol 0)
+  if (p->tx_fd < 0) throw SysError("AF_PACKET socket for " + p->name, errno);
+  if (setsockopt(p->tx_fd, SOL_SOCKET, SO_MARK, &kReinjectMark, sizeof(kReinjectMark)))
+    throw SysError("SO_MARK on " + p->name, errno);
+  p->ll.sll_family = AF_PACKET;
+  p->ll.sll_ifindex = spec.ifindex;
+  p->ll.sll_halen = 6;
+
+  // The port's shaper only: the queues are here.
+  TreeSpec ts{p->name, spec.ifindex, spec.cfg.rate_bps, spec.buffer_bytes, spec.cfg.queues, spec.burst_bytes};
+  ts.root_only = true;
+  p->root = std::make_unique<PortTree>(ts);
+
+  sl_sw_hold_port hp{spec.id, uint32_t(spec.cfg.queues.size()), uint32_t(ns.st_ino), p->target / 2};
+  uint32_t key = uint32_t(spec.ifindex);
+  check(bpf_map_update_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key, &hp, BPF_ANY), "held port table");
+  try {
+    p->egress.push_back(TcAttachment::attach(p->name, Hook::Egress,
+                                             bpf_program__fd(obj_->skel->progs.sw_hold_egress), "sw_hold_egress",
+                                             kHoldTcPrio, mode_, state_dir_));
+  } catch (...) {
+    bpf_map_delete_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key);
+    throw;
+  }
+  std::lock_guard lk(mu_);
+  by_ifindex_[spec.ifindex] = spec.id;
+  if (ports_.size() <= spec.id) ports_.resize(spec.id + 1);
+  ports_[spec.id] = std::move(p);
+  SLOG_INFO("SWITCH_HOLD_PORT", "{}: held queues in sluiced, {} queue(s), kernel backlog {} frame(s)",
+            ports_[spec.id]->name, spec.cfg.queues.size(), ports_[spec.id]->target);
+}
+
+void HoldPath::start(Logic& logic) {
+  logic_ = &logic;
+  watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] {
+    ring_buffer__consume(rb_);
+    pump();
+  });
+}
+
+HoldPath::Port& HoldPath::port(PortId p) const {
+  if (p >= ports_.size() || !ports_[p]) throw Error("no held port " + std::to_string(p));
+  return *ports_[p];
+}
+
+int HoldPath::on_wake_cb(void*, void*, size_t) { return 0; }  // the pump after the consume does the work
+
+int HoldPath::on_frame_cb(void* self, void* data, size_t len) {
+  if (len >= sizeof(sl_sw_hold_event)) static_cast<HoldPath*>(self)->on_frame(data);
+  return 0;
+}
+
+void HoldPath::on_frame(const void* data) {
+  const auto& ev = *static_cast<const sl_sw_hold_event*>(data);
+  if (ev.port_id >= ports_.size() || !ports_[ev.port_id] || ev.len > sizeof(ev.frame) || !logic_) return;
+  std::lock_guard lk(mu_);
+  Port& p = *ports_[ev.port_id];
+  ++p.in;
+  PacketMeta m;
+  m.id = next_id_++;
+  m.wire_bytes = ev.len;
+  m.segs = 1;  // frames up to SLUICE_SW_HOLD_FRAME_MAX only
+  m.out_port = p.spec.id;
+  // A frame that did not come in through a switch port (sent by this host,
+  // or from an interface that is no port) has its egress port as in_port.
+  auto in = by_ifindex_.find(int(ev.in_ifindex));
+  m.in_port = in != by_ifindex_.end() ? in->second : p.spec.id;
+  if (ev.is_ip) {
+    std::memcpy(m.src.data(), ev.tuple.src, 16);
+    std::memcpy(m.dst.data(), ev.tuple.dst, 16);
+    m.sport = ntohs(ev.tuple.sport);
+    m.dport = ntohs(ev.tuple.dport);
+    m.proto = ev.tuple.proto;
+    m.tos = ev.tos;
+  }
+  m.flow_hash = ev.flow_hash;
+  m.enqueue_ns = monotonic_ns();
+  Verdict v = logic_->on_enqueue(m, m.in_port);
+  if (v.kind == Verdict::kDrop) {
+    ++p.logic_drops;
+    return;
+  }
+  if (v.queue >= p.model->num_queues()) {
+    ++p.bad_queue;  // a logic bug: counted and dropped, never held
+    return;
+  }
+  if (!p.model->enqueue(v.queue, m)) {
+    logic_->on_drop(m, p.spec.id, v.queue);
+    return;
+  }
+  auto& f = p.frames.emplace(m.id, std::vector<uint8_t>(ev.frame, ev.frame + ev.len)).first->second;
+  if (ev.is_ip && complete_l4_checksum(f.data(), f.size(), ev.l3_off, ev.l4_off, ev.family, ev.tuple.proto))
+    ++p.csum_completed;
+}
+
+HoldRecord HoldPath::record(const Port& p) const {
+  HoldRecord r;
+  r.events = __atomic_load_n(&p.st->events, __ATOMIC_SEQ_CST);
+  r.qlen = __atomic_load_n(&p.st->qlen, __ATOMIC_SEQ_CST);
+  r.sent_at_ev = __atomic_load_n(&p.st->sent_at_ev, __ATOMIC_SEQ_CST);
+  return r;
+}
+
+uint64_t HoldPath::kernel_backlog(const Port& p) const {
+  return hold_backlog(record(p), __atomic_load_n(&p.st->agent_sent, __ATOMIC_SEQ_CST));
+}
+
+void HoldPath::pump() {
+  std::lock_guard lk(mu_);
+  for (auto& p : ports_)
+    if (p) pump(*p);
+  arm_watchdog();
+}
+
+// Keeps the port's qdisc at `target` frames (ARCHITECTURE: a shallow kernel
+// backlog shapes at the link rate; the queues live here). The same loop as
+// sluice-swbench's design B.
+void HoldPath::pump(Port& p) {
+  bool waiting = false;
+  for (;;) {
+    for (;;) {
+      if (kernel_backlog(p) >= p.target) break;
+      const uint64_t now = monotonic_ns();
+      auto q = p.model->pick(now);
+      if (!q) break;
+      PacketMeta m = p.model->dequeue(*q, now);
+      if (p.allowance[*q] > 0) {  // a release() of a paused queue
+        p.allowance[*q] -= int64_t(m.wire_bytes);
+        if (p.allowance[*q] <= 0) {
+          p.allowance[*q] = 0;
+          p.model->set_paused(*q, true);
+        }
+      }
+      auto it = p.frames.find(m.id);
+      if (logic_) logic_->on_dequeue(m, p.spec.id, *q);
+      if (it == p.frames.end()) continue;
+      // Counted before the send: the frame can be enqueued and even
+      // dequeued inside sendto, and that event must see it as sent.
+      uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
+      __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
+      if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll),
+                 sizeof(p.ll)) < 0) {
+        ++p.send_errors;
+        __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
+      } else {
+        ++p.sent;
+      }
+      p.frames.erase(it);
+    }
+    waiting = false;
+    for (uint16_t q = 0; q < p.model->num_queues() && !waiting; ++q)
+      waiting = p.model->depth(q).pkts && !p.model->paused(q);
+    if (!waiting) break;
+    // Ask the dequeue hook for a wake-up, then re-check: the backlog may
+    // have drained between the check and the request.
+    __atomic_store_n(&p.st->want_wake, 1u, __ATOMIC_SEQ_CST);
+    if (kernel_backlog(p) >= p.target) break;
+    // Below the target and nothing picked: only a shaper holds the
+    // waiting queues; the watchdog timer comes back for them.
+    if (!p.model->pick(monotonic_ns())) break;
+  }
+  p.waiting = waiting;
+  p.wd.due(monotonic_ns(), record(p).events, waiting);
+}
+
+void HoldPath::sync(Port& p) {
+  const uint64_t before = kernel_backlog(p);
+  sl_sw_hold_sync_ctx c{p.spec.id};
+  LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
+  if (bpf_prog_test_run_opts(bpf_program__fd(obj_->skel->progs.sw_hold_sync), &o) == 0)
+    p.wd.synced(monotonic_ns(), record(p).events, before, kernel_backlog(p));
+}
+
+// The watchdog (and a shaper's next send time) on the loop's timer.
+void HoldPath::arm_watchdog() {
+  uint64_t at = 0;
+  const uint64_t now = monotonic_ns();
+  for (auto& p : ports_) {
+    if (!p || !p->waiting) continue;
+    uint64_t d = p->wd.deadline_ns();
+    uint64_t s = p->model->next_shaper_ns(now);
+    if (s != UINT64_MAX && (!d || s < d)) d = s;
+    if (d && (!at || d < at)) at = d;
+  }
+  if (!at || at == timer_->at_ns) return;
+  timer_->at_ns = at;
+  timer_->t.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(at)));
+  std::weak_ptr<bool> alive = alive_;
+  timer_->t.async_wait([this, alive](const boost::system::error_code& ec) {
+    auto a = alive.lock();
+    if (ec || !a || !*a) return;
+    std::lock_guard lk(mu_);
+    timer_->at_ns = 0;
+    const uint64_t t = monotonic_ns();
+    for (auto& p : ports_)
+      if (p && p->wd.due(t, record(*p).events, p->waiting)) sync(*p);
+    pump();
+  });
+}
+
+// Stop: every held frame to the port, paused or not (the logic is going
+// away), as fast as the root qdisc's limit lets it drain, for at most ~2 s;
+// then the root is removed once its backlog has left.
+void HoldPath::flush(Port& p) {
+  const uint64_t deadline = monotonic_ns() + 2'000'000'000ull;
+  const uint64_t room = std::max<uint64_t>(1, p.spec.buffer_bytes / 1514 / 2);
+  for (uint16_t q = 0; q < p.model->num_queues(); ++q) p.model->set_paused(q, false);
+  uint64_t idle_polls = 0;
+  for (;;) {
+    auto q = p.model->pick(monotonic_ns());
+    if (!q) {
+      // Shaper-held queues: let them go too.
+      bool any = false;
+      for (uint16_t i = 0; i < p.model->num_queues(); ++i) any |= p.model->depth(i).pkts > 0;
+      if (!any || monotonic_ns() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    if (kernel_backlog(p) >= room) {
+      if (monotonic_ns() > deadline) break;
+      if (++idle_polls % 8 == 0) sync(p);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    PacketMeta m = p.model->dequeue(*q, monotonic_ns());
+    auto it = p.frames.find(m.id);
+    if (it == p.frames.end()) continue;
+    uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
+    __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
+    if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll),
+               sizeof(p.ll)) < 0)
+      __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
+    else
+      ++p.flushed;
+    p.frames.erase(it);
+  }
+  p.flush_lost = p.frames.size();
+  // Let the root's backlog leave before the root (and with it what it
+  // holds) is deleted.
+  while (monotonic_ns() < deadline) {
+    sync(p);
+    if (record(p).qlen == 0) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  if (p.flushed || p.flush_lost)
+    SLOG_INFO("SWITCH_HOLD_FLUSHED", "{}: {} held frame(s) sent to the port on stop, {} lost", p.name, p.flushed,
+              p.flush_lost);
+}
+
+QueueDepth HoldPath::depth(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  Port& P = port(p);
+  return q < P.model->num_queues() ? P.model->depth(q) : QueueDepth{};
+}
+
+bool HoldPath::paused(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  Port& P = port(p);
+  return q < P.paused.size() && P.paused[q];
+}
+
+void HoldPath::set_paused(PortId p, QueueId q, bool paused) {
+  std::lock_guard lk(mu_);
+  Port& P = port(p);
+  if (q >= P.paused.size()) return;
+  P.paused[q] = paused;
+  P.allowance[q] = 0;
+  P.model->set_paused(q, paused);
+  // A resume is sent by the caller's pump() (never from inside a logic's
+  // callback: calls into the logic are not re-entrant).
+}
+
+bool HoldPath::release(PortId p, QueueId q, uint64_t bytes) {
+  std::lock_guard lk(mu_);
+  Port& P = port(p);
+  if (q >= P.paused.size()) return false;
+  // At least one frame leaves: the model lets the head go while the
+  // allowance is positive, then pauses the queue again (pump()).
+  P.paused[q] = 1;
+  P.allowance[q] = std::max<int64_t>(1, int64_t(std::min<uint64_t>(bytes, INT64_MAX)));
+  P.model->set_paused(q, false);
+  return true;
+}
+
+uint64_t HoldPath::dropped(PortId p, QueueId q) const {
+  std::lock_guard lk(mu_);
+  Port& P = port(p);
+  return q < P.model->num_queues() ? P.model->stats(q).dropped : 0;
+}
+
+nlohmann::json HoldPath::port_json(PortId id) const {
+  std::lock_guard lk(mu_);
+  const Port& p = port(id);
+  nlohmann::json qs = nlohmann::json::array();
+  for (uint16_t q = 0; q < p.model->num_queues(); ++q) {
+    const auto& s = p.model->stats(q);
+    const auto d = p.model->depth(q);
+    qs.push_back({{"queue", q},
+                  {"depth_bytes", d.bytes},
+                  {"depth_pkts", d.pkts},
+                  {"pkts_in", s.pkts_in + s.dropped},
+                  {"pkts_out", s.pkts_out},
+                  {"bytes_out", s.bytes_out},
+                  {"dropped", s.dropped},
+                  {"paused", bool(p.paused[q])}});
+  }
+  const sl_sw_hold_state& st = *p.st;
+  return {{"queues", qs},
+          {"hold",
+           {{"backlog_target", p.target},
+            {"kernel_backlog", kernel_backlog(p)},
+            {"frames_in", p.in},
+            {"logic_drops", p.logic_drops},
+            {"bad_queue", p.bad_queue},
+            {"sent", p.sent},
+            {"send_errors", p.send_errors},
+            {"csum_completed", p.csum_completed},
+            {"diverted", st.diverted},
+            {"fail_open_pkts", st.fail_open},
+            {"passed_big", st.passed_big},
+            {"ring_full", st.ring_full},
+            {"wakeups", st.wakeups},
+            {"qdisc_events", st.events},
+            {"qdisc_sent", st.q_sent},
+            {"qdisc_drops", st.q_drops},
+            {"watchdog_us", double(p.wd.period_ns()) / 1000.0},
+            {"watchdog_fired", p.wd.fired()},
+            {"watchdog_fixed", p.wd.fixed()}}}};
+}
+
+}  // namespace sluice::sw

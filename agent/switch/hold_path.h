@@ -1,0 +1,135 @@
+// sluiced's switch mode with [switch] datapath = "hold" (docs/switch.md,
+// "Design B in sluiced"): the agent holds the queues.
+//
+// Per port: the root qdisc is a TBF at the link rate (switch/tree.h with
+// root_only), swhold's sw_hold_egress diverts every data frame to the agent
+// through a ring buffer (bpf/switch/swhold.bpf.c), and the agent
+//   - builds the logic's PacketMeta from what the program parsed (the
+//     classifier's 5-tuple, flow hash and TOS), asks logic.on_enqueue(),
+//   - holds the frame in the port's PortModel (strict priority levels, DRR,
+//     shaper groups, per-queue pause: the model the logics are tested on),
+//   - re-injects frames through AF_PACKET with SO_MARK = the reinject mark
+//     (which the program lets pass) while the root qdisc holds fewer than
+//     backlog_target() frames, calling logic.on_dequeue() for each, and
+//     logic.on_drop() for a frame its queue's limit tail-drops.
+// The qdisc's backlog is read from the qdisc by the qdisc_enqueue /
+// qdisc_dequeue tracepoints (attached once for all ports), with the
+// watchdog of switch/hold_backlog.h for dequeues the tracepoint misses.
+// Pause, release, depth and drops act on the agent's queues: no netlink,
+// a pause applies before the next frame leaves.
+//
+// Fail open. Killed (SIGKILL, crash): under tcx the egress program goes
+// with the process; under clsact it stays but passes every frame once the
+// agent's heartbeat is older than fail_open_ms (the liveness record the
+// caller keeps beating, liveness()); the tracepoints go with the process.
+// The root TBF at the link rate stays and forwards. Frames held in the
+// agent at that moment are lost. Stopped (destructor): egress detached
+// first, then every held frame is sent to the port (paused or not, as the
+// qdisc's limit lets it drain, at most ~2 s), then the root removed.
+//
+// Threading: everything runs on sluiced's event loop except the read-only
+// accessors (depth, paused, dropped, status), which a status request may
+// call from another thread; one recursive mutex covers the queues (a logic
+// calls back into depth()/paused() from inside on_enqueue/on_dequeue).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tc.h"
+#include "sluice/liveness.h"
+#include "switch/hold_backlog.h"
+#include "switch/logic.h"
+#include "switch/port_model.h"
+
+struct ring_buffer;
+struct bpf_link;
+
+namespace sluice {
+class EventLoop;
+class FdWatch;
+}  // namespace sluice
+
+namespace sluice::sw {
+
+// Completes the TCP/UDP checksum of the IP packet at f[l3..] (L4 header at
+// f[l4..], family 4 or 6) when it does not verify (a frame taken before the
+// device completed it: CHECKSUM_PARTIAL). True if it changed the frame.
+bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto);
+
+class HoldPath {
+ public:
+  struct PortSpec {
+    PortId id = 0;
+    int ifindex = 0;
+    PortConfig cfg;  // queues with their limit_bytes (tail drop in the agent)
+    uint32_t buffer_bytes = 131072;  // the root TBF's limit
+    uint32_t burst_bytes = 0;        // 0: the tree's default
+  };
+  // Loads swhold (fail_open_ns: 0 = never fail open) and attaches the
+  // tracepoints. Ports are added with add_port(), then start().
+  HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir);
+  ~HoldPath();
+  HoldPath(const HoldPath&) = delete;
+  HoldPath& operator=(const HoldPath&) = delete;
+
+  // The liveness record swhold's egress checks: beat it before start().
+  sluice_liveness* liveness();
+  // Builds the port's root TBF and attaches the egress divert; throws Error
+  // with nothing of this port left behind.
+  void add_port(const PortSpec& spec);
+  // Frames from now on go to `logic` (which outlives this object's use).
+  void start(Logic& logic);
+  // Sends what the queues may send now (after a logic changed pauses).
+  void pump();
+
+  // Substrate operations on port p's queue q (p = PortSpec::id order).
+  QueueDepth depth(PortId p, QueueId q) const;
+  bool paused(PortId p, QueueId q) const;
+  void set_paused(PortId p, QueueId q, bool paused);
+  bool release(PortId p, QueueId q, uint64_t bytes);
+  uint64_t dropped(PortId p, QueueId q) const;
+
+  // Frames kept in the root qdisc (100 us of frames at the rate, >= 1).
+  static uint32_t backlog_target(uint64_t rate_bps);
+  // The port's queues and data-path counters, for `sluicectl switch`.
+  nlohmann::json port_json(PortId p) const;
+  std::string object_name() const;
+
+ private:
+  struct Port;
+  static int on_frame_cb(void* self, void* data, size_t len);
+  static int on_wake_cb(void* self, void* data, size_t len);
+  void on_frame(const void* ev);
+  void pump(Port& p);
+  HoldRecord record(const Port& p) const;
+  uint64_t kernel_backlog(const Port& p) const;
+  void sync(Port& p);
+  void arm_watchdog();
+  void flush(Port& p);
+  Port& port(PortId p) const;
+
+  struct Obj;
+  EventLoop& loop_;
+  AttachMode mode_;
+  std::string state_dir_;
+  std::unique_ptr<Obj> obj_;
+  std::vector<bpf_link*> tps_;
+  ring_buffer* rb_ = nullptr;
+  std::unique_ptr<FdWatch> watch_;
+  std::vector<std::unique_ptr<Port>> ports_;
+  std::unordered_map<int, PortId> by_ifindex_;
+  Logic* logic_ = nullptr;
+  uint64_t next_id_ = 1;
+  mutable std::recursive_mutex mu_;
+  struct Timer;
+  std::unique_ptr<Timer> timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace sluice::sw

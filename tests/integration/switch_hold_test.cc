@@ -1,0 +1,194 @@
+// sluiced in switch mode with [switch] datapath = "hold" (the queues held in
+// sluiced, agent/switch/hold_path.h) in a lab: h1 -- sw -- h2, sw a router
+// whose two ports are sluice switch ports (logic pfc, 2 queues each): swa
+// faces the host h1 (host-facing), swb faces h2, which plays the downstream
+// switch (switch-facing). Two UDP flows h1 -> h2 land in different queues
+// of swb (the pfc logic's flow hash % 2, computed by sluiced from the frame).
+//  - A PAUSE frame for flow A's queue, sent by h2, stops A at once: no
+//    datagram of A arrives while B keeps flowing; RESUME restarts A. Paused
+//    again, the source halted and sluiced stopped (SIGTERM): the held
+//    datagrams are sent to the port on exit, and h2 got every datagram h1
+//    sent (nothing lost across pause, resume and stop); the root is gone.
+//  - The same frame sent by h1 into the host-facing port is rejected,
+//    counted by reason, and pauses nothing.
+//  - Fail open: sluiced killed (SIGKILL) with A's queue paused: the held
+//    datagrams are lost, new ones of A reach h2 again (tcx: the divert goes
+//    with the process; clsact: it passes everything once the heartbeat is
+//    older than fail_open_ms).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lib/netns_fixture.h"
+#include "lib/prog_test.h"
+#include "lib/switch_lab.h"
+
+using namespace sluice;
+using namespace sluice::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint16_t kDport = 7000;
+
+class SwitchHold : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    SLUICE_REQUIRE_KERNEL(5, 17, "the qdisc tracepoints of the held data path (tp-btf-qdisc)");
+    if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
+    lab_ = std::make_unique<Lab>("sh");
+    h1_ = lab_->add_ns("h1");
+    sw_ = lab_->add_ns("sw");
+    h2_ = lab_->add_ns("h2");
+    swa_ = lab_->name("swa");
+    swb_ = lab_->name("swb");
+    h1if_ = lab_->name("h1");
+    h2if_ = lab_->name("h2");
+    lab_->add_veth(h1_, "h1", "10.72.1.2/24", sw_, "swa", "10.72.1.1/24");
+    lab_->add_veth(sw_, "swb", "10.72.2.1/24", h2_, "h2", "10.72.2.2/24");
+    ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.72.1.1"), 0);
+    ASSERT_EQ(lab_->nsh(h2_, "ip route add default via 10.72.2.1"), 0);
+    ASSERT_EQ(lab_->nsh(sw_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
+    agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
+    // 2 MB per queue: a queue paused for a second (~1,000 datagrams of
+    // 1042 B) holds all of them (nothing lost to the tail drop).
+    agent_->configure(
+        "logic = \"pfc\"\ndatapath = \"hold\"\nqueues = 2\nrate_mbit = 100\nbuffer_bytes = 2097152\n"
+        "fail_open_ms = 1000\n",
+        {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
+  }
+  void TearDown() override {
+    if (agent_) agent_->stop();
+    lab_.reset();
+  }
+
+  json sw_state() { return agent_->state(); }
+  json swb() { return SwitchAgent::port(sw_state(), swb_); }
+  // Two source ports whose flows land in different queues of swb.
+  void pick_flows(uint16_t base) {
+    sports_[0] = base;
+    qa_ = udp_queue("10.72.1.2", "10.72.2.2", sports_[0], kDport, 2);
+    for (uint16_t p = uint16_t(base + 1); p < base + 100; ++p)
+      if (udp_queue("10.72.1.2", "10.72.2.2", p, uint16_t(kDport + 1), 2) != qa_) {
+        sports_[1] = p;
+        break;
+      }
+    ASSERT_NE(sports_[1], 0);
+    qb_ = uint16_t(1 - qa_);
+  }
+  // Paced flows h1 -> h2: flow i from sports_[i] to kDport + i, ~8 Mbit/s each.
+  void start_flows() {
+    sink_.start(h2_, {kDport, uint16_t(kDport + 1)});
+    src_.start(h1_, {{"10.72.2.2", kDport, sports_[0], 1}, {"10.72.2.2", uint16_t(kDport + 1), sports_[1], 1}});
+  }
+  uint64_t got_during(int i, std::chrono::milliseconds d) {
+    uint64_t a = sink_.got(size_t(i));
+    std::this_thread::sleep_for(d);
+    return sink_.got(size_t(i)) - a;
+  }
+  bool paused(uint16_t q) { return swb()["queues"][q]["paused"] == true; }
+
+  std::unique_ptr<Lab> lab_;
+  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_;
+  std::unique_ptr<SwitchAgent> agent_;
+  UdpSink sink_;
+  UdpSource src_;
+  uint16_t sports_[2] = {0, 0};
+  uint16_t qa_ = 0, qb_ = 1;
+};
+
+TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
+  ASSERT_TRUE(agent_->start());
+  pick_flows(40000);
+  if (HasFatalFailure()) return;
+  json s = sw_state();
+  ASSERT_EQ(s["datapath"], "hold") << s.dump(2);
+  ASSERT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "1\n");
+
+  start_flows();
+  ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50 && sink_.got(1) > 50; }, 5s))
+      << "traffic does not cross the switch: " << sink_.got(0) << " / " << sink_.got(1) << "\n"
+      << sw_state().dump(2) << agent_->proc().log();
+  EXPECT_GT(swb()["hold"]["diverted"].get<uint64_t>(), 100u) << "the frames do not pass through sluiced";
+
+  // The neighbour behind swb pauses flow A's queue: the agent holds A.
+  send_pause_frame(h2_, h2if_, true, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s)) << sw_state().dump(2) << agent_->proc().log();
+  std::this_thread::sleep_for(100ms);  // what was already on the wire arrives
+  EXPECT_EQ(got_during(0, 500ms), 0u) << "flow A kept flowing through a paused queue";
+  EXPECT_GT(got_during(1, 500ms), 100u) << "flow B (the other queue) stopped too";
+  s = sw_state();
+  json pb = SwitchAgent::port(s, swb_);
+  EXPECT_EQ(pb["control"]["in"], 1) << s.dump(2);
+  EXPECT_EQ(pb["queues"][qb_]["paused"], false);
+  EXPECT_GT(pb["queues"][qa_]["depth_pkts"].get<uint64_t>(), 400u) << "the paused queue holds A's datagrams";
+  EXPECT_EQ(pb["queues"][qa_]["dropped"], 0);
+  EXPECT_EQ(s["logic_state"]["pauses_applied"], 1);
+
+  // RESUME: A flows again, the held datagrams first.
+  send_pause_frame(h2_, h2if_, false, qa_, 2);
+  EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s)) << "flow A did not resume";
+  EXPECT_EQ(swb()["queues"][qa_]["paused"], false);
+
+  // The same PAUSE from the host on the host-facing port: rejected by the
+  // gate, counted, nothing paused.
+  send_pause_frame(h1_, h1if_, true, qb_, 3);
+  send_pause_frame(h1_, h1if_, true, qa_, 4);
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
+      << sw_state().dump(2);
+  s = sw_state();
+  EXPECT_EQ(SwitchAgent::port(s, swa_)["control"]["rejected_by_reason"]["WRONG_PORT"], 2);
+  for (const auto& p : s["ports"])
+    for (const auto& q : p["queues"]) EXPECT_EQ(q["paused"], false) << p["name"] << " queue " << q["queue"];
+  EXPECT_GT(got_during(0, 300ms), 50u);
+  EXPECT_GT(got_during(1, 300ms), 50u);
+
+  // Paused again, the source halted, sluiced stopped: the held datagrams
+  // leave on exit. Every datagram h1 sent arrived.
+  send_pause_frame(h2_, h2if_, true, qa_, 5);
+  ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s));
+  std::this_thread::sleep_for(300ms);
+  src_.halt();
+  std::this_thread::sleep_for(100ms);
+  const uint64_t held = swb()["queues"][qa_]["depth_pkts"].get<uint64_t>();
+  EXPECT_GT(held, 100u);
+  EXPECT_EQ(agent_->stop(), 0) << agent_->proc().log();
+  EXPECT_NE(agent_->proc().log().find("SWITCH_HOLD_FLUSHED"), std::string::npos) << agent_->proc().log();
+  EXPECT_TRUE(eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 3s))
+      << "lost: flow A " << src_.sent(0) - sink_.got(0) << " of " << src_.sent(0) << " (" << held
+      << " held at the stop), flow B " << src_.sent(1) - sink_.got(1) << " of " << src_.sent(1) << "\n"
+      << agent_->proc().log();
+  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
+  EXPECT_EQ(lab_->out("tc -n " + sw_ + " filter show dev " + swb_ + " egress | grep -c sw_hold"), "0\n");
+}
+
+TEST_P(SwitchHold, KilledWithAQueuePausedThePortStillForwards) {
+  ASSERT_TRUE(agent_->start());
+  pick_flows(41000);
+  if (HasFatalFailure()) return;
+  start_flows();
+  ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50; }, 5s)) << agent_->proc().log();
+  send_pause_frame(h2_, h2if_, true, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(got_during(0, 500ms), 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  agent_->proc().kill9();
+  // The root TBF at the link rate stays and forwards what the divert no
+  // longer takes (clsact: after fail_open_ms, 1 s here).
+  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "1\n");
+  EXPECT_TRUE(eventually([&] { return got_during(0, 50ms) > 5; }, 5s))
+      << "flow A blackholed after sluiced died with its queue paused";
+  std::cout << "[ info ] " << GetParam() << ": flow A flows again "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " ms after the SIGKILL (fail_open_ms 1000)" << std::endl;
+  EXPECT_GT(got_during(1, 300ms), 50u) << "flow B stopped";
+}
+
+INSTANTIATE_TEST_SUITE_P(AttachModes, SwitchHold, ::testing::Values("tcx", "clsact"));
+
+}  // namespace

@@ -1,0 +1,33 @@
+#!/bin/bash
+# sluiced's switch mode with [switch] datapath = "hold" (the queues held in
+# sluiced) on this kernel: integration_switch_hold_test, the topology of
+# 45-switch-mode. A PAUSE frame stops one queue at once (no datagram of it
+# arrives) while the other flows, RESUME restarts it, SIGTERM sends the held
+# datagrams on exit (nothing lost), the frame on the host-facing port is
+# rejected, sluiced killed with a queue paused does not blackhole it. Needs
+# the qdisc tracepoints (5.17+); the test skips with the reason before. tcx
+# cases on 6.6+ as in 45-switch-mode. The BPF side (bpf_swhold_test: two
+# ports, divert, pause flags) runs in 30-bpf-tables.
+# vm-timeout: 150
+. "$SLUICE_VM_STEPLIB"
+
+t=$BUILD/tests/integration/integration_switch_hold_test
+[ -x "$t" ] || vm_fail "$t is not built"
+log=/tmp/switch-hold-test.log
+"$t" --gtest_color=no >"$log" 2>&1
+rc=$?
+grep -E '^\[ *(RUN|OK|SKIPPED|FAILED|PASSED) *\]|needs Linux|\[ info \]' "$log"
+[ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_hold_test failed on $(uname -r)"; }
+
+if ! vm_kernel_at_least 5 17; then
+  vm_note "held data path skipped (qdisc tracepoints need Linux 5.17+)"
+  exit 0
+fi
+passed=$(grep -cE '^\[ +OK \] AttachModes/SwitchHold\.[^ ]+/1 ' "$log")
+[ "$passed" -eq 2 ] || { cat "$log"; vm_fail "the clsact cases did not both pass ($passed of 2)"; }
+tcx_ok=$(grep -cE '^\[ +OK \] AttachModes/SwitchHold\.[^ ]+/0 ' "$log")
+if vm_kernel_at_least 6 6; then
+  [ "$tcx_ok" -eq 2 ] || { cat "$log"; vm_fail "tcx cases did not run on $(uname -r) ($tcx_ok of 2 passed)"; }
+else
+  vm_note "held data path on clsact; tcx cases skipped (tcx needs Linux 6.6+)"
+fi
