@@ -104,15 +104,15 @@ struct HoldPath::Port {
   std::unique_ptr<PortTree> root;  // declared before egress: detached first, removed after
   std::vector<TcAttachment> egress;
   std::unique_ptr<PortModel> model;
-  std::vector<uint8_t> paused;       // what the logic set (the model's flag also drops for a release)
-  std::vector<int64_t> allowance;    // bytes a release() still lets out of a paused queue
+  std::vector<uint8_t> paused;     // what the logic set (the model's flag also drops for a release)
+  std::vector<int64_t> allowance;  // bytes a release() still lets out of a paused queue
   std::unordered_map<uint64_t, std::vector<uint8_t>> frames;  // PacketMeta::id -> the frame
   int tx_fd = -1;
   sockaddr_ll ll{};
   uint32_t target = 1;
   HoldWatchdog wd{1};
   sl_sw_hold_state* st = nullptr;
-  bool waiting = false;  // frames to send, the qdisc at its target
+  bool waiting = false;         // frames to send, the qdisc at its target
   uint64_t csum_completed = 0;  // frames whose TCP/UDP checksum the agent completed
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   ~Port() {
@@ -201,9 +201,8 @@ void HoldPath::add_port(const PortSpec& spec) {
   uint32_t key = uint32_t(spec.ifindex);
   check(bpf_map_update_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key, &hp, BPF_ANY), "held port table");
   try {
-    p->egress.push_back(TcAttachment::attach(p->name, Hook::Egress,
-                                             bpf_program__fd(obj_->skel->progs.sw_hold_egress), "sw_hold_egress",
-                                             kHoldTcPrio, mode_, state_dir_));
+    p->egress.push_back(TcAttachment::attach(p->name, Hook::Egress, bpf_program__fd(obj_->skel->progs.sw_hold_egress),
+                                             "sw_hold_egress", kHoldTcPrio, mode_, state_dir_));
   } catch (...) {
     bpf_map_delete_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key);
     throw;
@@ -324,8 +323,8 @@ void HoldPath::pump(Port& p) {
       // dequeued inside sendto, and that event must see it as sent.
       uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
       __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
-      if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll),
-                 sizeof(p.ll)) < 0) {
+      if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) <
+          0) {
         ++p.send_errors;
         __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
       } else {
@@ -413,11 +412,9 @@ void HoldPath::flush(Port& p) {
     if (it == p.frames.end()) continue;
     uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
     __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
-    if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll),
-               sizeof(p.ll)) < 0)
+    if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) < 0)
       __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
-    else
-      ++p.flushed;
+    else ++p.flushed;
     p.frames.erase(it);
   }
   p.flush_lost = p.frames.size();

@@ -67,7 +67,7 @@ class HoldPath {
   struct PortSpec {
     PortId id = 0;
     int ifindex = 0;
-    PortConfig cfg;  // queues with their limit_bytes (tail drop in the agent)
+    PortConfig cfg;                  // queues with their limit_bytes (tail drop in the agent)
     uint32_t buffer_bytes = 131072;  // the root TBF's limit
     uint32_t burst_bytes = 0;        // 0: the tree's default
   };
