@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -87,6 +88,10 @@ class HoldPath {
   void start(Logic& logic);
   // Sends what the queues may send now (after a logic changed pauses).
   void pump();
+  // Called right before each frame is released: the caller hands pending
+  // control frames to the logic there, so a PAUSE that arrived meanwhile
+  // applies to the very next frame. Must not call pump().
+  void set_control_poll(std::function<void()> fn) { poll_control_ = std::move(fn); }
 
   // Substrate operations on port p's queue q (p = PortSpec::id order).
   QueueDepth depth(PortId p, QueueId q) const;
@@ -125,6 +130,7 @@ class HoldPath {
   std::vector<std::unique_ptr<Port>> ports_;
   std::unordered_map<int, PortId> by_ifindex_;
   Logic* logic_ = nullptr;
+  std::function<void()> poll_control_;
   uint64_t next_id_ = 1;
   mutable std::recursive_mutex mu_;
   struct Timer;

@@ -94,6 +94,15 @@ class SwitchMode final : public HostService, public Substrate {
 
  private:
   static int on_ring(void* self, void* data, size_t len);
+  // Control frames waiting in the ring to the logic (not re-entered: the
+  // held data path calls it between frames, also from inside a consume).
+  void consume_control() {
+    if (consuming_) return;
+    consuming_ = true;
+    ring_buffer__consume(rb_);
+    consuming_ = false;
+  }
+  bool consuming_ = false;
   void on_ctrl(const sl_sw_ctrl_event& ev);
   const std::vector<ClassCounters>& counters(const SwPort& p, uint64_t max_age_ns) const;
   // BPF counters of port_id: slot -> {packets, bytes}, summed over CPUs.
@@ -198,14 +207,20 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
     }
     rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_sw_ctrl_v1), &SwitchMode::on_ring, this, nullptr);
     if (!rb_) throw SysError("control-frame ring buffer", errno);
-    ring_watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] { ring_buffer__consume(rb_); });
+    ring_watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] {
+      consume_control();
+      if (hold_) hold_->pump();  // a resume or release: send now
+    });
 
     std::vector<PortConfig> pcs;
     for (const auto& p : ports_) pcs.push_back(p->cfg);
     LogicContext lc{&ctx.config, &pcs, &ctx};
     logic_ = info_->make(lc);
     logic_->on_start(*this);
-    if (hold_) hold_->start(*logic_);
+    if (hold_) {
+      hold_->set_control_poll([this] { consume_control(); });
+      hold_->start(*logic_);
+    }
   } catch (...) {
     hold_beat_.reset();
     hold_.reset();
@@ -260,7 +275,6 @@ void SwitchMode::on_ctrl(const sl_sw_ctrl_event& ev) {
   frame_rx_ns_ = ev.rx_ns;
   logic_->on_control(f, PortId(ev.port_id));
   frame_rx_ns_ = 0;
-  if (hold_) hold_->pump();  // a resume or release: send now
 }
 
 const std::vector<ClassCounters>& SwitchMode::counters(const SwPort& p, uint64_t max_age_ns) const {
