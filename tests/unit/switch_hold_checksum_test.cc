@@ -1,0 +1,93 @@
+// The held data path completes a TCP/UDP checksum the device was to fill
+// (a frame taken at tc egress as CHECKSUM_PARTIAL) before re-injecting it
+// (agent/switch/hold_path.h, complete_l4_checksum): a checksum that verifies
+// is left alone; any other value is replaced by the complete one (what a
+// NIC would write); IPv4 UDP without a checksum and fragments are left.
+#include <gtest/gtest.h>
+
+#include "lib/packet.h"
+#include "switch/hold_path.h"
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+struct Case {
+  bool ipv6;
+  uint8_t proto;
+  size_t payload;
+  int vlan;
+};
+
+TEST(HoldChecksum, CompletesWhatDoesNotVerifyAndLeavesTheRest) {
+  for (const Case& c : std::vector<Case>{{false, 17, 100, -1},
+                                         {false, 17, 1401, -1},
+                                         {false, 6, 1448, -1},
+                                         {false, 6, 0, 5},
+                                         {true, 17, 999, -1},
+                                         {true, 6, 1428, -1},
+                                         {true, 6, 1, 7}}) {
+    SCOPED_TRACE(std::string(c.ipv6 ? "v6 " : "v4 ") + (c.proto == 6 ? "tcp " : "udp ") +
+                 std::to_string(c.payload) + (c.vlan >= 0 ? " vlan" : ""));
+    PacketSpec s;
+    s.ipv6 = c.ipv6;
+    if (c.ipv6) {
+      s.src = "2001:db8::1";
+      s.dst = "2001:db8::2";
+    }
+    s.proto = c.proto;
+    s.payload = c.payload;
+    s.vlan = c.vlan;
+    const Bytes good = build(s);
+    const size_t l3 = c.vlan >= 0 ? 18 : 14, l4 = l3 + (c.ipv6 ? 40 : 20);
+    const size_t field = l4 + (c.proto == 6 ? 16 : 6);
+    const int family = c.ipv6 ? 6 : 4;
+
+    Bytes f = good;
+    EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << "it verifies";
+    EXPECT_EQ(f, good);
+    for (uint16_t partial : {0x0001, 0x1234, 0xfffe, 0x8000}) {
+      f = good;
+      f[field] = uint8_t(partial >> 8);
+      f[field + 1] = uint8_t(partial);
+      if (f == good) continue;
+      EXPECT_TRUE(sw::complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << partial;
+      EXPECT_EQ(f, good) << "field " << partial;
+    }
+  }
+}
+
+TEST(HoldChecksum, LeavesUdpWithoutChecksumFragmentsAndOtherProtocols) {
+  PacketSpec s;
+  s.proto = 17;
+  s.payload = 64;
+  Bytes f = build(s);
+  f[14 + 20 + 6] = f[14 + 20 + 7] = 0;  // IPv4 UDP: no checksum
+  Bytes before = f;
+  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
+  EXPECT_EQ(f, before);
+
+  s.frag_off = 0x2000;  // more fragments
+  f = build(s);
+  f[14 + 20 + 6] ^= 0xff;
+  before = f;
+  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
+  EXPECT_EQ(f, before);
+
+  s.frag_off = 0;
+  s.proto = 1;
+  f = build(s);
+  before = f;
+  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 1));
+  EXPECT_EQ(f, before);
+  // Truncated: the IP length says more than the frame holds.
+  s.proto = 6;
+  f = build(s);
+  f.resize(f.size() - 10);
+  before = f;
+  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 6));
+  EXPECT_EQ(f, before);
+}
+
+}  // namespace
