@@ -28,8 +28,8 @@ TEST(HoldChecksum, CompletesWhatDoesNotVerifyAndLeavesTheRest) {
                                          {true, 17, 999, -1},
                                          {true, 6, 1428, -1},
                                          {true, 6, 1, 7}}) {
-    SCOPED_TRACE(std::string(c.ipv6 ? "v6 " : "v4 ") + (c.proto == 6 ? "tcp " : "udp ") +
-                 std::to_string(c.payload) + (c.vlan >= 0 ? " vlan" : ""));
+    SCOPED_TRACE(std::string(c.ipv6 ? "v6 " : "v4 ") + (c.proto == 6 ? "tcp " : "udp ") + std::to_string(c.payload) +
+                 (c.vlan >= 0 ? " vlan" : ""));
     PacketSpec s;
     s.ipv6 = c.ipv6;
     if (c.ipv6) {
