@@ -42,6 +42,8 @@ constexpr uint32_t kHoldTcPrio = 0xA500;
 constexpr double kWatchdogPkts = 2;
 // Frames per sendmmsg at most.
 constexpr size_t kMaxBatch = 16;
+// Frame buffers kept for reuse per port at most.
+constexpr size_t kMaxSpare = 256;
 
 // RFC 1071 sum of p[0..n) in network order, unfolded. Summed as native
 // 32-bit words (the one's-complement sum is byte-order independent, RFC 1071
@@ -143,6 +145,7 @@ struct HoldPath::Port {
   sl_sw_hold_state* st = nullptr;
   bool waiting = false;                     // frames to send, the qdisc at its target
   std::vector<std::vector<uint8_t>> batch;  // the frames of one sendmmsg
+  std::vector<std::vector<uint8_t>> spare;  // sent frames' buffers, reused (no allocation per frame)
   uint64_t csum_completed = 0;              // frames whose TCP/UDP checksum the agent completed
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   ~Port() {
@@ -303,7 +306,13 @@ void HoldPath::on_frame(const void* data) {
     logic_->on_drop(m, p.spec.id, v.queue);
     return;
   }
-  auto& f = p.frames.emplace(m.id, std::vector<uint8_t>(ev.frame, ev.frame + ev.len)).first->second;
+  std::vector<uint8_t> buf;
+  if (!p.spare.empty()) {
+    buf = std::move(p.spare.back());
+    p.spare.pop_back();
+  }
+  buf.assign(ev.frame, ev.frame + ev.len);
+  auto& f = p.frames.emplace(m.id, std::move(buf)).first->second;
   if (ev.is_ip && complete_l4_checksum(f.data(), f.size(), ev.l3_off, ev.l4_off, ev.family, ev.tuple.proto))
     ++p.csum_completed;
 }
@@ -380,6 +389,8 @@ void HoldPath::pump(Port& p) {
         __atomic_fetch_sub(&p.st->agent_sent, uint64_t(n - ok), __ATOMIC_SEQ_CST);
       }
       p.sent += ok;
+      for (auto& b : p.batch)
+        if (p.spare.size() < kMaxSpare) p.spare.push_back(std::move(b));
       p.batch.clear();
       continue;  // the backlog is read again
     }

@@ -41,23 +41,21 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     SLUICE_REQUIRE_KERNEL(5, 17, "the qdisc tracepoints of the held data path (tp-btf-qdisc)");
     if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
     lab_ = std::make_unique<Lab>("sh");
-    h1_ = lab_->add_ns("h1");
-    sw_ = lab_->add_ns("sw");
-    h2_ = lab_->add_ns("h2");
-    swa_ = lab_->name("swa");
-    swb_ = lab_->name("swb");
-    h1if_ = lab_->name("h1");
-    h2if_ = lab_->name("h2");
-    lab_->add_veth(h1_, "h1", "10.72.1.2/24", sw_, "swa", "10.72.1.1/24");
-    lab_->add_veth(sw_, "swb", "10.72.2.1/24", h2_, "h2", "10.72.2.2/24");
-    ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.72.1.1"), 0);
-    ASSERT_EQ(lab_->nsh(h2_, "ip route add default via 10.72.2.1"), 0);
-    ASSERT_EQ(lab_->nsh(sw_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
+    const RouterLab r = make_router_lab(*lab_, 72);
+    if (HasFailure()) return;
+    h1_ = r.h1;
+    sw_ = r.sw;
+    h2_ = r.h2;
+    swa_ = r.swa;
+    swb_ = r.swb;
+    h1if_ = r.h1if;
+    h2if_ = r.h2if;
     agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
-    // 2 MB per queue: a queue paused for a second (~1,000 datagrams of
-    // 1042 B) holds all of them (nothing lost to the tail drop).
+    // 64 MB per queue: a queue paused for as long as the test takes (1
+    // datagram of 1042 B per ms; ~30 s under the VM suite's emulated CPU)
+    // holds all of it (nothing lost to the tail drop).
     agent_->configure(
-        "logic = \"pfc\"\ndatapath = \"hold\"\nqueues = 2\nrate_mbit = 100\nbuffer_bytes = 2097152\n"
+        "logic = \"pfc\"\ndatapath = \"hold\"\nqueues = 2\nrate_mbit = 100\nbuffer_bytes = 67108864\n"
         "fail_open_ms = 1000\n",
         {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
   }

@@ -53,18 +53,15 @@ class SwitchMode : public ::testing::TestWithParam<std::string> {
     // (sluiced refuses attach_mode = "tcx" without it).
     if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
     lab_ = std::make_unique<Lab>("sm");
-    h1_ = lab_->add_ns("h1");
-    sw_ = lab_->add_ns("sw");
-    h2_ = lab_->add_ns("h2");
-    swa_ = lab_->name("swa");
-    swb_ = lab_->name("swb");
-    h1if_ = lab_->name("h1");
-    h2if_ = lab_->name("h2");
-    lab_->add_veth(h1_, "h1", "10.71.1.2/24", sw_, "swa", "10.71.1.1/24");
-    lab_->add_veth(sw_, "swb", "10.71.2.1/24", h2_, "h2", "10.71.2.2/24");
-    ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.71.1.1"), 0);
-    ASSERT_EQ(lab_->nsh(h2_, "ip route add default via 10.71.2.1"), 0);
-    ASSERT_EQ(lab_->nsh(sw_, "sysctl -qw net.ipv4.ip_forward=1"), 0);
+    const RouterLab r = make_router_lab(*lab_, 71);
+    if (HasFailure()) return;
+    h1_ = r.h1;
+    sw_ = r.sw;
+    h2_ = r.h2;
+    swa_ = r.swa;
+    swb_ = r.swb;
+    h1if_ = r.h1if;
+    h2if_ = r.h2if;
     agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
     agent_->configure("logic = \"pfc\"\nqueues = 2\nrate_mbit = 100\nfail_open_ms = 1000\n",
                       {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");

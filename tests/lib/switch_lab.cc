@@ -190,4 +190,24 @@ void send_pause_frame(const std::string& ns, const std::string& ifname, bool pau
   close(fd);
 }
 
+RouterLab make_router_lab(Lab& lab, int net) {
+  RouterLab r;
+  const std::string p = "10." + std::to_string(net) + ".";
+  r.h1 = lab.add_ns("h1");
+  r.sw = lab.add_ns("sw");
+  r.h2 = lab.add_ns("h2");
+  r.swa = lab.name("swa");
+  r.swb = lab.name("swb");
+  r.h1if = lab.name("h1");
+  r.h2if = lab.name("h2");
+  r.h1_addr = p + "1.2";
+  r.h2_addr = p + "2.2";
+  lab.add_veth(r.h1, "h1", r.h1_addr + "/24", r.sw, "swa", p + "1.1/24");
+  lab.add_veth(r.sw, "swb", p + "2.1/24", r.h2, "h2", r.h2_addr + "/24");
+  EXPECT_EQ(lab.nsh(r.h1, "ip route add default via " + p + "1.1"), 0);
+  EXPECT_EQ(lab.nsh(r.h2, "ip route add default via " + p + "2.1"), 0);
+  EXPECT_EQ(lab.nsh(r.sw, "sysctl -qw net.ipv4.ip_forward=1"), 0);
+  return r;
+}
+
 }  // namespace sluice::test

@@ -75,6 +75,17 @@ void send_pause_frame(const std::string& ns, const std::string& ifname, bool pau
 // The queue the switch's flow hash picks for a UDP flow out of `queues`.
 uint16_t udp_queue(const std::string& src, const std::string& dst, uint16_t sport, uint16_t dport, int queues);
 
+// h1 -- sw -- h2 in `lab`: sw an IPv4 router between 10.<net>.1.0/24 (h1
+// .2, sw's port swa .1) and 10.<net>.2.0/24 (sw's port swb .1, h2 .2), with
+// default routes and forwarding on. Fails the test (ADD_FAILURE) on error.
+struct RouterLab {
+  std::string h1, sw, h2;  // namespaces
+  std::string swa, swb;    // sw's ports toward h1 and h2
+  std::string h1if, h2if;  // the hosts' interfaces
+  std::string h1_addr, h2_addr;
+};
+RouterLab make_router_lab(Lab& lab, int net);
+
 struct SwitchPort {
   std::string name;   // full interface name
   std::string role;   // "host-facing" | "switch-facing"
