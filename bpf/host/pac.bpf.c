@@ -256,20 +256,7 @@ int pac_ingress(struct __sk_buff *skb)
 		f->ts_sent_ns = 0; /* one sample per TSval */
 	}
 
-	/* Wake the agent once in_flight has room for its head ACK. */
-	__s64 infl = admit_in_flight();
-	if (pac.held && !pac.wake_pending && sluice_pac_fits(infl, pac.wake_room, pac.threshold) &&
-	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
-		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&sl_pac_evt_v1, sizeof(*ev), 0);
-		if (ev) {
-			__builtin_memset(ev, 0, sizeof(*ev));
-			ev->ts_ns = now;
-			ev->type = SLUICE_PAC_EV_WAKE;
-			bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
-		} else {
-			pac.wake_pending = 0;
-		}
-	}
+	wake_agent(now);
 	sl_count(SLUICE_R_PAC_DATA, skb->len);
 	return SL_TC_NEXT;
 }
@@ -495,4 +482,25 @@ int pac_egress(struct __sk_buff *skb)
 	 * request must look sent, TC_ACT_STOLEN (honoured by cls_bpf only; tcx
 	 * turns it into NEXT, so hold_requests requires clsact). */
 	return request ? SL_TC_STOLEN : SL_TC_SHOT;
+}
+
+/* The agent's half of the quiet check (quiet_clear()), run through
+ * BPF_PROG_TEST_RUN on a flow its table scan found quiet while it still
+ * holds a share and has no quiet_timer armed (bpf_timer_init failed, or
+ * the flag was lost to a race). Without it such a share stayed until the
+ * agent's idle reset, at least 20 ms after the last request: with the
+ * window cap, held requests waited behind it (docs/pac.md, "New
+ * connections"). A flow still waiting for its response's first byte
+ * (cur_burst 0) is left alone, as by the timer. Returns 1 when a share
+ * went. */
+SEC("syscall")
+int pac_quiet_sweep(struct sluice_pac_flow_key *ctx)
+{
+	struct sluice_pac_flow_key k;
+	__u64 wait = 0;
+	__builtin_memcpy(&k, ctx, sizeof(k));
+	struct sluice_pac_flow *f = bpf_map_lookup_elem(&sl_pac_flows_v2, &k);
+	if (!f || !f->cur_burst)
+		return 0;
+	return quiet_clear(f, bpf_ktime_get_ns(), &wait) > 0;
 }

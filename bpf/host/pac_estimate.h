@@ -134,6 +134,24 @@ static __always_inline void response_done(struct sluice_pac_flow *f, __u8 flags,
 		pac.resp_guess = b;
 }
 
+/* Wake the agent once the estimate has room for its head ACK: data that
+ * arrived (eq. 5) or a share its quiet_timer cleared. */
+static __always_inline void wake_agent(__u64 now)
+{
+	if (pac.held && !pac.wake_pending && sluice_pac_fits(admit_in_flight(), pac.wake_room, pac.threshold) &&
+	    __sync_val_compare_and_swap(&pac.wake_pending, 0, 1) == 0) {
+		struct sluice_pac_event *ev = bpf_ringbuf_reserve(&sl_pac_evt_v1, sizeof(*ev), 0);
+		if (ev) {
+			__builtin_memset(ev, 0, sizeof(*ev));
+			ev->ts_ns = now;
+			ev->type = SLUICE_PAC_EV_WAKE;
+			bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+		} else {
+			pac.wake_pending = 0;
+		}
+	}
+}
+
 /* The quiet time after which a flow that still holds a share is done:
  * max(2 x its RTT, trigger_age_min_ns), 1 ms when the trigger age is off. */
 static __always_inline __u64 quiet_ns(const struct sluice_pac_flow *g)
@@ -143,26 +161,22 @@ static __always_inline __u64 quiet_ns(const struct sluice_pac_flow *g)
 	return quiet < floor ? floor : quiet;
 }
 
-/* quiet_timer's callback (softirq, any CPU): the flow armed it when it took
- * a share; if it has been quiet for quiet_ns() since, its response is over
- * and the share goes; if not, check again when it could be. */
-static int flow_quiet(void *map, struct sluice_pac_flow_key *k, struct sluice_pac_flow *g)
+/* The end of a flow's response, once it was quiet for quiet_ns() (nothing
+ * either way): its share of the bound and its expected bytes go, and a
+ * response of unknown size is measured. 0: nothing to clear; 1: cleared;
+ * -1: not quiet yet, `*wait` ns left. */
+static __always_inline int quiet_clear(struct sluice_pac_flow *g, __u64 now, __u64 *wait)
 {
 	int bound_on = rwnd_cap_bytes && cap_to_response;
-	if (!(g->bflags & SLUICE_PAC_BF_LISTED))
-		return 0; /* unlisted meanwhile (a new request, a share gone) */
 	__s64 gc = bound_on ? cur_contrib(g) : 0;
 	sync_epoch(g);
 	__u64 ge = trigger_age_min_ns ? g->expect : 0;
-	if (gc <= 0 && !ge) {
-		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+	if (gc <= 0 && !ge)
 		return 0;
-	}
-	__u64 now = bpf_ktime_get_ns(), quiet = quiet_ns(g), last = g->last_ns;
+	__u64 quiet = quiet_ns(g), last = g->last_ns;
 	if (now <= last || now - last <= quiet) {
-		__u64 wait = now <= last ? quiet : quiet - (now - last);
-		bpf_timer_start(&g->quiet_timer, wait + 1000, 0);
-		return 0;
+		*wait = now <= last ? quiet : quiet - (now - last);
+		return -1;
 	}
 	/* A response of unknown size ended: now it is measured. */
 	if (gc > 0 && (g->bflags & SLUICE_PAC_BF_GUESS))
@@ -177,6 +191,25 @@ static int flow_quiet(void *map, struct sluice_pac_flow_key *k, struct sluice_pa
 		__sync_fetch_and_add(&pac.phantom_bytes, ge);
 		__sync_fetch_and_add(&pac.phantom_events, 1);
 	}
+	/* The room it leaves may be the only room that appears: the flows
+	 * still counted may all be done, and no data would wake the agent. */
+	wake_agent(now);
+	return 1;
+}
+
+/* quiet_timer's callback (softirq, any CPU): the flow armed it when it took
+ * a share; if it has been quiet for quiet_ns() since, its response is over
+ * and the share goes; if not, check again when it could be. */
+static int flow_quiet(void *map, struct sluice_pac_flow_key *k, struct sluice_pac_flow *g)
+{
+	__u64 wait = 0;
+	if (!(g->bflags & SLUICE_PAC_BF_LISTED))
+		return 0; /* unlisted meanwhile (a new request, a share gone) */
+	int r = quiet_clear(g, bpf_ktime_get_ns(), &wait);
+	if (!r)
+		g->bflags &= ~SLUICE_PAC_BF_LISTED;
+	else if (r < 0)
+		bpf_timer_start(&g->quiet_timer, wait + 1000, 0);
 	return 0;
 }
 
@@ -211,12 +244,17 @@ static __always_inline void flow_watch(struct sluice_pac_flow *f)
 	if ((f->bflags & SLUICE_PAC_BF_LISTED) ||
 	    !((bound_on && cur_contrib(f) > 0) || (trigger_age_min_ns && f->expect)))
 		return;
-	/* -EBUSY once initialised: the callback is set again, the same one. */
+	/* -EBUSY once initialised: the callback is set again, the same one.
+	 * Initialising allocates the timer, which can fail (-ENOMEM): the
+	 * flow then stays unlisted, tried again by its next packet, and the
+	 * agent's flow scan clears it once quiet (pac_quiet_sweep). */
 	bpf_timer_init(&f->quiet_timer, &sl_pac_flows_v2, 1 /* CLOCK_MONOTONIC */);
-	if (bpf_timer_set_callback(&f->quiet_timer, flow_quiet))
+	if (bpf_timer_set_callback(&f->quiet_timer, flow_quiet) ||
+	    bpf_timer_start(&f->quiet_timer, quiet_ns(f) + 1000, 0)) {
+		__sync_fetch_and_add(&pac.timer_fails, 1);
 		return;
-	if (!bpf_timer_start(&f->quiet_timer, quiet_ns(f) + 1000, 0))
-		f->bflags |= SLUICE_PAC_BF_LISTED;
+	}
+	f->bflags |= SLUICE_PAC_BF_LISTED;
 }
 
 /* Eq. (3), bounded for request/response flows: a sender cannot send more
@@ -367,6 +405,15 @@ static __always_inline void released(struct sluice_pac_flow *f, const struct sl_
 	f->last_win = p->window;
 	f->last_ns = now;
 	bound_update(f);
+	/* An ACK can give a flow a share (its window's edge moves beyond what
+	 * arrived; eq. 3 expects more) after its last segment came: the last
+	 * ACK of a response does exactly that. Watched only from ingress, such a
+	 * share had no timer and stayed until the agent's idle reset, at least
+	 * 20 ms after the last request (docs/pac.md, "New connections"). A flow
+	 * still waiting for its response's first byte (cur_burst 0) is not
+	 * watched: its response will come. */
+	if (f->cur_burst)
+		flow_watch(f);
 	/* RTT sample: from the first release carrying a TSval to the first data
 	 * echoing it. Linux's TSval ticks every ms, so later ACKs of the same
 	 * tick keep the first time: a sample may be long by up to a tick, never

@@ -164,6 +164,12 @@ struct sluice_pac_state {
 	 * agent removed (sluicectl stats: flows_evicted). An insert the kernel
 	 * refuses is PAC_FLOW_TABLE_FULL and its packet passes untouched. */
 	__u64 flow_inserts;
+	/* Attempts to arm a flow's quiet_timer that failed (a flow tries
+	 * again at its next packet): bpf_timer_init allocates, and the
+	 * allocation can fail in softirq (-ENOMEM; on Linux 6.18, for most new
+	 * flows under load). The agent's flow scan then clears their shares
+	 * once quiet (pac_quiet_sweep; docs/pac.md, "New connections"). */
+	__u64 timer_fails;
 };
 
 #define SLUICE_PAC_BF_EDGE 0x01   /* sluice_pac_flow.edge holds a value */
@@ -292,7 +298,7 @@ static_assert(offsetof(sluice_pac_flow, quiet_timer) == 208, "sluice_pac_flow AB
 static_assert(offsetof(sluice_pac_flow, age_start_ns) == 152, "sluice_pac_flow ABI");
 static_assert(offsetof(sluice_pac_flow, last_ack) == 96, "sluice_pac_flow ABI");
 static_assert(sizeof(sluice_pac_flow_ctl) == 24, "sluice_pac_flow_ctl ABI");
-static_assert(sizeof(sluice_pac_state) == 224, "sluice_pac_state ABI");
+static_assert(sizeof(sluice_pac_state) == 232, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, last_data_ns) == 104, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_state, wake_pending) == 96, "sluice_pac_state ABI");
 static_assert(offsetof(sluice_pac_event, key) == 16, "sluice_pac_event ABI");

@@ -869,12 +869,24 @@ class PacBpfBoundWatchTest : public PacBpfTest {
     r.payload = 32;
     return r;
   }
+  static PacketSpec request_ack(uint16_t lport, uint32_t ack_no) {
+    PacketSpec a = ack(ack_no);
+    a.sport = lport;
+    a.seq = 33;
+    return a;
+  }
   static PacketSpec seg(uint16_t lport, uint32_t seq) {
     PacketSpec d = data(seq);
     d.dport = lport;
     return d;
   }
   int64_t share(uint16_t lport) const { return int64_t(flow(flow_key(5201, lport)).contrib); }
+  // The agent's quiet check of flow `k` (pac_quiet_sweep): 1 if a share went.
+  int sweep(sluice_pac_flow_key k) const {
+    LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &k, .ctx_size_in = sizeof(k));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.pac_quiet_sweep), &o), 0);
+    return int(o.retval);
+  }
 };
 
 TEST_F(PacBpfBoundWatchTest, ResponsesLargerOrShorterThanExpectedAndTheNextFlowsGuess) {
@@ -913,6 +925,72 @@ TEST_F(PacBpfBoundWatchTest, ResponsesLargerOrShorterThanExpectedAndTheNextFlows
   }
   EXPECT_TRUE(timer_done([&] { return share(40000) == 0; })) << "A's share outlived its response: cleared";
   EXPECT_EQ(st_->bound, share(40001)) << "the sum follows the shares";
+}
+
+// The last ACK of a response gives the flow a share after its last segment
+// came: its window's edge moves beyond what arrived, and with the size
+// unknown the whole window counts. Nothing of the flow arrives after it, so
+// the timer must be armed by the ACK itself (before, only data armed it,
+// and such a share stayed until the agent's idle reset: 20 ms stalls, the
+// held requests waiting behind it). The cleared share wakes the agent.
+TEST_F(PacBpfBoundWatchTest, AShareTheLastAckOpensIsClearedByItsTimerAndWakesTheAgent) {
+  st_->threshold = 1 << 20;
+  open_and_request(40000);
+  // The sender fills the window: nothing more may come before our ACK.
+  for (uint32_t i = 0; i < 11; ++i) ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + i * kMss))).retval, kNext);
+  EXPECT_EQ(share(40000), 0);
+  // Let the ring's events so far go; a held ACK waits for room.
+  st_->held = 1;
+  st_->wake_room = 1;
+  st_->wake_pending = 0;
+  drain();
+  // Our ACK of all of it opens the window again: 11 MSS counted, and the
+  // response is over (nothing follows).
+  ASSERT_EQ(run_tc(egress(), build(request_ack(40000, 1000 + 11 * kMss))).retval, kNext);
+  EXPECT_EQ(share(40000), int64_t(11 * kMss));
+  EXPECT_TRUE(flow(flow_key(5201, 40000)).bflags & SLUICE_PAC_BF_LISTED) << "the ACK armed the timer";
+  st_->threshold = 11 * kMss;  // full: only the cleared share makes room
+  EXPECT_TRUE(timer_done([&] { return share(40000) == 0; })) << "cleared once quiet, with no further traffic";
+  EXPECT_EQ(st_->bound, 0);
+  EXPECT_EQ(st_->resp_guess, 11u * kMss) << "the response of unknown size is measured";
+  EXPECT_TRUE(timer_done([&] {
+    ring_buffer__consume(rb_);
+    for (const auto& e : events_)
+      if (e.type == SLUICE_PAC_EV_WAKE) return true;
+    return false;
+  })) << "the room the timer made woke the agent";
+}
+
+// A flow whose quiet_timer was never armed: bpf_timer_init allocates, and
+// in softirq the allocation can fail (-ENOMEM, for most new flows under
+// load on Linux 6.18). The agent's flow scan finds such a flow quiet and
+// runs pac_quiet_sweep on it: the datapath's own check, which clears a
+// finished response's share and leaves one still waiting for its response.
+TEST_F(PacBpfBoundWatchTest, TheAgentsSweepClearsAQuietFlowWithoutATimer) {
+  st_->threshold = 1 << 20;
+  const auto k = flow_key(5201, 40000);
+  open_and_request(40000);
+  // The request left, its response has not begun: however long that
+  // takes, the sweep leaves the share (the response will come).
+  usleep(10'000);
+  EXPECT_EQ(sweep(k), 0);
+  EXPECT_EQ(share(40000), int64_t(11 * kMss));
+  // Four segments of a response of unknown size, then nothing.
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + i * kMss))).retval, kNext);
+  // Its timer is gone (an element replaced from user space loses it, as
+  // one whose timer could not be allocated never had it), and unlisted.
+  int fd = bpf_map__fd((*skel_)->maps.sl_pac_flows_v2);
+  sluice_pac_flow f = flow(k);
+  f.bflags &= uint8_t(~SLUICE_PAC_BF_LISTED);
+  ASSERT_EQ(bpf_map_update_elem(fd, &k, &f, BPF_EXIST), 0);
+  ASSERT_GT(share(40000), 0);
+  // Once quiet for its quiet time (2 ms here), the sweep clears it.
+  EXPECT_TRUE(timer_done([&] { return sweep(k) == 1; })) << "cleared by the sweep";
+  EXPECT_EQ(share(40000), 0);
+  EXPECT_EQ(st_->bound, 0);
+  EXPECT_EQ(st_->resp_guess, 4u * kMss) << "the response of unknown size is measured";
+  EXPECT_EQ(sweep(k), 0) << "nothing left to clear";
+  EXPECT_EQ(sweep(flow_key(5201, 40999)), 0) << "an unknown flow";
 }
 
 }  // namespace

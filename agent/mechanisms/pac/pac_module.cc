@@ -178,6 +178,7 @@ struct PacModule::Impl : Datapath {
   void on_readable() {
     ring_buffer__consume(rb);
     poll_progress = monotonic_ns();
+    wake_control(poll_progress);
     engine->release(poll_progress);
     poll_held();
   }
@@ -279,6 +280,7 @@ struct PacModule::Impl : Datapath {
     uint64_t guess_max = 0;
     bool expiry = false;
     std::vector<sluice_pac_flow_key> gone;
+    std::vector<sluice_pac_flow_key> quiet;  // unwatched_and_quiet(), swept after each tick's slice
   } pass;
   uint32_t pass_gen = 0;  // prev_flow_bytes entries seen in this pass carry it
   // The scan's cost (stats): per tick and per pass, and what it found.
@@ -312,6 +314,10 @@ struct PacModule::Impl : Datapath {
         done = true;
       }
     }
+    if (!pass.quiet.empty()) {
+      sweep_quiet(pass.quiet);
+      pass.quiet.clear();
+    }
     uint64_t t1 = monotonic_ns();
     ++scan_ticks;
     scan_ns_total += t1 - t0;
@@ -319,8 +325,32 @@ struct PacModule::Impl : Datapath {
     if (done) finish_pass(now, t1);
   }
 
+  // A flow whose response began and that still holds a share (of the
+  // bound, or expected bytes) with no quiet_timer armed: its timer could not
+  // be allocated (pac.timer_fails). Once quiet for the time its timer would
+  // have waited, the datapath's own check clears it (pac_quiet_sweep).
+  bool unwatched_and_quiet(const sluice_pac_flow& f, uint64_t now) const {
+    if (!f.cur_burst || (f.bflags & SLUICE_PAC_BF_LISTED)) return false;
+    bool share = cfg.rwnd_cap_bytes && cfg.cap_to_response && f.contrib && f.bepoch == uint8_t(load(&st->bound_epoch));
+    bool expect = cfg.trigger_age_min_us && f.expect && f.epoch == load(&st->epoch);
+    if (!share && !expect) return false;
+    uint64_t floor = cfg.trigger_age_min_us ? uint64_t(cfg.trigger_age_min_us) * 1000 : 1'000'000ull;
+    uint64_t quiet = std::max<uint64_t>(uint64_t(f.srtt_us) * 2000, floor);
+    return now > f.last_ns + quiet;
+  }
+  uint64_t quiet_swept = 0;  // shares pac_quiet_sweep cleared
+  void sweep_quiet(const std::vector<sluice_pac_flow_key>& keys) {
+    int fd = bpf_program__fd(skel->progs.pac_quiet_sweep);
+    for (const auto& k : keys) {
+      sluice_pac_flow_key key = k;
+      LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &key, .ctx_size_in = sizeof(key));
+      if (bpf_prog_test_run_opts(fd, &o) == 0 && o.retval == 1) ++quiet_swept;
+    }
+  }
+
   void sample_flow(const sluice_pac_flow_key& k, const sluice_pac_flow& f, uint64_t now) {
     ++pass.flows;
+    if (unwatched_and_quiet(f, now)) pass.quiet.push_back(k);
     if ((f.bflags & SLUICE_PAC_BF_GUESS) && !f.fin_rst)
       pass.guess_max = std::max<uint64_t>(pass.guess_max, f.cur_burst);
     auto& prev = prev_flow_bytes[k];
@@ -478,8 +508,15 @@ struct PacModule::Impl : Datapath {
     }
     if (dp || engine->held() || pass.started || now - last_expiry_ns > 1'000'000'000ull) scan_flows(now);
     engine->release(now);
-    // Control interval = average RTT of the flows (§III-C), floored; slow
-    // ticks while idle.
+    uint64_t want = control_period(now);
+    if (want != interval_ns) {
+      interval_ns = want;
+      control->set_period(std::chrono::nanoseconds(interval_ns));
+    }
+  }
+  // Control interval = average RTT of the flows (§III-C), floored; slow
+  // ticks while idle.
+  uint64_t control_period(uint64_t now) const {
     uint64_t want = uint64_t(avg_srtt_us * 1000);
     want = std::clamp<uint64_t>(want, uint64_t(cfg.control_interval_min_us) * 1000, 100'000'000ull);
     // Slow ticks only once the interface has been quiet for a while: a
@@ -488,10 +525,18 @@ struct PacModule::Impl : Datapath {
     uint64_t last_data = load(&st->last_data_ns);
     if (!engine->held() && (!last_data || now > last_data + 200'000'000ull))
       want = std::max<uint64_t>(want, 20'000'000ull);
-    if (want != interval_ns) {
-      interval_ns = want;
-      control->set_period(std::chrono::nanoseconds(interval_ns));
-    }
+    return want;
+  }
+  // The first hold after an idle spell: the slow tick would leave the
+  // control (eq. 6, the idle rule, the flow scan that clears quiet flows)
+  // up to 20 ms behind the first incast, so the fast ticks start now (a
+  // period change alone takes effect only after the pending slow tick).
+  void wake_control(uint64_t now) {
+    if (!engine->held()) return;
+    uint64_t want = control_period(now);
+    if (want >= interval_ns) return;
+    interval_ns = want;
+    control = loop->every(std::chrono::nanoseconds(interval_ns), [this] { on_control(); });
   }
 };
 
@@ -660,6 +705,8 @@ nlohmann::json PacModule::stats() const {
       // The LRU table's evictions: flows the programs inserted that are
       // neither in the table (at the last full scan) nor removed by the agent.
       {"flow_inserts", load(&m.st->flow_inserts)},
+      {"timer_fails", load(&m.st->timer_fails)},
+      {"quiet_swept", m.quiet_swept},
       {"flows_evicted", m.evicted()},
       {"scan_passes", m.scan_passes},
       {"scan_tick_us_max", m.scan_ns_max / 1000},
@@ -709,6 +756,10 @@ void PacModule::metrics(std::vector<MetricSample>& out) const {
     double(load(&m.st->phantom_bytes)));
   c("sluice_pac_new_flows_total", "Flows started by our SYN, SYN-ACK or first data segment", {},
     double(load(&m.st->new_flows)));
+  c("sluice_pac_timer_fails_total", "Attempts to arm a flow's quiet timer that failed (allocation)", {},
+    double(load(&m.st->timer_fails)));
+  c("sluice_pac_quiet_swept_total", "Shares of quiet flows without a timer that the agent's flow scan cleared", {},
+    double(m.quiet_swept));
   c("sluice_pac_flow_inserts_total", "Flows the datapath inserted into the PAC table", {},
     double(load(&m.st->flow_inserts)));
   c("sluice_pac_flows_evicted_total", "Flows the PAC table (LRU) evicted for newer ones", {}, double(m.evicted()));

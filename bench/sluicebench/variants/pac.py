@@ -183,7 +183,7 @@ ein = false
                 out["pac_bound_bytes"] = s.get("bound_bytes", 0)
                 out["pac_idle_resets"] = s.get("idle_resets", 0)
                 for k in ("new_flows", "first_window_bytes", "resp_cut_bytes", "uncounted_bytes",
-                          "phantom_bytes"):
+                          "phantom_bytes", "timer_fails", "quiet_swept"):
                     out[f"pac_{k}"] = s.get(k, 0)
                 for k in ("released_max_hold", "released_queue_full", "dropped_stale", "dropped_superseded",
                           "dropped_teardown", "send_failures", "corrections", "stalls"):
