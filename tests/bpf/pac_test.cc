@@ -883,7 +883,8 @@ class PacBpfBoundWatchTest : public PacBpfTest {
   int64_t share(uint16_t lport) const { return int64_t(flow(flow_key(5201, lport)).contrib); }
   // The agent's quiet check of flow `k` (pac_quiet_sweep): 1 if a share went.
   int sweep(sluice_pac_flow_key k) const {
-    LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &k, .ctx_size_in = sizeof(k));
+    (*skel_)->bss->sweep_key = k;
+    LIBBPF_OPTS(bpf_test_run_opts, o);
     EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.pac_quiet_sweep), &o), 0);
     return int(o.retval);
   }

@@ -263,9 +263,11 @@ TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
 // response the agent ever sees is counted that way, and every later one
 // whole: its request's initial window, then eq. (3) up to the size measured
 // at the previous connections' FIN.
+// The eq. (4)/(5) estimate is what this tests: no window cap (held requests
+// with cap_to_response cap windows at a third of the buffer by default).
 TEST_F(PacIncast, NewConnectionsResponsesAreCounted) {
   constexpr int kRounds = 6;
-  Process agent = start_agent("hold_requests = true\ncap_to_response = true");
+  Process agent = start_agent("hold_requests = true\ncap_to_response = true\nrwnd_cap_bytes = 0");
   IncastResult r = incast(kRounds, "fresh", true);
   nlohmann::json s = pac_stats();
   agent.stop();
@@ -287,6 +289,25 @@ TEST_F(PacIncast, NewConnectionsResponsesAreCounted) {
   // the data times 78% = 13%), plus what eq. (6)/the trigger age write off
   // early. Half of the old figure separates the two.
   EXPECT_LT(uncounted * 100, data * 39) << "new connections' responses arrive uncounted";
+}
+
+// The default with held requests and cap_to_response: every window capped
+// at a third of the buffer, and each flow counted from sequence numbers (the
+// in-flight bound), new connections from their request on: nothing of any
+// response arrives uncounted, the first round included.
+TEST_F(PacIncast, NewConnectionsUnderTheDefaultWindowCapAreAllCounted) {
+  constexpr int kRounds = 6;
+  Process agent = start_agent("hold_requests = true\ncap_to_response = true");
+  IncastResult r = incast(kRounds, "fresh-cap", true);
+  nlohmann::json s = pac_stats();
+  agent.stop();
+  ASSERT_EQ(r.exit_status, 0) << r.log << agent.log();
+  ASSERT_EQ(r.rounds_done, kRounds) << r.log;
+  uint64_t clamped = s.value("rwnd_clamped", uint64_t(0)), uncounted = s.value("uncounted_bytes", uint64_t(0));
+  std::printf("fresh, default cap: %.1f Mbit/s, %ld timeouts; windows clamped %llu, uncounted %llu B\n", r.goodput_mbps,
+              r.timeouts, (unsigned long long)clamped, (unsigned long long)uncounted);
+  EXPECT_GT(clamped, 0u) << "the default caps the windows of held-request flows";
+  EXPECT_EQ(uncounted, 0u) << "a response arrived while the estimate said nothing was in flight";
 }
 
 TEST_F(PacIncast, Kill9MidIncastStallsNoConnection) {

@@ -30,15 +30,21 @@ struct RwndCap {
   // them have together (the buffer's payload, eq. 2's largest threshold),
   // so clamping its window there takes nothing PAC would allow, and makes a
   // long flow's in-flight bytes exact (README "PAC": iperf3 0.99 of the
-  // baseline with the clamp, 0.94 without). With hold_requests the cap
-  // decides how many responses are under way at once (a third of the
-  // threshold, README): there "auto" leaves it off.
+  // baseline with the clamp, 0.94 without). With hold_requests and
+  // cap_to_response the cap decides how many responses are under way at
+  // once: a third of buffer_bytes, so three are, and every flow's share is
+  // counted exactly from sequence numbers (the in-flight bound), new
+  // connections included (docs/pac.md, "New connections": 0 RTO rounds at
+  // N = 32-256 where the estimate had up to 10 of 10). hold_requests
+  // without cap_to_response has no bound: off, as before.
   static void resolve(S& pc) {
     if (pc.rwnd_cap_bytes != kAuto) return;
-    pc.rwnd_cap_bytes =
-        pc.hold_requests
-            ? 0
-            : uint32_t(std::clamp<uint64_t>(sluice_pac_payload_capacity(pc.buffer_bytes), 4096, uint64_t(1) << 30));
+    if (pc.hold_requests)
+      pc.rwnd_cap_bytes =
+          pc.cap_to_response ? uint32_t(std::clamp<uint64_t>(pc.buffer_bytes / 3, 4096, uint64_t(1) << 30)) : 0;
+    else
+      pc.rwnd_cap_bytes =
+          uint32_t(std::clamp<uint64_t>(sluice_pac_payload_capacity(pc.buffer_bytes), 4096, uint64_t(1) << 30));
   }
   // Not a valid cap (above 1 GiB): marks "auto" until resolve().
   static constexpr uint32_t kAuto = 0xffffffffu;

@@ -342,8 +342,8 @@ struct PacModule::Impl : Datapath {
   void sweep_quiet(const std::vector<sluice_pac_flow_key>& keys) {
     int fd = bpf_program__fd(skel->progs.pac_quiet_sweep);
     for (const auto& k : keys) {
-      sluice_pac_flow_key key = k;
-      LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &key, .ctx_size_in = sizeof(key));
+      skel->bss->sweep_key = k;
+      LIBBPF_OPTS(bpf_test_run_opts, o);
       if (bpf_prog_test_run_opts(fd, &o) == 0 && o.retval == 1) ++quiet_swept;
     }
   }

@@ -40,26 +40,26 @@ def default_threshold(buffer: int) -> int:
     return buffer * 3 // 4
 
 
-def rwnd_cap(arg: str, threshold: int, response: int, holds_requests: bool, always: bool = False) -> str:
+def rwnd_cap(arg: str, threshold: int, holds_requests: bool, always: bool = False) -> str:
     """rwnd_cap_bytes for the agent (a TOML value): `arg` is "auto", "off" or
-    a size. auto, for the variants that hold requests: a third of the
-    threshold when one response is larger than the threshold (one released
-    request could then overfill the buffer by itself: docs/pac.md,
-    receive-window cap), so three responses are under way at once, else off.
-    At 100 Mbit/s with a 24 KB threshold a third (8 KB) gave 95.0/93.7/94.5%
-    of the link at N = 32/64/100 and a half 94.9/91.2/93.6% (docs/pac.md,
-    results). `always`: a third of the threshold whatever the response size
-    (pac-req-cap). auto for the others: the agent's own "auto" (the
-    threshold)."""
+    a size. auto: the agent's own "auto": the threshold's payload, or, with
+    hold_requests and cap_to_response (pac-req), a third of the threshold,
+    so three responses are under way at once and every flow's share is
+    counted exactly (docs/pac.md, "New connections"; at 100 Mbit/s with a
+    24 KB threshold a third gave 95.0/93.7/94.5% of the link at N =
+    32/64/100 and a half 94.9/91.2/93.6%). Until 2026-11-28 the agent left
+    it off with hold_requests and the bench set a third only when one
+    response was larger than the threshold; `--pac-rwnd-cap off` is that
+    uncapped estimate on the 1 Gbit/s profile. `always`: a
+    third of the threshold, set here (pac-req-cap, which the agent's
+    default now equals)."""
     if arg == "off":
         return "0"
     if arg != "auto":
         return str(util.size(arg))
-    if not holds_requests:
-        return '"auto"'
-    if response > threshold or always:
+    if holds_requests and always:
         return str(max(threshold // 3, 4096))
-    return "0"
+    return '"auto"'
 
 
 @variant
@@ -81,9 +81,8 @@ class Pac(Variant):
                             help="seconds after the point starts to kill -9 the agent (fail-open demo)")
         parser.add_argument("--pac-rwnd-cap", default="auto",
                             help="rwnd_cap_bytes: clamp the window the receiver advertises (an extension); "
-                                 "auto = the agent's default (the threshold) for pac; for pac-req a third of the "
-                                 "threshold when a response is larger than the threshold, else off; 'off'; or bytes "
-                                 "(K suffix ok)")
+                                 "auto = the agent's default (the threshold for pac, a third of it for pac-req); "
+                                 "'off' (pac-req: the uncapped estimate); or bytes (K suffix ok)")
         parser.add_argument("--pac-ecn-k", type=util.size, default=0,
                             help="the bottleneck port marks CE above this many bytes (sluiced aqm, DCTCP step "
                                  "marking) and the hosts negotiate ECN, so PAC's threshold follows eq. (2); "
@@ -107,11 +106,7 @@ class Pac(Variant):
     def setup(self, ctx, topo):
         args = ctx.args
         thr = args.pac_threshold or default_threshold(getattr(args, "buffer", 0) or 131072)
-        # The response size auto needs: --bytes-per-sender (with --total-bytes
-        # it depends on the point's N; auto then leaves the cap off).
-        response = 0 if getattr(args, "total_bytes", 0) else (getattr(args, "bytes_per_sender", 0) or 0)
-        cap = rwnd_cap(args.pac_rwnd_cap, thr, response, "hold_requests = true" in self.extra_config,
-                       self.cap_always)
+        cap = rwnd_cap(args.pac_rwnd_cap, thr, "hold_requests = true" in self.extra_config, self.cap_always)
         thr, cap = self.window_only(ctx, thr, cap)
         self.point_no += 1
         bpffs = self.agents.bpffs(ctx)
@@ -213,8 +208,8 @@ class PacRequests(Pac):
 @variant
 class PacRequestsCapped(PacRequests):
     name = "pac-req-cap"
-    help = ("pac-req with every window capped at a third of the threshold (--pac-rwnd-cap auto), also when one "
-            "response fits the threshold: the in-flight bound counts new connections exactly")
+    help = ("pac-req with every window capped at a third of the threshold, set by the bench (the agent's default "
+            "for pac-req since 2026-11-28): the in-flight bound counts new connections exactly")
     cap_always = True
 
 

@@ -707,7 +707,7 @@ mechanisms = ["pac"]
   EXPECT_EQ(c.get<PacConfig>().remote_prefixes[1].len, 16);
 }
 
-TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdWithoutHeldRequests) {
+TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdOrAThirdOfTheBufferWithHeldRequests) {
   auto parse = [](const std::string& lines) {
     return parse_config_string("[pac]\n" + lines + "\n[[interface]]\nname = \"eth0\"\nmechanisms = [\"pac\"]\n")
         .get<PacConfig>();
@@ -715,7 +715,12 @@ TEST(PacConfig, TheReceiveWindowCapDefaultsToTheThresholdWithoutHeldRequests) {
   EXPECT_EQ(parse("").rwnd_cap_bytes, sluice_pac_payload_capacity(131072)) << "the buffer's payload";
   EXPECT_EQ(parse("").rwnd_cap_bytes, 125358u);
   EXPECT_EQ(parse("buffer_bytes = 32768\nrwnd_cap_bytes = \"auto\"").rwnd_cap_bytes, 31339u);
-  EXPECT_EQ(parse("hold_requests = true").rwnd_cap_bytes, 0u) << "with held requests auto is off";
+  EXPECT_EQ(parse("hold_requests = true").rwnd_cap_bytes, 0u) << "held requests without the response cap: off";
+  EXPECT_EQ(parse("hold_requests = true\ncap_to_response = true").rwnd_cap_bytes, 131072u / 3)
+      << "held requests with the response cap: a third of the buffer, three responses under way";
+  EXPECT_EQ(parse("buffer_bytes = 98304\nhold_requests = true\ncap_to_response = true").rwnd_cap_bytes, 32768u);
+  EXPECT_EQ(parse("buffer_bytes = 6000\nhold_requests = true\ncap_to_response = true").rwnd_cap_bytes, 4096u)
+      << "never below 4096";
   EXPECT_EQ(parse("hold_requests = true\nrwnd_cap_bytes = 8192").rwnd_cap_bytes, 8192u);
   EXPECT_EQ(parse("rwnd_cap_bytes = 0").rwnd_cap_bytes, 0u) << "0 turns it off";
 }
