@@ -153,16 +153,21 @@ struct HoldPath::Port {
   }
 };
 
-uint32_t HoldPath::backlog_target(uint64_t rate_bps) {
-  // 100 us of full-size frames at the rate, at least one: at 100 Mbit/s one
-  // frame (a pause then waits for at most that one), at 1 Gbit/s 8 (what
-  // the agent's wake-up latency needs to keep the link busy; dp_bench's b1
-  // and b8, docs/switch.md "Design B measured").
-  return uint32_t(std::max<long>(1, std::lround(100e-6 * double(rate_bps) / (1514.0 * 8))));
+uint32_t HoldPath::backlog_target(uint64_t rate_bps, uint32_t backlog_us) {
+  // backlog_us of full-size frames at the rate, at least one. With the
+  // default 100 us: at 100 Mbit/s one frame (a pause then waits for at most
+  // that one), at 1 Gbit/s 8 (what the agent's wake-up latency needs to
+  // keep the link busy; dp_bench's b1 and b8, docs/switch.md "Design B
+  // measured").
+  return uint32_t(std::max<long>(1, std::lround(double(backlog_us) * 1e-6 * double(rate_bps) / (1514.0 * 8))));
 }
 
-HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir)
-    : loop_(loop), mode_(mode), state_dir_(std::move(state_dir)), obj_(std::make_unique<Obj>()) {
+HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir, uint32_t backlog_us)
+    : loop_(loop),
+      mode_(mode),
+      state_dir_(std::move(state_dir)),
+      backlog_us_(backlog_us),
+      obj_(std::make_unique<Obj>()) {
   obj_->skel->rodata->reinject_mark = kReinjectMark;
   obj_->skel->rodata->fail_open_ns = fail_open_ns;
   obj_->skel.load();
@@ -210,7 +215,7 @@ void HoldPath::add_port(const PortSpec& spec) {
   p->model = std::make_unique<PortModel>(spec.cfg);
   p->paused.assign(spec.cfg.queues.size(), 0);
   p->allowance.assign(spec.cfg.queues.size(), 0);
-  p->target = backlog_target(spec.cfg.rate_bps);
+  p->target = backlog_target(spec.cfg.rate_bps, backlog_us_);
   p->wd = HoldWatchdog(uint64_t(kWatchdogPkts * 1514.0 * 8e9 / double(spec.cfg.rate_bps)));
   p->st = &obj_->skel->bss->hold[spec.id];
   std::memset(p->st, 0, sizeof(*p->st));

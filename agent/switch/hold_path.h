@@ -74,7 +74,8 @@ class HoldPath {
   };
   // Loads swhold (fail_open_ns: 0 = never fail open) and attaches the
   // tracepoints. Ports are added with add_port(), then start().
-  HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir);
+  HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir,
+           uint32_t backlog_us = kDefaultBacklogUs);
   ~HoldPath();
   HoldPath(const HoldPath&) = delete;
   HoldPath& operator=(const HoldPath&) = delete;
@@ -100,8 +101,10 @@ class HoldPath {
   bool release(PortId p, QueueId q, uint64_t bytes);
   uint64_t dropped(PortId p, QueueId q) const;
 
-  // Frames kept in the root qdisc (100 us of frames at the rate, >= 1).
-  static uint32_t backlog_target(uint64_t rate_bps);
+  // Frames kept in the root qdisc: backlog_us of full-size frames at the
+  // rate, at least one ([switch] hold_backlog_us).
+  static constexpr uint32_t kDefaultBacklogUs = 100;
+  static uint32_t backlog_target(uint64_t rate_bps, uint32_t backlog_us = kDefaultBacklogUs);
   // The port's queues and data-path counters, for `sluicectl switch`.
   nlohmann::json port_json(PortId p) const;
   std::string object_name() const;
@@ -123,6 +126,7 @@ class HoldPath {
   EventLoop& loop_;
   AttachMode mode_;
   std::string state_dir_;
+  uint32_t backlog_us_ = kDefaultBacklogUs;
   std::unique_ptr<Obj> obj_;
   std::vector<bpf_link*> tps_;
   ring_buffer* rb_ = nullptr;

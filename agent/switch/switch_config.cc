@@ -106,6 +106,7 @@ const ConfigSection& switch_section() {
           field::integer("burst_bytes", &S::burst_bytes, 0, 1 << 24),
           field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
           field::choice("datapath", &S::datapath, {{"tree", SwitchDatapath::kTree}, {"hold", SwitchDatapath::kHold}}),
+          field::integer("hold_backlog_us", &S::hold_backlog_us, 1, 100000),
           ports_field(),
       });
   return s;

@@ -10,6 +10,7 @@
 //   buffer_bytes = 131072     # tail-drop limit of each queue (its TBF leaf)
 //   burst_bytes = 0           # token bucket of classes and leaves (0 = 100 us at the rate)
 //   datapath = "tree"         # or "hold": the queues held in sluiced (switch/hold_path.h)
+//   hold_backlog_us = 100     # "hold": frames kept in each port's root qdisc, as time at the rate
 //   [[switch.ports]]
 //   name = "swp1"
 //   role = "switch-facing"    # or "host-facing"
@@ -60,6 +61,11 @@ struct SwitchConfig {
   // every new packet takes the never-paused fallback class (fail open).
   uint32_t fail_open_ms = 1000;
   SwitchDatapath datapath = SwitchDatapath::kTree;
+  // datapath = "hold": the agent keeps each port's root qdisc at this much
+  // link time of full-size frames (at least one frame). Longer keeps a fast
+  // link busy across the agent's wake-ups; shorter bounds what a pause
+  // cannot recall (docs/switch.md, "Design B in sluiced").
+  uint32_t hold_backlog_us = 100;
   std::vector<SwitchPortEntry> ports;
 
   uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }

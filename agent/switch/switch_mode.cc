@@ -147,7 +147,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
                       (f == ctx.features->end() ? std::string("not probed") : f->second.detail));
       }
       hold_ = std::make_unique<HoldPath>(loop_, uint64_t(cfg_.fail_open_ms) * 1'000'000, ctx.attach_mode,
-                                         ctx.config.agent.state_dir);
+                                         ctx.config.agent.state_dir, cfg_.hold_backlog_us);
       // swhold's egress passes every frame once this is stale (fail open).
       hold_beat_ = loop_.heartbeats().add(
           hold_->liveness(), std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),

@@ -19,6 +19,8 @@ on MTU-sized frames:
      on_enqueue per frame, its port model, re-injection keeping the root TBF
      at 100 us of frames, >= 1); pause = the pfc logic pausing the agent's
      queue
+  sluiced-holdN  the same with [switch] hold_backlog_us = N (the root TBF
+     kept at N us of frames instead of 100)
 
     sudo bench/switch/dp_bench.py --rates 100e6,1e9 --repeats 3 --json out.json
 
@@ -50,7 +52,19 @@ sys.path.insert(0, os.path.join(ROOT, "tc-scripts", "lab"))
 import sluicelab  # noqa: E402
 
 QUEUES = 32
-SLUICED = ("sluiced", "sluiced-hold")
+
+
+def hold_backlog_us(design):
+    """sluiced-hold -> 100, sluiced-holdN -> N, anything else -> None."""
+    if design == "sluiced-hold":
+        return 100
+    if design.startswith("sluiced-hold") and design[len("sluiced-hold"):].isdigit():
+        return int(design[len("sluiced-hold"):])
+    return None
+
+
+def is_sluiced(design):
+    return design == "sluiced" or hold_backlog_us(design) is not None
 
 
 def cpu_busy_s():
@@ -123,7 +137,7 @@ class Bench:
         s0, b = self.s0, burst_bytes(rate)
         self.lab.nsexec(self.sw, f"tc qdisc del dev {s0} root 2>/dev/null; "
                                  f"tc qdisc del dev {s0} clsact 2>/dev/null", check=False)
-        if design in SLUICED:
+        if is_sluiced(design):
             return  # sluiced builds its tree or root (and replaces whatever root is there)
         if design == "plain" or design_b_backlog(design, rate):
             # Design B keeps its queues in the agent: the port's qdisc is the
@@ -141,7 +155,7 @@ class Bench:
                          f"{int(rate)}bit burst {b} limit 131072")
         self.lab.tc_batch(self.sw, lines)
 
-    def sluiced_config(self, rate, hold=False):
+    def sluiced_config(self, rate, hold_us=None):
         state = os.path.join(self.lab.tmp, "sluiced")
         os.makedirs(state, exist_ok=True)
         cfg = os.path.join(self.lab.tmp, "sluiced.toml")
@@ -150,7 +164,7 @@ class Bench:
                 "[agent]", f'pin_root = "/sys/fs/bpf/sluice-{self.lab.prefix}"', f'state_dir = "{state}"',
                 f'control_socket = "{state}/sluiced.sock"', "[metrics]", "enabled = false",
                 "[switch]", 'logic = "pfc"', f"queues = {QUEUES}", f"rate_mbit = {int(rate / 1e6)}",
-                'datapath = "hold"' if hold else 'datapath = "tree"',
+                f'datapath = "hold"\nhold_backlog_us = {hold_us}' if hold_us else 'datapath = "tree"',
                 "buffer_bytes = 131072", f"burst_bytes = {burst_bytes(rate)}",
                 "[[switch.ports]]", f'name = "{self.s0}"', 'role = "switch-facing"']) + "\n")
         return cfg
@@ -172,8 +186,8 @@ class Bench:
     def start_switch(self, design, rate):
         if design == "plain":
             return None
-        if design in SLUICED:
-            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate, design == "sluiced-hold")], \
+        if is_sluiced(design):
+            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate, hold_backlog_us(design))], \
                 "SWITCH_STARTED"
         else:
             bl = design_b_backlog(design, rate)
@@ -242,8 +256,8 @@ def main():
                                                    "bench", "sluice-swbench"))
     args = ap.parse_args()
     for d in args.designs.split(","):
-        if d not in ("plain", "a") + SLUICED and design_b_backlog(d, 1e8) is None:
-            ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced, sluiced-hold)")
+        if d not in ("plain", "a") and not is_sluiced(d) and design_b_backlog(d, 1e8) is None:
+            ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced, sluiced-hold, sluiced-holdN)")
     rows = []
     load = [os.getloadavg()]
     with sluicelab.Lab(tag=args.lab_tag) as lab:
@@ -254,17 +268,17 @@ def main():
                     b.setup_port(design, rate)
                     sw = b.start_switch(design, rate)
                     row = {"rate": rate, "design": design, "repeat": rep, "sched": args.sched}
-                    spread = QUEUES if design in SLUICED else 0
+                    spread = QUEUES if is_sluiced(design) else 0
                     row["throughput"] = b.phase(rate, QUEUES, 1.2, args.secs, name="tput", spread=spread)
                     row["latency"] = b.phase(rate, QUEUES, 0.1, args.secs, name="lat", spread=spread)
                     if design != "plain" and args.pause_samples:
                         row["pause"] = b.phase(rate, 1, 1.2, 0.5, samples=args.pause_samples, name="pause",
                                                spread=spread)
-                    if sw and design in SLUICED:
+                    if sw and is_sluiced(design):
                         row["switch"] = b.sluiced_state()
                     if sw:
                         lab.stop(sw)
-                        if design not in SLUICED:
+                        if not is_sluiced(design):
                             row["switch"] = last_json(lab.log_of(sw))
                     t = row["throughput"]
                     print(f"rate={rate:.0e} {design:12s} rep={rep} tput={t['bps'] / rate:.3f} "
@@ -278,7 +292,7 @@ def main():
                              f"p99={row['switch']['pause_apply_us']['p99']}us "
                              f"netlink p99={row['switch']['pause_netlink_us']['p99']}us "
                              f"n={row['switch']['pause_apply_us']['samples']}"
-                             if design in SLUICED and row.get("switch", {}).get("pause_apply_us") else "")
+                             if is_sluiced(design) and row.get("switch", {}).get("pause_apply_us") else "")
                           + (f" backlog={row['switch']['backlog_target']} watchdog fired={row['switch']['watchdog_fired']}"
                              f" fixed={row['switch']['watchdog_fixed']} ({row['switch']['watchdog_fixed_frames']} frames)"
                              f" deq_events={row['switch']['dequeued_events']}/{row['switch']['qdisc_sent']}"

@@ -91,3 +91,13 @@ TEST(HoldChecksum, LeavesUdpWithoutChecksumFragmentsAndOtherProtocols) {
 }
 
 }  // namespace
+
+// [switch] hold_backlog_us as frames in the root qdisc: that much link time
+// of full-size frames, at least one.
+TEST(HoldBacklog, IsTheConfiguredTimeOfFullFramesAtTheRateAndAtLeastOne) {
+  EXPECT_EQ(sw::HoldPath::backlog_target(100'000'000), 1u);    // 121 us per frame
+  EXPECT_EQ(sw::HoldPath::backlog_target(1'000'000'000), 8u);  // 100 us / 12.1 us
+  EXPECT_EQ(sw::HoldPath::backlog_target(1'000'000'000, 150), 12u);
+  EXPECT_EQ(sw::HoldPath::backlog_target(1'000'000'000, 1), 1u);  // never 0
+  EXPECT_EQ(sw::HoldPath::backlog_target(100'000'000, 1000), 8u);
+}

@@ -81,6 +81,10 @@ TEST(SwitchConfig, DatapathIsTreeUnlessHoldIsAskedFor) {
   Config c = parse_config_string("[switch]\ndatapath = \"hold\"\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
   EXPECT_EQ(c.get<SwitchConfig>().datapath, SwitchDatapath::kHold);
   EXPECT_EQ(to_json(c, mechanisms())["switch"]["datapath"], "hold");
+  EXPECT_EQ(c.get<SwitchConfig>().hold_backlog_us, 100u);
+  Config b = parse_config_string(
+      "[switch]\ndatapath = \"hold\"\nhold_backlog_us = 150\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
+  EXPECT_EQ(b.get<SwitchConfig>().hold_backlog_us, 150u);
 }
 
 TEST(SwitchConfig, InlineArrayFormIsTheSame) {
@@ -127,6 +131,7 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
        "must be one of tree, hold"},
       {"data path not a string", "[switch]\ndatapath = 1\n", "switch.datapath", "sw.toml:2",
        "must be one of tree, hold"},
+      {"held backlog zero", "[switch]\nhold_backlog_us = 0\n", "switch.hold_backlog_us", "sw.toml:2", "out of range"},
   };
   for (const auto& b : cases) {
     SCOPED_TRACE(b.what);
