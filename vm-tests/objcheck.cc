@@ -178,7 +178,12 @@ struct Attacher {
         return "";  // registered through its map, below
       case BPF_PROG_TYPE_SYSCALL: {
         // Not attached anywhere: its user runs it with BPF_PROG_TEST_RUN.
-        LIBBPF_OPTS(bpf_test_run_opts, o);
+        // With a zeroed context: the kernel refuses a run whose ctx_in is
+        // shorter than what the program reads of its context (EINVAL), and
+        // every context of ours is a small struct whose zero value is valid
+        // (e.g. swhold's sw_hold_sync: port 0, nothing to read yet).
+        std::vector<uint8_t> ctx(512, 0);
+        LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = ctx.data(), .ctx_size_in = uint32_t(ctx.size()));
         int rc = bpf_prog_test_run_opts(fd, &o);
         if (rc) return "test run (syscall program): " + errstr(rc);
         *how = "syscall (test run)";
