@@ -119,6 +119,18 @@ class PacIncast : public ::testing::Test {
     return finish(c, to0);
   }
 
+  // `rounds` of new connections under an agent started with `config`; its
+  // PAC stats in *stats. A client that failed or stopped early is a failure.
+  IncastResult fresh_incast(int rounds, const std::string& config, const std::string& tag, nlohmann::json* stats) {
+    Process agent = start_agent(config);
+    IncastResult r = incast(rounds, tag, true);
+    *stats = pac_stats();
+    agent.stop();
+    EXPECT_EQ(r.exit_status, 0) << r.log << agent.log();
+    EXPECT_EQ(r.rounds_done, rounds) << r.log;
+    return r;
+  }
+
   // The PAC module's stats through the agent's control socket.
   nlohmann::json pac_stats() {
     int st = -1;
@@ -267,12 +279,10 @@ TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
 // with cap_to_response cap windows at a third of the buffer by default).
 TEST_F(PacIncast, NewConnectionsResponsesAreCounted) {
   constexpr int kRounds = 6;
-  Process agent = start_agent("hold_requests = true\ncap_to_response = true\nrwnd_cap_bytes = 0");
-  IncastResult r = incast(kRounds, "fresh", true);
-  nlohmann::json s = pac_stats();
-  agent.stop();
-  ASSERT_EQ(r.exit_status, 0) << r.log << agent.log();
-  ASSERT_EQ(r.rounds_done, kRounds) << r.log;
+  nlohmann::json s;
+  IncastResult r =
+      fresh_incast(kRounds, "hold_requests = true\ncap_to_response = true\nrwnd_cap_bytes = 0", "fresh", &s);
+  if (HasFailure()) return;
   const uint64_t data = uint64_t(kRounds) * kConns * kBytes;
   const uint64_t iw = uint64_t(SLUICE_PAC_IW_SEGS) * SLUICE_PAC_DEFAULT_MSS;
   uint64_t flows = s.value("new_flows", uint64_t(0)), first = s.value("first_window_bytes", uint64_t(0));
@@ -296,13 +306,9 @@ TEST_F(PacIncast, NewConnectionsResponsesAreCounted) {
 // in-flight bound), new connections from their request on: nothing of any
 // response arrives uncounted, the first round included.
 TEST_F(PacIncast, NewConnectionsUnderTheDefaultWindowCapAreAllCounted) {
-  constexpr int kRounds = 6;
-  Process agent = start_agent("hold_requests = true\ncap_to_response = true");
-  IncastResult r = incast(kRounds, "fresh-cap", true);
-  nlohmann::json s = pac_stats();
-  agent.stop();
-  ASSERT_EQ(r.exit_status, 0) << r.log << agent.log();
-  ASSERT_EQ(r.rounds_done, kRounds) << r.log;
+  nlohmann::json s;
+  IncastResult r = fresh_incast(6, "hold_requests = true\ncap_to_response = true", "fresh-cap", &s);
+  if (HasFailure()) return;
   uint64_t clamped = s.value("rwnd_clamped", uint64_t(0)), uncounted = s.value("uncounted_bytes", uint64_t(0));
   std::printf("fresh, default cap: %.1f Mbit/s, %ld timeouts; windows clamped %llu, uncounted %llu B\n", r.goodput_mbps,
               r.timeouts, (unsigned long long)clamped, (unsigned long long)uncounted);
