@@ -3,7 +3,7 @@
 # sluice-objcheck ran in the previous step, so its ctest entries are left out.
 # Tests for features this kernel predates skip with a reason; the reasons are
 # printed here and named in the summary.
-# vm-timeout: 200
+# vm-timeout: 320
 . "$SLUICE_VM_STEPLIB"
 
 cd "$BUILD" || vm_fail "no build directory"
@@ -14,9 +14,14 @@ log=/tmp/bpf-ctest.log
 export SLUICE_BPF_RANDOM_FRAMES=${SLUICE_BPF_RANDOM_FRAMES:-2000}
 # bpf_flow_scale_test: just over flowstat's table size (65,536), so it evicts.
 export SLUICE_BPF_SCALE_FLOWS=${SLUICE_BPF_SCALE_FLOWS:-70000}
-ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 -V >"$log" 2>&1
+# Bounded below the step's own limit, so that a slow run still says which
+# test it was in and how long the others took.
+timeout 290 ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 -V >"$log" 2>&1
 rc=$?
 grep -E '^[0-9]+/[0-9]+ Test|^[0-9]+% tests' "$log"
+if [ $rc -eq 124 ]; then
+  vm_log "ctest -L bpf stopped after 290 s; it was in: $(grep -E '^ *Start +[0-9]+: ' "$log" | tail -1 | sed 's/^ *//')"
+fi
 skipped=$(grep -cE '^[0-9]+: \[  SKIPPED \] [^ ]+ \([0-9]+ ms\)' "$log")
 if [ "$skipped" -gt 0 ]; then
   reasons=$(grep -E '^[0-9]+: .*needs Linux' "$log" | sed 's/^[0-9]*: //; s/; this kernel is.*//' | sort -u)
