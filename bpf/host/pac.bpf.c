@@ -191,7 +191,18 @@ int pac_ingress(struct __sk_buff *skb)
 			__sync_fetch_and_add(&pac.uncounted, (__u64)(-after < (__s64)len ? -after : (__s64)len));
 		}
 	}
-	__sync_fetch_and_add(&f->cur_burst, len);
+	/* A covered flow's response is measured by the sequence space it
+	 * advanced, not the payload that arrived: a resent segment counted
+	 * twice made the next flows' size (pac.resp_guess) too large, and each
+	 * finished flow then kept the difference as a share until it was seen
+	 * quiet (docs/pac.md, "New connections"). A segment beyond a hole
+	 * counts the hole, which its retransmission then does not. */
+	__u64 credit = len;
+	if (cov && f->rcv_valid) {
+		__s32 adv = sluice_pac_seq_delta(f->rcv_high, p.seq + len);
+		credit = adv <= 0 ? 0 : (__u32)adv < (16u << 20) ? (__u64)adv : len;
+	}
+	__sync_fetch_and_add(&f->cur_burst, credit);
 	f->expect = f->expect > len ? f->expect - len : 0;
 	pac.last_data_ns = now;
 	age_expect(f, now, 1);

@@ -120,6 +120,14 @@ class PacBpfTest : public ::testing::Test {
     events_.clear();
     ring_buffer__consume(rb_);
   }
+  // The agent's quiet check of flow `k` (pac_quiet_sweep): 1 if a share or
+  // expected bytes went. The agent runs it on quiet flows without a timer.
+  int sweep(sluice_pac_flow_key k) const {
+    (*skel_)->bss->sweep_key = k;
+    LIBBPF_OPTS(bpf_test_run_opts, o);
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.pac_quiet_sweep), &o), 0);
+    return int(o.retval);
+  }
   RunResult run_marked(const Bytes& pkt) {
     __sk_buff ctx{};
     ctx.mark = kMark;
@@ -385,8 +393,14 @@ TEST_F(PacBpfWatchTest, EveryOneOfManyFinishedFlowsIsWrittenOff) {
   // not for in_flight to reach 0: each new flow's first segment (no ACK
   // triggered it) already took the previous flow's 1 MSS out of in_flight,
   // so in_flight reaches 0 with the first timer, before the last ones fire.
-  EXPECT_TRUE(timer_done([&] { return st_->phantom_bytes == uint64_t(kFlows) * kMss; }))
-      << st_->phantom_bytes << " bytes written off";
+  // A flow whose timer could not be allocated (timer_fails; Linux 6.18 fails
+  // some allocations even here) is written off by the agent's sweep, as in
+  // sluiced: run it on every flow (a flow its timer cleared has nothing).
+  timer_done([&] { return st_->phantom_bytes == uint64_t(kFlows) * kMss; });
+  if (st_->timer_fails) {
+    std::printf("%llu failed timer arms: the sweep clears those flows\n", (unsigned long long)st_->timer_fails);
+    for (uint16_t i = 0; i < kFlows; ++i) sweep(flow_key(5201, uint16_t(40000 + i)));
+  }
   EXPECT_EQ(st_->phantom_bytes, uint64_t(kFlows) * kMss);
   EXPECT_EQ(st_->in_flight, 0);
   for (uint16_t i = 0; i < kFlows; ++i) EXPECT_EQ(flow(flow_key(5201, uint16_t(40000 + i))).expect, 0u) << i;
@@ -881,13 +895,6 @@ class PacBpfBoundWatchTest : public PacBpfTest {
     return d;
   }
   int64_t share(uint16_t lport) const { return int64_t(flow(flow_key(5201, lport)).contrib); }
-  // The agent's quiet check of flow `k` (pac_quiet_sweep): 1 if a share went.
-  int sweep(sluice_pac_flow_key k) const {
-    (*skel_)->bss->sweep_key = k;
-    LIBBPF_OPTS(bpf_test_run_opts, o);
-    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.pac_quiet_sweep), &o), 0);
-    return int(o.retval);
-  }
 };
 
 TEST_F(PacBpfBoundWatchTest, ResponsesLargerOrShorterThanExpectedAndTheNextFlowsGuess) {
@@ -992,6 +999,31 @@ TEST_F(PacBpfBoundWatchTest, TheAgentsSweepClearsAQuietFlowWithoutATimer) {
   EXPECT_EQ(st_->resp_guess, 4u * kMss) << "the response of unknown size is measured";
   EXPECT_EQ(sweep(k), 0) << "nothing left to clear";
   EXPECT_EQ(sweep(flow_key(5201, 40999)), 0) << "an unknown flow";
+}
+
+// A resent segment is not more response: a covered flow's response is
+// measured by the sequence space it advanced (a duplicate counted as
+// payload made the next flows' guess too large, and each finished flow
+// kept the difference as a share until seen quiet).
+TEST_F(PacBpfBoundWatchTest, AResentSegmentIsNotCountedAsMoreResponse) {
+  st_->threshold = 1 << 20;
+  open_and_request(40000);
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + i * kMss))).retval, kNext);
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 2 * kMss))).retval, kNext);  // a resend
+  EXPECT_EQ(flow(flow_key(5201, 40000)).cur_burst, 4u * kMss);
+  // The next request measures the response: 4 segments, not 5.
+  ASSERT_EQ(run_tc(egress(), build(request(40000, 33, 1000 + 4 * kMss))).retval, kNext);
+  EXPECT_EQ(st_->resp_guess, 4u * kMss);
+  EXPECT_EQ(share(40000), int64_t(4 * kMss));
+  // A segment beyond a hole counts the hole; the hole's retransmission
+  // then counts nothing: 4 segments again.
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 4 * kMss))).retval, kNext);
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 6 * kMss))).retval, kNext);
+  EXPECT_EQ(flow(flow_key(5201, 40000)).cur_burst, 3u * kMss);
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 5 * kMss))).retval, kNext);
+  ASSERT_EQ(run_tc(ingress(), build(seg(40000, 1000 + 7 * kMss))).retval, kNext);
+  EXPECT_EQ(flow(flow_key(5201, 40000)).cur_burst, 4u * kMss);
+  EXPECT_EQ(share(40000), 0) << "the whole response arrived";
 }
 
 }  // namespace
