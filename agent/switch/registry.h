@@ -37,6 +37,12 @@ struct LogicContext {
   // half is its own BPF on the ports (design A: packets never reach the
   // agent); nullptr outside sluiced.
   const sluice::ServiceContext* service = nullptr;
+  // true when every data packet passes through the agent's queues and the
+  // substrate calls on_enqueue/on_dequeue/on_drop per packet ([switch]
+  // datapath = "hold", the model, a simulator); false for design A
+  // ("tree": packets never reach the agent, a logic samples or runs its
+  // own BPF).
+  bool per_packet = false;
 };
 
 struct LogicInfo {

@@ -214,7 +214,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
 
     std::vector<PortConfig> pcs;
     for (const auto& p : ports_) pcs.push_back(p->cfg);
-    LogicContext lc{&ctx.config, &pcs, &ctx};
+    LogicContext lc{&ctx.config, &pcs, &ctx, hold_ != nullptr};
     logic_ = info_->make(lc);
     logic_->on_start(*this);
     if (hold_) {
