@@ -86,12 +86,17 @@ case "$stage" in
     mkdir -p "$reports"
     export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=1"
     export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
+    # The fuzz targets and the unit tests are CPU-bound processes that share
+    # no namespace, port or file: one per core (CTEST_PARALLEL_LEVEL
+    # overrides). The bpf and integration tests stay serial.
     if [ "$stage" = fuzz ]; then
       # libFuzzer reports on its own stderr (and fails the test).
       unset ASAN_OPTIONS UBSAN_OPTIONS
       [ $# -eq 0 ] && set -- -L fuzz
+      export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$(nproc)}
     elif [ -n "$only" ]; then
       [ $# -eq 0 ] && set -- -L unit
+      export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$(nproc)}
     else
       [ $# -eq 0 ] && set -- -L 'unit|bpf|integration'
     fi
