@@ -76,7 +76,14 @@ cd "$build"
 
 case "$stage" in
   full|matrix)
-    exec ctest --output-on-failure --timeout 900 "$@" ;;
+    if [ $# -gt 0 ]; then exec ctest --output-on-failure --timeout 900 "$@"; fi
+    # Every label: the unit tests one per core (CPU-bound, nothing shared),
+    # then the rest (bpf, integration, vm: namespaces, qdiscs, a VM) one at
+    # a time.
+    rc=0
+    ctest --output-on-failure --timeout 900 -L unit -j"$(nproc)" || rc=$?
+    ctest --output-on-failure --timeout 900 -LE unit || rc=$?
+    exit $rc ;;
   sanitize|fuzz)
     # Every sanitizer report (from tests and from the daemons and tools
     # they start) goes to a file; any file fails the run, even when the
