@@ -148,6 +148,7 @@ struct HoldPath::Port {
   std::vector<std::vector<uint8_t>> spare;  // sent frames' buffers, reused (no allocation per frame)
   uint64_t csum_completed = 0;              // frames whose TCP/UDP checksum the agent completed
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
+  uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
   ~Port() {
     if (tx_fd >= 0) close(tx_fd);
   }
@@ -311,6 +312,8 @@ void HoldPath::on_frame(const void* data) {
     logic_->on_drop(m, p.spec.id, v.queue);
     return;
   }
+  p.held_bytes += m.wire_bytes;
+  p.held_max_bytes = std::max(p.held_max_bytes, p.held_bytes);
   std::vector<uint8_t> buf;
   if (!p.spare.empty()) {
     buf = std::move(p.spare.back());
@@ -336,8 +339,16 @@ uint64_t HoldPath::kernel_backlog(const Port& p) const {
 
 void HoldPath::pump() {
   std::lock_guard lk(mu_);
-  for (auto& p : ports_)
-    if (p) pump(*p);
+  // A queue resumed while another port was pumped (a credit or RESUME
+  // polled between frames, a logic resuming a queue of another port from
+  // on_dequeue) is sent now, not at the next wake-up: the ports again,
+  // a bounded number of rounds.
+  for (int round = 0; round < 4; ++round) {
+    resumed_ = false;
+    for (auto& p : ports_)
+      if (p) pump(*p);
+    if (!resumed_) break;
+  }
   arm_watchdog();
 }
 
@@ -358,6 +369,7 @@ void HoldPath::pump(Port& p) {
       auto q = p.model->pick(now);
       if (!q) break;
       PacketMeta m = p.model->dequeue(*q, now);
+      p.held_bytes -= std::min<uint64_t>(p.held_bytes, m.wire_bytes);
       if (p.allowance[*q] > 0) {  // a release() of a paused queue
         p.allowance[*q] -= int64_t(m.wire_bytes);
         if (p.allowance[*q] <= 0) {
@@ -513,6 +525,7 @@ void HoldPath::set_paused(PortId p, QueueId q, bool paused) {
   std::lock_guard lk(mu_);
   Port& P = port(p);
   if (q >= P.paused.size()) return;
+  if (!paused && P.model->paused(q)) resumed_ = true;
   P.paused[q] = paused;
   P.allowance[q] = 0;
   P.model->set_paused(q, paused);
@@ -529,6 +542,7 @@ bool HoldPath::release(PortId p, QueueId q, uint64_t bytes) {
   P.paused[q] = 1;
   P.allowance[q] = std::max<int64_t>(1, int64_t(std::min<uint64_t>(bytes, INT64_MAX)));
   P.model->set_paused(q, false);
+  resumed_ = true;
   return true;
 }
 
@@ -565,6 +579,8 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"sent", p.sent},
             {"send_errors", p.send_errors},
             {"csum_completed", p.csum_completed},
+            {"held_bytes", p.held_bytes},
+            {"held_max_bytes", p.held_max_bytes},
             {"diverted", st.diverted},
             {"fail_open_pkts", st.fail_open},
             {"passed_big", st.passed_big},

@@ -136,6 +136,7 @@ class HoldPath {
   Logic* logic_ = nullptr;
   std::function<void()> poll_control_;
   uint64_t next_id_ = 1;
+  bool resumed_ = false;  // a queue was resumed or released since pump() began its round
   mutable std::recursive_mutex mu_;
   struct Timer;
   std::unique_ptr<Timer> timer_;

@@ -50,7 +50,8 @@ const std::vector<LogicInfo>& switch_logics() {
                   "per ingress port every T (floodgate-conext21; docs/floodgate.md)",
        .make = &floodgate::make_switch_logic,
        .view = &floodgate::switch_view,
-       .section = "floodgate"},
+       .section = "floodgate",
+       .layout = &floodgate::switch_layout},
   };
   return kLogics;
 }

@@ -60,6 +60,11 @@ struct LogicInfo {
   // Optional: the config section it reads ([name], a mechanisms-table
   // row's .section); a change to it rebuilds the switch on reload.
   std::string section;
+  // Optional: the queue layout (priority levels, quanta) the logic needs on
+  // a port, applied to each port's PortConfig before the substrate builds
+  // it (ctx.ports is not set yet; ctx.per_packet is). E.g. Floodgate's
+  // VOQs one priority level below queue 0 (floodgate-conext21 §7.2).
+  void (*layout)(const LogicContext& ctx, PortConfig& port) = nullptr;
 };
 
 // THE table (logics.cc).

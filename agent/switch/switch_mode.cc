@@ -165,6 +165,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       // leaves do it in the kernel).
       if (hold_)
         for (auto& q : p->cfg.queues) q.limit_bytes = cfg_.port_buffer(e);
+      if (info_->layout) info_->layout(LogicContext{&ctx.config, nullptr, &ctx, hold_ != nullptr}, p->cfg);
       p->paused.assign(p->cfg.queues.size(), 0);
       p->ifindex = int(if_nametoindex(e.name.c_str()));
       if (!p->ifindex) throw Error("[switch] port " + e.name + " (" + e.where + "): no such interface");

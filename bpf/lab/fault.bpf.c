@@ -7,6 +7,10 @@
  *               a frame with a bad FCS),
  *   delayed    (skb->priority set to a class id, so an HTB on this link puts
  *               it in a slow class: delay by marking).
+ * Candidates are IP packets (by protocol, port, TCP payload), or with
+ * match_ethertype the frames of that EtherType (skb->protocol), e.g. the
+ * sluice switches' control frames (credits, PAUSE): those are dropped or
+ * delayed, never corrupted.
  * Fates are drawn from a seeded generator indexed by the candidate's number,
  * so a run with the same seed and packet order repeats exactly. A GSO skb is
  * one candidate: in GSO mode a fate hits all its segments (use MTU mode for
@@ -32,21 +36,32 @@ int fault_inject(struct __sk_buff *skb)
 {
 	struct sl_cursor c;
 	struct sl_pkt p = {};
+	int r = SL_PARSE_OK;
+	if (plan.match_ethertype) {
+		/* Frames of one EtherType (a switch's control frames): not IP,
+		 * never corrupted (there is no IPv4 checksum to break). */
+		if (skb->protocol != bpf_htons(plan.match_ethertype)) {
+			sl_count_skb(SLUICE_R_PASS_FAULT_NO_MATCH, skb);
+			return SL_TC_NEXT;
+		}
+		goto candidate;
+	}
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
-	int r = sl_parse(&c, &p);
+	r = sl_parse(&c, &p);
 	if (r != SL_PARSE_OK || (plan.match_proto && p.proto != plan.match_proto) ||
 	    (plan.match_port && p.sport != bpf_htons(plan.match_port) && p.dport != bpf_htons(plan.match_port)) ||
 	    (plan.match_tcp_payload && (p.proto != IPPROTO_TCP_NUM || !p.payload_len))) {
 		sl_count_skb(SLUICE_R_PASS_FAULT_NO_MATCH, skb);
 		return SL_TC_NEXT;
 	}
+candidate:;
 	__u64 n = __sync_fetch_and_add(&candidates, 1) + 1;
 	switch (sluice_fault_draw(plan.seed, n, plan.drop_ppm, plan.corrupt_ppm, plan.delay_ppm)) {
 	case SLUICE_FAULT_DROP:
 		sl_count_skb(SLUICE_R_DROP_FAULT, skb);
 		return SL_TC_SHOT;
 	case SLUICE_FAULT_CORRUPT: {
-		if (p.family != 4) {
+		if (plan.match_ethertype || p.family != 4) {
 			sl_count_skb(SLUICE_R_PASS_FAULT_NO_CORRUPT, skb);
 			return SL_TC_NEXT;
 		}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Lab fault injection (bpf/lab/fault.bpf.c, sluice-fault): which packets are
- * candidates, and how a candidate's fate is drawn. sluice-fault writes the
- * plan into the program's read-only data before load; both sides read it
- * through this one definition. */
+ * candidates (IP packets by protocol and port, or frames of one EtherType), and how a candidate's fate is drawn.
+ * sluice-fault writes the plan into the program's read-only data before load; both sides read it through this one
+ * definition. */
 #ifndef SLUICE_FAULT_H
 #define SLUICE_FAULT_H
 
@@ -21,7 +21,9 @@ struct sluice_fault_plan {
 	__u16 match_port;       /* host order; source or destination; 0 = any */
 	__u8 match_proto;       /* 0 = any TCP/UDP, else 6 or 17 */
 	__u8 match_tcp_payload; /* 1 = only TCP segments that carry data */
-	__u32 pad;
+	__u16 match_ethertype;  /* host order; nonzero: frames of this EtherType
+				 * (e.g. sluice control frames) instead of IP */
+	__u16 pad;
 };
 
 /* The fate of the n-th candidate skb (n counts from 1) is drawn from
@@ -66,6 +68,7 @@ static_assert(offsetof(sluice_fault_plan, delay_priority) == 20, "sluice_fault_p
 static_assert(offsetof(sluice_fault_plan, match_port) == 24, "sluice_fault_plan ABI");
 static_assert(offsetof(sluice_fault_plan, match_proto) == 26, "sluice_fault_plan ABI");
 static_assert(offsetof(sluice_fault_plan, match_tcp_payload) == 27, "sluice_fault_plan ABI");
+static_assert(offsetof(sluice_fault_plan, match_ethertype) == 28, "sluice_fault_plan ABI");
 #endif
 
 #endif

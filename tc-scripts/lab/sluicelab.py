@@ -621,8 +621,8 @@ class Topology:
         return codes
 
     def sluice_config(self, node: Node) -> str:
-        """sluiced's configuration for switch `node`: [switch] with every
-        port of the node, at the rate, buffer and burst of its shaper, then
+        """sluiced's configuration for switch `node`: [switch] with
+        sluice["switch_keys"] (lines), every port of the node, at the rate, buffer and burst of its shaper, then
         what sluice["extra"](node) returns (more sections or tables, e.g.
         the logic's own section), if given."""
         lab, s = self.lab, self.sluice
@@ -634,6 +634,8 @@ class Topology:
                  f'state_dir = "{state}"', f'control_socket = "{state}/sluiced.sock"',
                  "[metrics]", "enabled = false", "[switch]", f'logic = "{s["logic"]}"',
                  f"queues = {int(s.get('queues', 1))}", f"burst_bytes = {bursts.pop() if bursts else 0}"]
+        # More [switch] keys (TOML lines), e.g. 'datapath = "hold"'.
+        lines += list(s.get("switch_keys") or [])
         for p in node.ports:
             if p.shape is None:
                 raise LabError(f"{p.ifname}: a sluice switch port needs a rate (shape)")

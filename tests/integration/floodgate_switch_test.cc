@@ -16,6 +16,7 @@
 
 #include <sys/wait.h>
 
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -63,12 +64,18 @@ class FloodgateSwitch : public ::testing::Test {
     B_ = std::make_unique<SwitchAgent>(*lab_, sb_, "b");
     a_ports_ = {{lab_->name("sah"), "host-facing", 100}, {lab_->name("sab"), "switch-facing", 100}};
     A_->configure(kKeys, a_ports_);
-    B_->configure(kKeys, {{lab_->name("sba"), "switch-facing", 100},
-                          {lab_->name("sb3"), "host-facing", 10},
-                          {lab_->name("sb4"), "host-facing", 10}});
+    b_ports_ = {{lab_->name("sba"), "switch-facing", 100},
+                {lab_->name("sb3"), "host-facing", 10},
+                {lab_->name("sb4"), "host-facing", 10}};
+    B_->configure(kKeys, b_ports_);
   }
   static constexpr const char* kKeys = "logic = \"floodgate\"\nqueues = 4\nrate_mbit = 100\nfail_open_ms = 500\n";
-  std::vector<SwitchPort> a_ports_;
+  // datapath = "hold": every frame through sluiced, the model logic per
+  // packet; 2 MB per queue so that a burst held at sa is never tail-dropped.
+  static constexpr const char* kHoldKeys =
+      "logic = \"floodgate\"\nqueues = 4\nrate_mbit = 100\nfail_open_ms = 500\ndatapath = \"hold\"\n"
+      "buffer_bytes = 2097152\n";
+  std::vector<SwitchPort> a_ports_, b_ports_;
   void TearDown() override {
     if (A_) A_->stop();
     if (B_) B_->stop();
@@ -190,4 +197,204 @@ TEST_F(FloodgateSwitch, ABadSectionIsRefusedWithItsKey) {
     EXPECT_EQ(lab_->out("tc -n " + sa_ + " qdisc show dev " + lab_->name("sab")).find("htb"), std::string::npos)
         << p.log();
   }
+}
+
+// ---- datapath = "hold": the model logic per packet (docs/floodgate.md
+// "In sluiced, per packet") ----
+
+namespace {
+
+json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  json j = json::parse(f, nullptr, false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+// The VOQ holding `dst` in a model-logic state, or an empty object.
+json voq_with(const json& ls, const std::string& dst) {
+  for (const auto& q : ls.value("voqs", json::array()))
+    for (const auto& d : q.value("dsts", json::array()))
+      if (d == dst) return q;
+  return json::object();
+}
+
+uint64_t queue_drops(const json& state) {
+  uint64_t n = 0;
+  for (const auto& p : state.value("ports", json::array()))
+    for (const auto& q : p.value("queues", json::array())) n += q.value("dropped", uint64_t{0});
+  return n;
+}
+
+}  // namespace
+
+// A burst to D four times the last hop's rate: once sa's window toward sb
+// is used up D waits in a VOQ at sa (not at sb's last hop), credits from sb
+// release it, E (another destination through the same ports) passes at its
+// rate meanwhile, and every datagram of both arrives.
+TEST_F(FloodgateSwitch, HoldWindowVoqCreditsNoHolBlockingNothingLost) {
+  A_->configure(kHoldKeys, a_ports_);
+  B_->configure(kHoldKeys, b_ports_);
+  ASSERT_TRUE(B_->start());
+  ASSERT_TRUE(A_->start());
+  json ls = A_->state()["logic_state"];
+  ASSERT_EQ(ls.value("datapath", ""), "per packet") << ls.dump(2);
+  int64_t init = 0;
+  for (const auto& p : ls["ports"])
+    if (p["port"] == lab_->name("sab")) init = p.value("init_window_bytes", int64_t{0});
+  ASSERT_EQ(init, 8750) << ls.dump(2);  // 12.5 B/us x (200 + 500) us
+
+  UdpSink d, e;
+  d.start(h3_, {kPort});
+  e.start(h4_, {kPort});
+  UdpSource to_e;
+  to_e.start(h1_, {{"10.72.4.2", kPort, 0, 1}});  // ~8 Mbit/s, below its 10 Mbit/s port
+  ASSERT_TRUE(eventually([&] { return e.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
+  const uint64_t e0 = e.got(), es0 = to_e.sent();
+  UdpSource to_d;
+  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});  // ~40 Mbit/s into a 10 Mbit/s last hop
+  // Sample while the burst lasts (~250 ms) and while the VOQ drains.
+  uint64_t sb3_max = 0, voq_max = 0, e_during = 0, es_during = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  bool halted = false;
+  json sa, sb;
+  while (std::chrono::steady_clock::now() - t0 < 1500ms) {
+    if (!halted && std::chrono::steady_clock::now() - t0 > 250ms) {
+      to_d.halt();
+      halted = true;
+      e_during = e.got() - e0;
+      es_during = to_e.sent() - es0;
+    }
+    sb = B_->state();
+    sa = A_->state();
+    sb3_max = std::max<uint64_t>(sb3_max,
+                                 SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
+    voq_max = std::max<uint64_t>(voq_max, voq_with(sa["logic_state"], "10.72.3.2").value("bytes", uint64_t{0}));
+    std::this_thread::sleep_for(20ms);
+  }
+  to_e.halt();
+  const uint64_t d_sent = to_d.sent(), e_sent = to_e.sent();
+  EXPECT_TRUE(eventually([&] { return d.got() >= d_sent && e.got() >= e_sent; }, 20s))
+      << "D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent;
+  EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s));
+  sa = A_->state();
+  sb = B_->state();
+  const json& la = sa["logic_state"];
+  const json& lb = sb["logic_state"];
+  std::cout << "floodgate hold chain: D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent
+            << " (during the burst " << e_during << "/" << es_during << "), sa VOQ max " << voq_max
+            << " B, sb last-hop queue max " << sb3_max << " B, window " << init << " B\nsa: " << la["counters"].dump()
+            << "\nsb: " << lb["counters"].dump() << "\n";
+  RecordProperty("sa_voq_max_bytes", std::to_string(voq_max));
+  RecordProperty("sb3_queue_max_bytes", std::to_string(sb3_max));
+
+  // Nothing lost: every datagram arrived, no queue dropped one.
+  EXPECT_EQ(d.got(), d_sent);
+  EXPECT_EQ(e.got(), e_sent);
+  EXPECT_EQ(queue_drops(sa), 0u) << sa.dump(2);
+  EXPECT_EQ(queue_drops(sb), 0u) << sb.dump(2);
+  EXPECT_EQ(la["counters"].value("dropped", 1), 0);
+  // The window ran out and D waited in a VOQ at sa, far more than a window.
+  EXPECT_GT(la["counters"].value("voq_enqueued", 0), 100);
+  EXPECT_GT(voq_max, uint64_t(4 * init)) << "sa never held the burst";
+  EXPECT_EQ(la["counters"].value("voq_released", 0), la["counters"].value("voq_enqueued", -1));
+  // Credits from sb released it: what sa forwarded toward sb was credited.
+  EXPECT_GT(lb["credits_sent"].value("frames", 0), 50) << lb.dump(2);
+  EXPECT_GT(la["credits_received"].value("frames", 0), 50);
+  EXPECT_EQ(la["credits_received"].value("unknown", 1), 0);
+  for (const auto& w : la["windows"])
+    if (w["port"] == lab_->name("sab")) {
+      EXPECT_EQ(w.value("inflight_bytes", -1), 0) << w.dump();
+    }
+  // The last hop is held near a window, not the burst (a FIFO chain queues
+  // ~800 KB at sb3).
+  EXPECT_LE(sb3_max, uint64_t(3 * init)) << "last-hop queue not bounded by the upstream window";
+  // E passed while D was held: at least 90% of what was sent to it during
+  // the burst arrived by the burst's end.
+  EXPECT_GE(e_during * 10, es_during * 9) << "E " << e_during << " of " << es_during << " during D's burst";
+  EXPECT_EQ(A_->stop(), 0) << A_->proc().log();
+  EXPECT_EQ(B_->stop(), 0) << B_->proc().log();
+}
+
+// Credit loss (§4.3): sluice-fault drops every control frame sb sends to sa
+// for a while (EtherType 0x88B5 on sb's port toward sa). sa's window runs out
+// and D waits in sa's VOQ; once sb has credited all it forwarded it has
+// nothing more to say, so only sa's switchSYN, answered by sb with its PSN,
+// brings the window back after the loss ends. Nothing is lost.
+TEST_F(FloodgateSwitch, HoldLostCreditsRecoveredBySwitchSyn) {
+  A_->configure(kHoldKeys, a_ports_);
+  B_->configure(kHoldKeys, b_ports_);
+  ASSERT_TRUE(B_->start());
+  ASSERT_TRUE(A_->start());
+  UdpSink d;
+  d.start(h3_, {kPort});
+  UdpSource to_d;
+  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 1}});  // ~8 Mbit/s, below the 10 Mbit/s last hop
+  ASSERT_TRUE(eventually([&] { return d.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
+
+  const std::string out = lab_->tmpdir() + "/fault-credits.json";
+  Process f = lab_->spawn(sb_,
+                          {build_path("bench/lab/fault/sluice-fault"), "--dev", lab_->name("sba"), "--hook", "egress",
+                           "--ethertype", "0x88b5", "--drop", "1", "--duration", "1", "--json", out},
+                          "fault-credits");
+  ASSERT_TRUE(eventually([&] { return f.log().find("attached") != std::string::npos; }, 10s)) << f.log();
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t d0 = d.got(), s0 = to_d.sent();
+  const json a0 = A_->state()["logic_state"];
+  // Two snapshots well inside the 1 s loss (300 and 600 ms after it began):
+  // by then sb has credited all it forwarded and says nothing but answers
+  // to switchSYNs (which are lost too).
+  json am, bm, a1, b1;
+  uint64_t voq_max = 0;
+  while (f.running()) {
+    const auto el = std::chrono::steady_clock::now() - t0;
+    if (bm.is_null() && el > 300ms) {
+      am = A_->state()["logic_state"];
+      bm = B_->state()["logic_state"];
+    } else if (!bm.is_null() && b1.is_null() && el > 600ms) {
+      a1 = A_->state()["logic_state"];
+      b1 = B_->state()["logic_state"];
+    }
+    voq_max =
+        std::max<uint64_t>(voq_max, voq_with(A_->state()["logic_state"], "10.72.3.2").value("bytes", uint64_t{0}));
+    std::this_thread::sleep_for(20ms);
+  }
+  const uint64_t d_during = d.got() - d0, s_during = to_d.sent() - s0;
+  ASSERT_FALSE(b1.is_null()) << "the loss ended before the second snapshot";
+  json fj = read_json_file(out);
+  // Recovery: D flows again and everything sent arrives.
+  std::this_thread::sleep_for(500ms);
+  to_d.halt();
+  const uint64_t sent = to_d.sent();
+  EXPECT_TRUE(eventually([&] { return d.got() >= sent; }, 20s)) << d.got() << "/" << sent;
+  EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s));
+  const json a2 = A_->state()["logic_state"], b2 = B_->state()["logic_state"];
+  auto syn_sent = [](const json& l) { return l["switch_syns"].value("sent", uint64_t{0}); };
+  auto syn_answered = [](const json& l) { return l["switch_syns"].value("answered", uint64_t{0}); };
+  auto credit_frames = [](const json& l) { return l["credits_sent"].value("frames", uint64_t{0}); };
+  std::cout << "credit loss: fault " << fj.dump() << "\nD during the loss " << d_during << " of " << s_during
+            << ", sa VOQ max " << voq_max << " B; switchSYNs sent by sa " << syn_sent(a0) << " -> " << syn_sent(am)
+            << " -> " << syn_sent(a1) << " -> " << syn_sent(a2) << ", answered by sb " << syn_answered(bm) << " -> "
+            << syn_answered(b1) << " -> " << syn_answered(b2) << "; sb credit frames " << credit_frames(bm) << " -> "
+            << credit_frames(b1) << " -> " << credit_frames(b2) << "; D " << d.got() << "/" << sent << "\n";
+
+  // The injector dropped sb's control frames.
+  ASSERT_TRUE(fj.contains("counters")) << f.log();
+  EXPECT_GT(fj["counters"]["DROP_FAULT"].value("packets", 0), 10) << fj.dump(2);
+  EXPECT_EQ(fj["counters"].value("PASS_FAULT_SPARED", json::object()).value("packets", 0), 0);
+  // While credits were lost, D was held at sa (its window used up), not
+  // delivered and not dropped.
+  EXPECT_LT(d_during * 2, s_during) << "D kept flowing without credits";
+  EXPECT_GT(voq_max, 100'000u);
+  // Mid-loss sa kept asking with switchSYN and sb said nothing but the
+  // (lost) answers: no credit of its own was due, so after the loss only
+  // an answer to a switchSYN could give sa its window back; it did.
+  EXPECT_GT(syn_sent(a1), syn_sent(am));
+  EXPECT_GT(syn_answered(b1), syn_answered(bm));
+  EXPECT_EQ(credit_frames(b1) - credit_frames(bm), syn_answered(b1) - syn_answered(bm))
+      << "sb sent credits of its own mid-loss";
+  EXPECT_GT(syn_answered(b2), syn_answered(b1));
+  EXPECT_EQ(d.got(), sent) << "datagrams lost";
+  EXPECT_EQ(queue_drops(A_->state()), 0u);
+  EXPECT_EQ(A_->stop(), 0) << A_->proc().log();
+  EXPECT_EQ(B_->stop(), 0) << B_->proc().log();
 }

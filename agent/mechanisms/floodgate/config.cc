@@ -183,7 +183,9 @@ nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& po
                             {"dst", sw::addr_str(w.dst)},
                             {"window_bytes", w.window},
                             {"initial_bytes", fg.initial_window(w.port)},
-                            {"inflight_bytes", w.inflight}});
+                            {"inflight_bytes", w.inflight},
+                            {"voq", fg.voq_of(w.dst)},
+                            {"voq_bytes", fg.voq_bytes(fg.voq_of(w.dst))}});
   v["voqs"] = nlohmann::json::array();
   for (const auto& q : fg.voqs()) {
     nlohmann::json d = nlohmann::json::array();
@@ -214,6 +216,7 @@ nlohmann::json view(const FloodgateLogic& fg, const std::vector<std::string>& po
                    {"voq_released", s.voq_released},
                    {"voq_hashed", s.voq_hashed},
                    {"voq_desync", s.voq_desync},
+                   {"dropped", s.dropped},
                    {"no_window", s.no_window},
                    {"credit_frames_out", s.credit_frames_out},
                    {"credit_records_out", s.credit_records_out},

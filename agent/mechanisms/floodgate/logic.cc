@@ -243,7 +243,10 @@ sw::Verdict FloodgateLogic::on_enqueue(const sw::PacketMeta& pkt, PortId in) {
   // Downstream side (§4.1): bytes received from an upstream switch, for the
   // PSN a switchSYN is compared with. Hosts keep no window: nothing to
   // credit for what they send.
-  if (ip && switch_port(in)) cred_[{in, pkt.dst}].recv_psn += pkt.wire_bytes;
+  // A packet whose in_port is its out_port was sent by the switch itself
+  // (the substrate's convention for frames from no switch port): no
+  // upstream to credit.
+  if (ip && in != pkt.out_port && switch_port(in)) cred_[{in, pkt.dst}].recv_psn += pkt.wire_bytes;
   const PortId out = pkt.out_port;
   if (!ip || !has_window(out)) {
     ++stats_.no_window;
@@ -273,7 +276,7 @@ void FloodgateLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out, QueueId q
   // §4.1: what left this switch is what we return credits for (a packet
   // that left frees its buffer; at the last hop it left at the bottleneck's
   // rate, which is what paces the upstream windows, §3.2).
-  if (ip && switch_port(pkt.in_port)) {
+  if (ip && pkt.in_port != out && switch_port(pkt.in_port)) {
     auto c = cred_.find({pkt.in_port, pkt.dst});
     if (c != cred_.end()) {
       c->second.fwd_psn += pkt.wire_bytes;
@@ -298,6 +301,40 @@ void FloodgateLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out, QueueId q
   ++stats_.voq_released;
   refresh(v);
   if (cfg_.dst_pause) check_resume();
+}
+
+// The substrate tail-dropped a packet on_enqueue placed (its queue's limit).
+// Upstream side: a packet counted as forwarded (queue 0) never left, so the
+// window gets it back (it was counted at on_enqueue, synchronously before
+// this call: no credit can cover it); a VOQ entry goes without being
+// forwarded. Downstream side: bytes received from a switch port that will
+// never leave are credited as if they had (§4.1 credits free buffer; the
+// buffer is free), or the upstream's window would shrink by them for good.
+void FloodgateLogic::on_drop(const sw::PacketMeta& pkt, PortId out, QueueId q) {
+  if (zero(pkt.dst)) return;
+  ++stats_.dropped;
+  if (pkt.in_port != out && switch_port(pkt.in_port)) {
+    auto c = cred_.find({pkt.in_port, pkt.dst});
+    if (c != cred_.end()) {
+      c->second.fwd_psn += pkt.wire_bytes;
+      c->second.fwd_segs += pkt.segs;
+    }
+  }
+  if (!has_window(out)) return;
+  if (q == 0) {
+    auto w = win_.find({out, pkt.dst});
+    if (w == win_.end()) return;
+    w->second.queued -= std::min<uint64_t>(w->second.queued, pkt.wire_bytes);
+    w->second.next_psn -= pkt.wire_bytes;
+    return;
+  }
+  const uint32_t v = q - 1u;
+  if (v >= voqs_.size()) return;
+  Voq& V = voqs_[v];
+  auto it = std::find_if(V.q.begin(), V.q.end(), [&](const Entry& e) { return e.id == pkt.id; });
+  if (it == V.q.end()) return;
+  erase(v, it);
+  refresh(v);
 }
 
 void FloodgateLogic::on_control(const sw::ControlFrame& f, PortId port) {

@@ -87,7 +87,8 @@ struct Stats {
   uint64_t voq_enqueued = 0;  // packets put into a VOQ
   uint64_t voq_released = 0;  // packets that left a VOQ
   uint64_t voq_hashed = 0;    // VOQ chosen by hash: none free in the group (§4.2)
-  uint64_t voq_desync = 0;    // VOQ entries the substrate dropped (tail drop)
+  uint64_t voq_desync = 0;    // VOQ entries the substrate dropped unannounced (found by reconcile)
+  uint64_t dropped = 0;       // packets the substrate tail-dropped and told us (on_drop)
   uint64_t no_window = 0;     // packets on ports without a window (last hop, host ports)
   uint64_t credit_frames_out = 0, credit_records_out = 0, credit_bytes_out = 0;
   uint64_t credit_frames_in = 0, credit_records_in = 0, credit_bytes_in = 0;
@@ -108,6 +109,7 @@ class FloodgateLogic final : public sw::Logic {
   void on_start(sw::Substrate& sw) override;
   sw::Verdict on_enqueue(const sw::PacketMeta& pkt, PortId in_port) override;
   void on_dequeue(const sw::PacketMeta& pkt, PortId out_port, QueueId q) override;
+  void on_drop(const sw::PacketMeta& pkt, PortId out_port, QueueId q) override;
   void on_control(const sw::ControlFrame& frame, PortId port) override;
   void on_timer(uint64_t now_ns) override;
 

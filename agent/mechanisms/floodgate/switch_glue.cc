@@ -533,13 +533,68 @@ std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx) {
       for (const auto& p : *ctx.ports) names.push_back(p.name);
     cfg = ctx.config->get<Section>().resolve(names);
   }
-  // Outside sluiced (tests, simulators): the I/O-free logic on the port model.
-  if (!ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
+  // Every packet passes through the substrate's queues ([switch] datapath =
+  // "hold", the port model, a simulator): the I/O-free logic itself, per
+  // packet; its VOQs are paused queues of the egress port, released at once
+  // (layout() gave them their priority level).
+  if (ctx.per_packet || !ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
+  // Design A ("tree"): the BPF half and the agent half above.
   return std::make_unique<SwitchFloodgate>(ctx, cfg);
 }
 
-nlohmann::json switch_view(const sw::Logic& logic, const sw::Substrate&) {
+void switch_layout(const sw::LogicContext& ctx, sw::PortConfig& port) {
+  // §7.2: "the queue reserved for non-incast traffic is strictly
+  // prioritized over the left VOQs", and DRR among the VOQs (logic.h).
+  // Design A keeps its tree as it was measured (one level; fg_egress steers).
+  if (!ctx.per_packet || port.queues.size() < 2) return;
+  port.queues[0].priority = 0;
+  for (size_t q = 1; q < port.queues.size(); ++q) port.queues[q].priority = 1;
+}
+
+namespace {
+// The model logic's state (config.h view()) with the values in force and
+// per port its window and VOQs, in the keys design A's view also has.
+nlohmann::json model_view(const FloodgateLogic& fg, const sw::Substrate& sw) {
+  std::vector<std::string> names;
+  for (size_t p = 0; p < sw.num_ports(); ++p) names.push_back(sw.port(PortId(p)).name);
+  nlohmann::json v = view(fg, names);
+  const Config& c = fg.config();
+  const floodgate::Stats& s = fg.stats();
+  nlohmann::json ports = nlohmann::json::array();
+  for (size_t p = 0; p < sw.num_ports(); ++p) {
+    const bool w = fg.has_window(PortId(p));
+    ports.push_back({{"port", names[p]},
+                     {"windowed", w},
+                     {"credits", sw.port(PortId(p)).role == sw::PortRole::kSwitchFacing},
+                     {"voqs", w ? fg.num_voqs() : 0u},
+                     {"init_window_bytes", fg.initial_window(PortId(p))}});
+  }
+  v["datapath"] = "per packet";
+  v["credit_interval_us"] = c.credit_interval_ns / 1000;
+  v["hop_rtt_us"] = c.hop_rtt_ns / 1000;
+  v["max_voqs"] = c.max_voqs;
+  v["syn_timeout_ms"] = c.syn_timeout_ns / 1'000'000;
+  v["thre_credit_bdp"] = c.thre_credit_bdp;
+  v["thre_credit_bytes"] = c.thre_credit_bytes;
+  v["voq_grouping"] = c.voq_grouping;
+  v["dst_pause_enabled"] = c.dst_pause;
+  v["ports"] = ports;
+  v["credits_sent"] = {
+      {"frames", s.credit_frames_out}, {"records", s.credit_records_out}, {"bytes", s.credit_bytes_out}};
+  v["credits_received"] = {{"frames", s.credit_frames_in},
+                           {"records", s.credit_records_in},
+                           {"bytes", s.credit_bytes_in},
+                           {"unknown", s.credit_unknown},
+                           {"ahead", s.credit_ahead}};
+  v["delayed_credits"] = s.credits_delayed;
+  v["switch_syns"] = {{"sent", s.syn_out}, {"answered", s.syn_in}, {"lost_bytes", s.syn_lost_bytes}};
+  return v;
+}
+}  // namespace
+
+nlohmann::json switch_view(const sw::Logic& logic, const sw::Substrate& sw) {
   if (auto* s = dynamic_cast<const SwitchFloodgate*>(&logic)) return s->view();
+  if (auto* f = dynamic_cast<const FloodgateLogic*>(&logic)) return model_view(*f, sw);
   return nlohmann::json::object();
 }
 

@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("--proto", proto, "candidates: tcp, udp or any")->check(CLI::IsMember({"tcp", "udp", "any"}));
   app.add_option("--port", port, "candidates: source or destination port (0 = any)");
   app.add_flag("--data-only", data_only, "candidates: only TCP segments carrying data");
+  std::string ethertype;
+  app.add_option("--ethertype", ethertype,
+                 "candidates: frames of this EtherType instead of IP packets (hex, e.g. 0x88b5 for sluice control "
+                 "frames)");
   app.add_option("--duration", duration, "seconds attached (0 = until SIGINT/SIGTERM)");
   app.add_option("--attach-mode", mode, "auto, tcx or clsact")->check(CLI::IsMember({"auto", "tcx", "clsact"}));
   app.add_option("--state-dir", state_dir, "where a created clsact qdisc is remembered");
@@ -84,6 +88,17 @@ int main(int argc, char** argv) {
     if (uint64_t(dp) + cp + lp > SLUICE_FAULT_PPM) throw Error("--drop + --corrupt + --delay must not exceed 1");
     if (lp && delay_class.empty()) throw Error("--delay needs --delay-class (an HTB class on this link)");
     if (data_only && proto == "udp") throw Error("--data-only selects TCP segments; it contradicts --proto udp");
+    uint16_t etype = 0;
+    if (!ethertype.empty()) {
+      char* end = nullptr;
+      unsigned long v = std::strtoul(ethertype.c_str(), &end, 16);
+      if (*end || v < 0x600 || v > 0xffff)
+        throw Error("--ethertype '" + ethertype + "': expected a hex EtherType 0x0600..0xffff");
+      if (proto != "any" || port || data_only)
+        throw Error("--ethertype selects non-IP frames; it contradicts --proto, --port and --data-only");
+      if (cp) throw Error("--corrupt breaks an IPv4 checksum; frames chosen by --ethertype have none");
+      etype = uint16_t(v);
+    }
 
     Skeleton<fault> skel;
     sluice_fault_plan plan{};
@@ -95,6 +110,7 @@ int main(int argc, char** argv) {
     plan.match_proto = proto == "tcp" ? 6 : proto == "udp" ? 17 : 0;
     plan.match_port = port;
     plan.match_tcp_payload = data_only ? 1 : 0;
+    plan.match_ethertype = etype;
     skel->rodata->plan = plan;  // one definition on both sides: sluice/fault.h
     skel.load();
 
@@ -136,14 +152,10 @@ int main(int argc, char** argv) {
       if (!ri || !rc[r].packets) continue;
       counters[ri->name] = {{"packets", rc[r].packets}, {"bytes", rc[r].bytes}};
     }
-    nlohmann::json out = {{"dev", dev},
-                          {"hook", hook},
-                          {"seed", seed},
-                          {"drop", drop},
-                          {"corrupt", corrupt},
-                          {"delay", delay},
-                          {"candidates", skel->bss->candidates},
-                          {"counters", counters}};
+    nlohmann::json out = {
+        {"dev", dev},          {"hook", hook},   {"seed", seed},       {"drop", drop},
+        {"corrupt", corrupt},  {"delay", delay}, {"ethertype", etype}, {"candidates", skel->bss->candidates},
+        {"counters", counters}};
     write_json_file(json_out, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-fault: %s\n", e.what());

@@ -13,9 +13,11 @@ among the five other hosts (each of them asks the other four, at --load of
 its link).
 
 Variants (variants/floodgate.py, variants/pulser.py): dctcp (the lab's
-plain switches marking ECN at K on every port, sluice_dctcp hosts) and
-floodgate (sluice switches with logic floodgate, the same hosts and
-marking). One row per variant with the maximum backlog per hop
+plain switches marking ECN at K on every port, sluice_dctcp hosts),
+floodgate (sluice switches with logic floodgate per packet, datapath
+"hold", the same hosts and marking) and floodgate-tree (the same on the
+design-A data path). Held queues are in sluiced, not in the qdisc: their
+maximum and drops are added per port (add_held). One row per variant with the maximum backlog per hop
 (tor_up_queue_max_bytes: the first hop, ToR -> core; core_queue_max_bytes:
 core -> ToR; tor_down_queue_max_bytes: the last hop, ToR -> host;
 sluice-qmon, exact per packet), drops per hop (last_hop_drops = ToR-down),
@@ -53,6 +55,28 @@ def cdf_points(values: list) -> list:
     if not s:
         return []
     return [round(s[min(len(s) - 1, int(i * len(s) / CDF_POINTS))], 1) for i in range(CDF_POINTS)] + [s[-1]]
+
+
+def add_held(qmon: dict, held: list) -> tuple:
+    """qmon's classes and ports with the held data path's queues added: per
+    port the most bytes the switch's sluiced held at once plus the most its
+    root qdisc held (an upper bound: the two maxima need not coincide; the
+    qdisc keeps about one frame), and the agent's tail drops added to the
+    qdisc's. Returns (classes, ports) in qmon's form."""
+    by_spec = {h["spec"]: h for h in held if h.get("spec")}
+    ports, classes = [], {}
+    for p in qmon.get("ports", []):
+        p = dict(p, tc=dict(p.get("tc", {})))
+        h = by_spec.get(p["spec"])
+        if h:
+            p["max_backlog_bytes"] = p["max_backlog_bytes"] + h["held_max_bytes"]
+            p["tc"]["drops"] = p["tc"].get("drops", 0) + h["drops"]
+        ports.append(p)
+        c = classes.setdefault(p["class"], {"max_backlog_bytes": 0, "drops": 0, "ports": 0})
+        c["max_backlog_bytes"] = max(c["max_backlog_bytes"], p["max_backlog_bytes"])
+        c["drops"] += p["tc"].get("drops", 0)
+        c["ports"] += 1
+    return classes, ports
 
 
 @experiment
@@ -182,13 +206,16 @@ class FloodgateExp(Experiment):
             tg = json.load(f)
         incast = [fl["fct_us"] for r in tg["per_round"] for fl in r["flows"]]
         cls = m.qmon["classes"] if m.qmon else {}
+        ports = m.qmon["ports"] if m.qmon else []
+        held = m.extra.pop("hold_ports", None)
+        if held and m.qmon:
+            cls, ports = add_held(m.qmon, held)
         row = {"profile": a.profile}
         for key, c in HOPS:
             row[f"{key}_queue_max_bytes"] = cls.get(c, {}).get("max_backlog_bytes")
             row[f"{key}_drops"] = cls.get(c, {}).get("drops")
         row["last_hop_drops"] = row["tor_down_drops"]
         bn = topo.bottleneck.spec()
-        ports = m.qmon["ports"] if m.qmon else []
         row["incast_port_queue_max_bytes"] = next((p["max_backlog_bytes"] for p in ports if p["spec"] == bn), None)
         row["other_fct_mean_us"] = round(statistics.fmean(other), 1) if other else None
         core.add_percentiles(row, other, "other_fct", unit="us")

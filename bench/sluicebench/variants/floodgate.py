@@ -1,6 +1,13 @@
 """floodgate: every switch a sluice switch running the floodgate logic
-(docs/floodgate.md, "In sluiced"), the hosts the same as the dctcp
-variant's (sluice_dctcp, ECN), so the two differ only in the switches.
+(docs/floodgate.md), the hosts the same as the dctcp variant's
+(sluice_dctcp, ECN), so the two differ only in the switches.
+
+- floodgate: [switch] datapath = "hold": every frame passes through the
+  switch's sluiced and the model logic (FloodgateLogic) runs per packet
+  ("In sluiced, per packet").
+- floodgate-tree: the design-A data path (queue trees in the kernel, the
+  BPF half fg_egress and the glue's netlink releases; "In sluiced, design
+  A"), kept to compare the two in one run.
 
 The switches' sluiced also runs the aqm mechanism on every port (DCTCP
 step marking at --aqm-k, as the dctcp variant's switches do) unless
@@ -13,8 +20,14 @@ Extra row fields (summed over the switches, from `sluicectl switch
 --json` -> logic_state): fg_credit_frames, fg_credit_records,
 fg_credit_bytes (on the wire: Ethernet + header + 28 B per record, at
 least 60 B a frame), fg_syn_records, fg_syn_bytes, fg_delayed_credits,
-fg_voq_engaged, fg_releases, fg_release_failed, fg_ctrl_rejected,
-fg_fallback_pkts.
+fg_voq_engaged (design A: VOQs taken; hold: packets put into a VOQ),
+fg_releases (design A: TBF releases; hold: packets out of a VOQ),
+fg_release_failed, fg_ctrl_rejected, fg_fallback_pkts, fg_hold_drops
+(hold: tail drops in the switches' held queues, all ports).
+Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
+watches, so `hold_ports` (per port: its qmon spec, the most bytes the
+agent held at once, its tail drops) goes to the experiment, which adds
+them to qmon's per-port figures.
 """
 
 from __future__ import annotations
@@ -39,9 +52,11 @@ def frame_bytes(frames: int, records: int, rec: int) -> int:
 @variant
 class Floodgate(SluiceSwitch):
     name = "floodgate"
-    help = "sluice switches with logic floodgate (windows, VOQs, credits), sluice_dctcp hosts as the dctcp variant"
+    help = ("sluice switches with logic floodgate per packet ([switch] datapath = \"hold\": windows, VOQs, "
+            "credits in sluiced), sluice_dctcp hosts as the dctcp variant")
     cc = "sluice_dctcp"
     ecn = True
+    datapath = "hold"
 
     @classmethod
     def add_args(cls, parser):
@@ -84,16 +99,23 @@ class Floodgate(SluiceSwitch):
         # the loaded machine (docs/floodgate.md).
         prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": "floodgate", "queues": a.floodgate_queues,
-                           "extra": extra, "prefix": prefix})
+                           "extra": extra, "prefix": prefix, "switch_keys": [f'datapath = "{self.datapath}"']})
 
     def metrics(self, ctx, topo):
         out = {"fg_credit_frames": 0, "fg_credit_records": 0, "fg_credit_bytes": 0, "fg_syn_records": 0,
                "fg_syn_bytes": 0, "fg_delayed_credits": 0, "fg_voq_engaged": 0, "fg_releases": 0,
-               "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0}
+               "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0, "fg_hold_drops": 0}
+        hold = []
         for node, j in switch_states(ctx, topo):
+            specs = {p.ifname: p.spec() for p in node.ports}
             for port in j["ports"]:
                 out["fg_ctrl_rejected"] += port["control"]["rejected"]
                 out["fg_fallback_pkts"] += port.get("fallback", {}).get("pkts_out", 0)
+                if "hold" in port:
+                    drops = sum(q.get("dropped", 0) for q in port["queues"]) + port["hold"]["logic_drops"]
+                    out["fg_hold_drops"] += drops
+                    hold.append({"spec": specs.get(port["name"]), "held_max_bytes": port["hold"]["held_max_bytes"],
+                                 "drops": drops})
             s = j.get("logic_state") or {}
             if not s:
                 raise BenchError(f"{node.ns}: no floodgate state in `sluicectl switch --json`")
@@ -107,7 +129,25 @@ class Floodgate(SluiceSwitch):
             # (the most frames they can have been).
             out["fg_syn_bytes"] += frame_bytes(syn, syn, SYN_REC)
             out["fg_delayed_credits"] += s["delayed_credits"]
-            out["fg_voq_engaged"] += s["voq"]["engaged"]
-            out["fg_releases"] += s["voq"]["releases"]
-            out["fg_release_failed"] += s["voq"]["release_failed"]
+            if "voq" in s:  # design A's glue
+                out["fg_voq_engaged"] += s["voq"]["engaged"]
+                out["fg_releases"] += s["voq"]["releases"]
+                out["fg_release_failed"] += s["voq"]["release_failed"]
+            else:  # the model logic
+                out["fg_voq_engaged"] += s["counters"]["voq_enqueued"]
+                out["fg_releases"] += s["counters"]["voq_released"]
+        if hold:
+            out["hold_ports"] = hold
         return out
+
+
+@variant
+class FloodgateTree(Floodgate):
+    name = "floodgate-tree"
+    help = ("floodgate on the design-A data path ([switch] datapath = \"tree\": kernel queue trees, BPF windows, "
+            "netlink releases), otherwise as floodgate")
+    datapath = "tree"
+
+    @classmethod
+    def add_args(cls, parser):
+        pass  # floodgate's options serve both

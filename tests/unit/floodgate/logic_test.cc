@@ -472,3 +472,39 @@ TEST(FloodgateLogic, BogusCreditsChangeNothing) {
   EXPECT_TRUE(fg.windows().size() == 1u);
   EXPECT_EQ(sw.depth(1, 1).pkts, 2u);
 }
+
+// A tail drop the substrate reports (on_drop, the held data path's queue
+// limit): a packet dropped from queue 0 gives its window back, a dropped
+// VOQ entry is forgotten at once (no desync to reconcile), and bytes
+// received from a switch port that are dropped here are credited upstream
+// (freed buffer), so the upstream's window does not shrink by them.
+TEST(FloodgateLogic, TailDropsAreUndoneAndCredited) {
+  FloodgateLogic fg(cfg());
+  PortConfig up = sw_port("up", 2);
+  up.queues[0].limit_bytes = 4 * kMtu;
+  up.queues[1].limit_bytes = 2 * kMtu;
+  // Port 0 comes from an upstream switch (switch-facing): it gets credits.
+  SwitchModel sw({sw_port("in"), up}, fg);
+  // 6 to D at once into queue 0 (limit 4): 2 dropped, not in flight.
+  for (int i = 0; i < 6; ++i) sw.arrive(0, pkt(0, 1, kD));
+  sw.run_until(0);
+  EXPECT_EQ(fg.stats().dropped, 2u);
+  EXPECT_EQ(fg.inflight(1, kD), 4 * int64_t(kMtu)) << "a dropped packet is not in flight";
+  EXPECT_EQ(fg.window(1, kD), kW0 - 4 * int64_t(kMtu));
+  // 15 to E, 100 us apart (each leaves before the next): 12 use up E's
+  // window, 3 go to a VOQ (limit 2): one dropped, and forgotten at once.
+  for (int i = 0; i < 15; ++i) sw.arrive(1'000'000 + uint64_t(i) * 100'000, pkt(0, 1, kE));
+  sw.run_until(2'500'000);
+  EXPECT_EQ(fg.stats().dropped, 3u);
+  ASSERT_GE(fg.voq_of(kE), 0);
+  EXPECT_EQ(fg.voq_bytes(fg.voq_of(kE)), 2u * kMtu);
+  EXPECT_EQ(sw.depth(1, QueueId(1 + fg.voq_of(kE))).bytes, 2u * kMtu);
+  sw.run_until(40'000'000);
+  EXPECT_EQ(fg.stats().voq_desync, 0u);
+  // What came from port 0 and left or was dropped here is credited back to
+  // it: 21 frames in, 2 still held.
+  uint64_t credited = 0;
+  for (const auto& [at, f] : frames(sw, 0, CtrlType::kCredit))
+    for (const auto& r : f.credits) credited += r.credit_bytes;
+  EXPECT_EQ(credited, 19u * kMtu);
+}
