@@ -20,6 +20,7 @@
 #include "core/event_loop.h"
 #include "core/heartbeat.h"
 #include "core/log.h"
+#include "sluice/bfc.h"
 #include "sluice/switch.h"
 #include "swhold.skel.h"
 #include "swhold_compat.skel.h"
@@ -36,6 +37,9 @@ constexpr uint32_t kReinjectMark = 0x5e1d;
 // tc priority of sw_hold_egress on a held port (the slot swport's classifier
 // has in the tree data path, which a held port does not attach).
 constexpr uint32_t kHoldTcPrio = 0xA500;
+// sw_hold_uq_ingress's slot: after swport's gate (kSwportTcPrio on ingress),
+// which passes every data frame on.
+constexpr uint32_t kHoldUqTcPrio = 0xA501;
 // The watchdog's period in full-size frame times at the link rate.
 // 2, as sluice-swbench's default (docs/switch.md: with a 1-frame target
 // every missed dequeue event is the last; 4 cost the link 2-4%).
@@ -44,6 +48,8 @@ constexpr double kWatchdogPkts = 2;
 constexpr size_t kMaxBatch = 16;
 // Frame buffers kept for reuse per port at most.
 constexpr size_t kMaxSpare = 256;
+// Per-millisecond maxima of the held bytes kept per port (10 minutes).
+constexpr size_t kHeldMsCap = 600'000;
 
 // RFC 1071 sum of p[0..n) in network order, unfolded. Summed as native
 // 32-bit words (the one's-complement sum is byte-order independent, RFC 1071
@@ -132,8 +138,8 @@ struct HoldPath::Timer {
 struct HoldPath::Port {
   PortSpec spec;
   std::string name;
-  std::unique_ptr<PortTree> root;  // declared before egress: detached first, removed after
-  std::vector<TcAttachment> egress;
+  std::unique_ptr<PortTree> root;    // declared before egress: detached first, removed after
+  std::vector<TcAttachment> egress;  // sw_hold_egress, and sw_hold_uq_ingress on ingress
   std::unique_ptr<PortModel> model;
   std::vector<uint8_t> paused;     // what the logic set (the model's flag also drops for a release)
   std::vector<int64_t> allowance;  // bytes a release() still lets out of a paused queue
@@ -143,10 +149,15 @@ struct HoldPath::Port {
   uint32_t target = 1;
   HoldWatchdog wd{1};
   sl_sw_hold_state* st = nullptr;
-  bool waiting = false;                     // frames to send, the qdisc at its target
-  std::vector<std::vector<uint8_t>> batch;  // the frames of one sendmmsg
-  std::vector<std::vector<uint8_t>> spare;  // sent frames' buffers, reused (no allocation per frame)
-  uint64_t csum_completed = 0;              // frames whose TCP/UDP checksum the agent completed
+  bool waiting = false;                           // frames to send, the qdisc at its target
+  std::vector<std::vector<uint8_t>> batch;        // the frames of one sendmmsg
+  std::vector<std::vector<uint8_t>> spare;        // sent frames' buffers, reused (no allocation per frame)
+  uint64_t csum_completed = 0;                    // frames whose TCP/UDP checksum the agent completed
+  uint64_t uq_tagged = 0, uq_already_tagged = 0;  // write_upstream_q: tags pushed, frames left as they were
+  // The largest held_bytes per millisecond (what sluice-qmon reports for a
+  // kernel qdisc; the bench's buffer p99).
+  uint64_t held_ms = 0, held_ms_max = 0;
+  std::vector<uint32_t> held_per_ms;  // up to kHeldMsCap milliseconds, oldest first
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
   ~Port() {
@@ -163,6 +174,22 @@ uint32_t HoldPath::backlog_target(uint64_t rate_bps, uint32_t backlog_us) {
   return uint32_t(std::max<long>(1, std::lround(double(backlog_us) * 1e-6 * double(rate_bps) / (1514.0 * 8))));
 }
 
+// The held bytes changed by `delta` at `now`: closes the milliseconds since
+// the last change (each one's maximum; the bytes stayed as they were).
+void HoldPath::note_held(Port& p, int64_t delta, uint64_t now) {
+  const uint64_t ms = now / 1'000'000;
+  if (p.held_ms && ms > p.held_ms) {
+    for (uint64_t m = p.held_ms; m < ms && p.held_per_ms.size() < kHeldMsCap; ++m) {
+      p.held_per_ms.push_back(uint32_t(std::min<uint64_t>(p.held_ms_max, UINT32_MAX)));
+      p.held_ms_max = p.held_bytes;
+    }
+  }
+  p.held_ms = ms;
+  p.held_bytes = uint64_t(std::max<int64_t>(0, int64_t(p.held_bytes) + delta));
+  p.held_max_bytes = std::max(p.held_max_bytes, p.held_bytes);
+  p.held_ms_max = std::max(p.held_ms_max, p.held_bytes);
+}
+
 HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir, uint32_t backlog_us)
     : loop_(loop),
       mode_(mode),
@@ -171,6 +198,10 @@ HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std:
       obj_(std::make_unique<Obj>()) {
   obj_->skel->rodata->reinject_mark = kReinjectMark;
   obj_->skel->rodata->fail_open_ns = fail_open_ns;
+  // A taken frame is "stolen" where the hook has the verdict (clsact): the
+  // sender's stack sees it as sent. A drop (all tcx has) makes a local TCP
+  // sender resend the segment (docs/switch.md: a host as its own NIC).
+  obj_->skel->rodata->divert_verdict = mode == AttachMode::Clsact ? 4 /* TC_ACT_STOLEN */ : 2 /* TC_ACT_SHOT */;
   obj_->skel.load();
   timer_ = std::make_unique<Timer>(loop_.io());
   try {
@@ -242,6 +273,10 @@ void HoldPath::add_port(const PortSpec& spec) {
   try {
     p->egress.push_back(TcAttachment::attach(p->name, Hook::Egress, bpf_program__fd(obj_->skel->progs.sw_hold_egress),
                                              "sw_hold_egress", kHoldTcPrio, mode_, state_dir_));
+    if (spec.read_upstream_q)
+      p->egress.push_back(TcAttachment::attach(p->name, Hook::Ingress,
+                                               bpf_program__fd(obj_->skel->progs.sw_hold_uq_ingress),
+                                               "sw_hold_uq_ingress", kHoldUqTcPrio, mode_, state_dir_));
   } catch (...) {
     bpf_map_delete_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key);
     throw;
@@ -298,6 +333,7 @@ void HoldPath::on_frame(const void* data) {
     m.tos = ev.tos;
   }
   m.flow_hash = ev.flow_hash;
+  if (ev.upstream_q < SLUICE_BFC_MAX_QUEUES) m.upstream_q = ev.upstream_q;
   m.enqueue_ns = monotonic_ns();
   Verdict v = logic_->on_enqueue(m, m.in_port);
   if (v.kind == Verdict::kDrop) {
@@ -312,14 +348,13 @@ void HoldPath::on_frame(const void* data) {
     logic_->on_drop(m, p.spec.id, v.queue);
     return;
   }
-  p.held_bytes += m.wire_bytes;
-  p.held_max_bytes = std::max(p.held_max_bytes, p.held_bytes);
   std::vector<uint8_t> buf;
   if (!p.spare.empty()) {
     buf = std::move(p.spare.back());
     p.spare.pop_back();
   }
   buf.assign(ev.frame, ev.frame + ev.len);
+  note_held(p, int64_t(m.wire_bytes), m.enqueue_ns);
   auto& f = p.frames.emplace(m.id, std::move(buf)).first->second;
   if (ev.is_ip && complete_l4_checksum(f.data(), f.size(), ev.l3_off, ev.l4_off, ev.family, ev.tuple.proto))
     ++p.csum_completed;
@@ -369,7 +404,7 @@ void HoldPath::pump(Port& p) {
       auto q = p.model->pick(now);
       if (!q) break;
       PacketMeta m = p.model->dequeue(*q, now);
-      p.held_bytes -= std::min<uint64_t>(p.held_bytes, m.wire_bytes);
+      note_held(p, -int64_t(m.wire_bytes), now);
       if (p.allowance[*q] > 0) {  // a release() of a paused queue
         p.allowance[*q] -= int64_t(m.wire_bytes);
         if (p.allowance[*q] <= 0) {
@@ -380,6 +415,7 @@ void HoldPath::pump(Port& p) {
       auto it = p.frames.find(m.id);
       if (logic_) logic_->on_dequeue(m, p.spec.id, *q);
       if (it == p.frames.end()) continue;
+      if (p.spec.write_upstream_q) push_upstream_q(p, it->second, *q);
       p.batch.push_back(std::move(it->second));
       p.frames.erase(it);
     }
@@ -425,6 +461,23 @@ void HoldPath::pump(Port& p) {
   }
   p.waiting = waiting;
   p.wd.due(monotonic_ns(), record(p).events, waiting);
+}
+
+// upstreamQ for the next hop (sluice/bfc.h: one 802.1Q tag, VID base +
+// queue, inserted after the MAC addresses). AF_PACKET and veth take a
+// tagged frame of MTU + 4 bytes (integration_bfc_hold_test sends 1514 + 4).
+void HoldPath::push_upstream_q(Port& p, std::vector<uint8_t>& f, QueueId q) {
+  if (f.size() < 14) return;
+  const uint16_t type = uint16_t(f[12] << 8 | f[13]);
+  if (type == 0x8100 || type == 0x88a8 || type == 0x9100) {
+    ++p.uq_already_tagged;  // never double-tagged
+    return;
+  }
+  const uint16_t tci = sl_bfc_queue_tci(q);
+  const uint8_t tag[4] = {uint8_t(SLUICE_BFC_TPID >> 8), uint8_t(SLUICE_BFC_TPID & 0xff), uint8_t(tci >> 8),
+                          uint8_t(tci)};
+  f.insert(f.begin() + 12, tag, tag + 4);
+  ++p.uq_tagged;
 }
 
 void HoldPath::sync(Port& p) {
@@ -489,6 +542,7 @@ void HoldPath::flush(Port& p) {
     PacketMeta m = p.model->dequeue(*q, monotonic_ns());
     auto it = p.frames.find(m.id);
     if (it == p.frames.end()) continue;
+    if (p.spec.write_upstream_q) push_upstream_q(p, it->second, *q);
     uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
     __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
     if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) < 0)
@@ -569,7 +623,17 @@ nlohmann::json HoldPath::port_json(PortId id) const {
                   {"paused", bool(p.paused[q])}});
   }
   const sl_sw_hold_state& st = *p.st;
+  // p99 and max of the per-millisecond maxima of the held bytes.
+  std::vector<uint32_t> ms = p.held_per_ms;
+  uint64_t held_p99 = 0, held_max = 0;
+  if (!ms.empty()) {
+    held_max = *std::max_element(ms.begin(), ms.end());
+    auto k = ms.begin() + long(std::min(ms.size() - 1, size_t(0.99 * double(ms.size() - 1) + 0.5)));
+    std::nth_element(ms.begin(), k, ms.end());
+    held_p99 = *k;
+  }
   return {{"queues", qs},
+          {"held", {{"ms_intervals", ms.size()}, {"ms_max_p99_bytes", held_p99}, {"ms_max_bytes", held_max}}},
           {"hold",
            {{"backlog_target", p.target},
             {"kernel_backlog", kernel_backlog(p)},
@@ -581,6 +645,12 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"csum_completed", p.csum_completed},
             {"held_bytes", p.held_bytes},
             {"held_max_bytes", p.held_max_bytes},
+            {"uq_tagged", p.uq_tagged},
+            {"uq_already_tagged", p.uq_already_tagged},
+            {"uq_popped", st.uq_popped},
+            {"uq_foreign", st.uq_foreign},
+            {"uq_bad", st.uq_bad},
+            {"uq_failed", st.uq_failed},
             {"diverted", st.diverted},
             {"fail_open_pkts", st.fail_open},
             {"passed_big", st.passed_big},

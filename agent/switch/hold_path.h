@@ -12,6 +12,13 @@
 //     (which the program lets pass) while the root qdisc holds fewer than
 //     backlog_target() frames, calling logic.on_dequeue() for each, and
 //     logic.on_drop() for a frame its queue's limit tail-drops.
+// upstreamQ (a logic that reads PacketMeta::upstream_q, LogicInfo::
+// upstream_q_tag): a port with read_upstream_q pops the tag of sluice/bfc.h
+// at ingress (swhold's sw_hold_uq_ingress; the queue rides in skb->mark to
+// the egress divert) into PacketMeta::upstream_q; a port with
+// write_upstream_q pushes a tag naming the queue each frame leaves from
+// into the frame it re-injects (a frame that already has an 802.1Q tag is
+// sent as it is and counted).
 // The qdisc's backlog is read from the qdisc by the qdisc_enqueue /
 // qdisc_dequeue tracepoints (attached once for all ports), with the
 // watchdog of switch/hold_backlog.h for dequeues the tracepoint misses.
@@ -71,6 +78,8 @@ class HoldPath {
     PortConfig cfg;                  // queues with their limit_bytes (tail drop in the agent)
     uint32_t buffer_bytes = 131072;  // the root TBF's limit
     uint32_t burst_bytes = 0;        // 0: the tree's default
+    bool read_upstream_q = false;    // pop upstreamQ tags arriving on this port
+    bool write_upstream_q = false;   // tag frames leaving with the queue they left from
   };
   // Loads swhold (fail_open_ns: 0 = never fail open) and attaches the
   // tracepoints. Ports are added with add_port(), then start().
@@ -120,6 +129,8 @@ class HoldPath {
   void sync(Port& p);
   void arm_watchdog();
   void flush(Port& p);
+  void push_upstream_q(Port& p, std::vector<uint8_t>& frame, QueueId q);
+  static void note_held(Port& p, int64_t delta, uint64_t now);
   Port& port(PortId p) const;
 
   struct Obj;

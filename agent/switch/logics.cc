@@ -27,22 +27,34 @@ const std::vector<LogicInfo>& switch_logics() {
        .hash_flows = true,
        .view = &pfc_view},
       {.name = "bfc",
-       .summary = "BFC (bfc-nsdi22) backpressure: an egress queue above Th = HRTT*rate/N_active pauses that queue "
-                  "of the switch-facing neighbours, resumes below; PAUSE/RESUME/bitmap received pause this switch's "
-                  "queues. In sluiced: pause from sampled depth, flows hashed (docs/bfc.md)",
+       .summary = "BFC (bfc-nsdi22) backpressure: with datapath = \"hold\" per packet (§3.3: dynamic queue "
+                  "assignment, pause counters per (ingress port, upstreamQ), Th = HRTT*rate/N_active, upstreamQ "
+                  "tagged on the wire); with \"tree\" a sampled mode (pause from sampled depth, flows hashed). "
+                  "docs/bfc.md",
        .make = &bfc::make_bfc,
        .hash_flows = true,
+       .upstream_q_tag = true,
        .view = &bfc::switch_view,
        .section = "bfc"},
       {.name = "bfc-stochastic",
        .summary = "BFC with stochastic (hash) queue assignment, the ablation of bfc-nsdi22 Fig. 8",
        .make = &bfc::make_bfc_stochastic,
        .hash_flows = true,
+       .upstream_q_tag = true,
        .view = &bfc::switch_view,
        .section = "bfc"},
       {.name = "bfc-single",
        .summary = "BFC with every flow in queue 0 (PFC-like), the ablation of bfc-nsdi22 Fig. 8",
        .make = &bfc::make_bfc_single,
+       .upstream_q_tag = true,
+       .view = &bfc::switch_view,
+       .section = "bfc"},
+      {.name = "bfc-nosticky",
+       .summary = "BFC without sticky assignment (a flow may change queue as soon as it has no packet in the "
+                  "switch), the ablation of bfc-nsdi22 §3.3.2; per packet with datapath = \"hold\" only",
+       .make = &bfc::make_bfc_nosticky,
+       .hash_flows = true,
+       .upstream_q_tag = true,
        .view = &bfc::switch_view,
        .section = "bfc"},
       {.name = "floodgate",

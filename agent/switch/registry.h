@@ -54,6 +54,12 @@ struct LogicInfo {
   // the port's queues (what the logic's on_enqueue must also return for
   // such a flow), false = queue 0.
   bool hash_flows = false;
+  // With datapath = "hold": the logic reads PacketMeta::upstream_q, so the
+  // substrate carries it on the wire as sluice/bfc.h's tag (BFC §3.3.2
+  // upstreamQ): every held port pops a tag that arrives (into upstream_q),
+  // and a switch-facing port pushes one naming the queue each frame leaves
+  // from. Host-facing ports never send a tag.
+  bool upstream_q_tag = false;
   // Optional: the logic's own state for `sluicectl switch` (shown under
   // "logic"); pure, called on the agent's thread.
   nlohmann::json (*view)(const Logic& logic, const Substrate& sw) = nullptr;

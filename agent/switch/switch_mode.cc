@@ -176,7 +176,11 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       if (fd >= 0) close(fd);
 
       if (hold_) {
-        hold_->add_port({PortId(i), p->ifindex, p->cfg, cfg_.port_buffer(e), cfg_.burst_bytes});
+        // upstreamQ (LogicInfo::upstream_q_tag): popped on every port, pushed
+        // toward switches only (a host's stack never sees the tag).
+        const bool uq = info_->upstream_q_tag;
+        hold_->add_port({PortId(i), p->ifindex, p->cfg, cfg_.port_buffer(e), cfg_.burst_bytes, uq,
+                         uq && e.role == PortRole::kSwitchFacing});
       } else {
         TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
         p->tree = std::make_unique<PortTree>(spec);

@@ -13,6 +13,14 @@
  *   ring and a dead agent (lib/liveness.h: heartbeat older than
  *   fail_open_ns, its heartbeat thread gone) pass (fail open): the port's
  *   qdisc is a plain shaper at the link rate.
+ *   A frame whose skb->mark is SLUICE_SW_UQ_MARK | q (sw_hold_uq_ingress
+ *   popped its upstreamQ tag) carries q in the event's upstream_q, and the
+ *   mark is cleared on a frame that passes.
+ * sw_hold_uq_ingress (tc ingress of each held port, only for a logic that
+ *   reads upstreamQ: sluice/bfc.h's tag, BFC §3.3.2): an 802.1Q tag with
+ *   VID SLUICE_BFC_VID_BASE + q is popped and q kept in skb->mark for the
+ *   egress divert; any other tag, and a frame too short to hold one, is
+ *   left alone and counted. The frame is never dropped here.
  * sw_hold_enqueue / sw_hold_dequeue (tp_btf qdisc_enqueue / qdisc_dequeue):
  *   for a held port's root qdisc only (ifindex, netns and dev->qdisc),
  *   record the qdisc's own qlen, sent and drop counters and the agent's
@@ -37,6 +45,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "sluice/switch.h"
+#include "sluice/bfc.h"
 #include "lib/ctrl.h"
 #include "lib/flow.h"
 #include "lib/verdict.h"
@@ -45,6 +54,12 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u32 reinject_mark = 0x5e1d;
+/* The verdict for a frame the agent took: SL_TC_STOLEN under clsact (the
+ * sender sees NET_XMIT_SUCCESS: a host's own TCP segment taken by its NIC's
+ * agent counts as sent; a drop would make TCP send it again and again),
+ * SL_TC_SHOT under tcx (which has no such verdict: there a host's TCP sees
+ * every held segment as a failed send). */
+const volatile __s32 divert_verdict = SL_TC_SHOT;
 /* 0 = never fail open (sluice-swbench); sluiced sets [switch] fail_open_ms
  * and writes its liveness record through the mmap'ed .bss. */
 const volatile __u64 fail_open_ns = 0;
@@ -93,6 +108,18 @@ static __always_inline struct sl_sw_hold_port *hold_port(__u32 ifindex, struct s
 	return p;
 }
 
+/* The upstreamQ sw_hold_uq_ingress left in the mark (SLUICE_SW_UQ_NONE
+ * if none); a frame that passes unheld has the mark cleared. */
+static __always_inline __u16 take_uq(struct __sk_buff *skb, int passes)
+{
+	__u32 m = skb->mark;
+	if ((m & SLUICE_SW_UQ_MARK_MASK) != SLUICE_SW_UQ_MARK)
+		return SLUICE_SW_UQ_NONE;
+	if (passes)
+		skb->mark = 0;
+	return (__u16)(m & 0xff);
+}
+
 SEC("tc")
 int sw_hold_egress(struct __sk_buff *skb)
 {
@@ -103,24 +130,29 @@ int sw_hold_egress(struct __sk_buff *skb)
 	if (!port)
 		return SL_TC_NEXT;
 	if (!sl_agent_alive(&sw_live, bpf_ktime_get_ns(), fail_open_ns)) {
+		take_uq(skb, 1);
 		__sync_fetch_and_add(&st->fail_open, 1);
 		return SL_TC_NEXT;
 	}
 	__u32 len = skb->len;
 	if (len > SLUICE_SW_HOLD_FRAME_MAX || len < 14) {
+		take_uq(skb, 1);
 		__sync_fetch_and_add(&st->passed_big, 1);
 		return SL_TC_NEXT;
 	}
 	struct sl_sw_hold_event *ev = bpf_ringbuf_reserve(&sl_swh_ring_v1, sizeof(*ev), 0);
 	if (!ev) {
+		take_uq(skb, 1);
 		__sync_fetch_and_add(&st->ring_full, 1);
 		return SL_TC_NEXT;
 	}
 	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
 		bpf_ringbuf_discard(ev, 0);
+		take_uq(skb, 1);
 		__sync_fetch_and_add(&st->passed_big, 1);
 		return SL_TC_NEXT;
 	}
+	ev->upstream_q = take_uq(skb, 0);
 	struct sl_pkt p = {};
 	__builtin_memset(&ev->tuple, 0, sizeof(ev->tuple));
 	ev->is_ip = sl_skb_parse_ip(skb, &p, NULL);
@@ -144,7 +176,7 @@ int sw_hold_egress(struct __sk_buff *skb)
 	ev->rx_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(ev, 0);
 	__sync_fetch_and_add(&st->diverted, 1);
-	return SL_TC_SHOT;
+	return divert_verdict;
 }
 
 static __always_inline void record(struct sl_sw_hold_state *st, struct Qdisc *q)
@@ -264,5 +296,44 @@ int sw_hold_ingress(struct __sk_buff *skb)
 		hold_paused[pid][q] = type == SL_CTRL_PAUSE;
 		__sync_fetch_and_add(&hold_pause_gen[pid], 1);
 	}
+	return SL_TC_NEXT;
+}
+
+SEC("tc")
+int sw_hold_uq_ingress(struct __sk_buff *skb)
+{
+	struct sl_sw_hold_state *st;
+	if (!hold_port(skb->ifindex, &st))
+		return SL_TC_NEXT;
+	__u32 tci;
+	if (skb->vlan_present) {
+		/* The receive path moved the outer tag into the skb's metadata
+		 * before tc (skb_vlan_untag), the usual case. */
+		if (skb->vlan_proto != bpf_htons(SLUICE_BFC_TPID)) {
+			__sync_fetch_and_add(&st->uq_foreign, 1);
+			return SL_TC_NEXT;
+		}
+		tci = skb->vlan_tci;
+	} else if (skb->protocol == bpf_htons(SLUICE_BFC_TPID)) {
+		__be16 t;
+		if (bpf_skb_load_bytes(skb, 14, &t, sizeof(t))) {
+			__sync_fetch_and_add(&st->uq_bad, 1);
+			return SL_TC_NEXT;
+		}
+		tci = bpf_ntohs(t);
+	} else {
+		return SL_TC_NEXT;
+	}
+	int q = sl_bfc_tci_queue((__u16)tci);
+	if (q < 0) {
+		__sync_fetch_and_add(&st->uq_foreign, 1);
+		return SL_TC_NEXT;
+	}
+	if (bpf_skb_vlan_pop(skb)) {
+		__sync_fetch_and_add(&st->uq_failed, 1);
+		return SL_TC_NEXT;
+	}
+	skb->mark = SLUICE_SW_UQ_MARK | (__u32)q;
+	__sync_fetch_and_add(&st->uq_popped, 1);
 	return SL_TC_NEXT;
 }

@@ -111,10 +111,19 @@ struct sl_sw_hold_event {
 	__u8 family; /* 4 or 6 */
 	__u8 tos;    /* IPv4 TOS / IPv6 traffic class */
 	__u8 pad;
-	__u32 pad2;
+	__u16 upstream_q; /* the upstreamQ tag sw_hold_uq_ingress popped (0xffff: none) */
+	__u16 pad2;
 	struct sl_sw_flow_tuple tuple;
 	__u8 frame[SLUICE_SW_HOLD_FRAME_MAX];
 };
+/* upstreamQ across a switch (BFC §3.3.2, the tag: sluice/bfc.h): the held
+ * port's ingress pops the tag and keeps the queue in skb->mark as
+ * SLUICE_SW_UQ_MARK | queue until the egress divert reads it (the mark
+ * survives forwarding inside the switch's namespace; a frame that crosses
+ * into another namespace has it scrubbed). */
+#define SLUICE_SW_UQ_MARK 0x5e1f0000u
+#define SLUICE_SW_UQ_MARK_MASK 0xffffff00u
+#define SLUICE_SW_UQ_NONE 0xffff
 /* BPF_PROG_TEST_RUN input of sw_hold_sync. */
 struct sl_sw_hold_sync_ctx {
 	__u32 port_id;
@@ -136,6 +145,11 @@ struct sl_sw_hold_state {
 	__u64 syncs;     /* sw_hold_sync runs (the agent's watchdog) */
 	__u64 fail_open; /* agent not alive: passed to the qdisc */
 	__u64 qdisc;     /* the root qdisc the last event saw (sw_hold_sync) */
+	/* sw_hold_uq_ingress (ports of a logic that reads upstreamQ): */
+	__u64 uq_popped;  /* upstreamQ tags popped (the queue went on in skb->mark) */
+	__u64 uq_foreign; /* 802.1Q tags that are no upstreamQ tag: left alone */
+	__u64 uq_bad;     /* an 802.1Q frame too short to hold its tag: left alone */
+	__u64 uq_failed;  /* the kernel refused the pop: the frame passed tagged */
 };
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");

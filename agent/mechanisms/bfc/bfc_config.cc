@@ -2,10 +2,12 @@
 
 namespace sluice {
 
-bfc::Config BfcSection::logic_config(std::string_view variant) const {
+bfc::Config BfcSection::logic_config(std::string_view variant, bool per_packet) const {
   bfc::Config c = bfc::Config::variant_named(variant);
-  c.hrtt_ns = uint64_t(hrtt_us) * 1000;
-  c.sample_ns = uint64_t(sample_us) * 1000;
+  c.hrtt_ns = uint64_t(hrtt_us ? hrtt_us : per_packet ? kHoldHrttUs : kSampledHrttUs) * 1000;
+  c.sample_ns = per_packet ? 0 : uint64_t(sample_us) * 1000;
+  // Per packet, the Fig. 7 trace at the sampled mode's period.
+  c.trace_ns = per_packet ? uint64_t(sample_us) * 1000 : 0;
   c.bitmap_interval_ns = uint64_t(bitmap_interval_us) * 1000;
   c.pause_expiry_ns = uint64_t(pause_expiry_us) * 1000;
   c.th_min_bytes = th_min_bytes;

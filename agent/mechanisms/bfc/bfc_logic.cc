@@ -1,5 +1,6 @@
 #include "mechanisms/bfc/bfc_logic.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -71,7 +72,9 @@ void BfcLogic::on_start(sw::Substrate& sw) {
     P.pause_counter.assign(SLUICE_SW_MAX_QUEUES, 0);
   }
   next_bitmap_ns_ = sw.now_ns() + cfg_.bitmap_interval_ns;
-  sw.arm_timer(sw.now_ns() + (cfg_.sample_ns ? cfg_.sample_ns : cfg_.bitmap_interval_ns));
+  uint64_t first = cfg_.sample_ns ? cfg_.sample_ns : cfg_.bitmap_interval_ns;
+  if (!cfg_.sample_ns && cfg_.trace_ns) first = std::min(first, cfg_.trace_ns);
+  sw.arm_timer(sw.now_ns() + first);
 }
 
 BfcLogic::Entry& BfcLogic::entry(PortId out, uint32_t flow_hash) {
@@ -403,19 +406,7 @@ void BfcLogic::sample(uint64_t now) {
   }
   std::vector<uint64_t> th(ports_.size());
   for (PortId p = 0; p < ports_.size(); ++p) th[p] = threshold_bytes(p);
-  last_bytes_.resize(ports_.size());
-  for (PortId p = 0; p < ports_.size(); ++p) {
-    last_bytes_[p].resize(ports_[p].nq, 0);
-    for (QueueId q = 0; q < ports_[p].nq; ++q) {
-      if (bytes[p][q] || last_bytes_[p][q]) {
-        TracePoint tp{now, p, q, bytes[p][q], th[p]};
-        if (trace_.size() < kTraceCap) trace_.push_back(tp);
-        else trace_[trace_next_] = tp;
-        trace_next_ = (trace_next_ + 1) % kTraceCap;
-      }
-      last_bytes_[p][q] = bytes[p][q];
-    }
-  }
+  record_trace(now, bytes, th);
   for (PortId s = 0; s < ports_.size(); ++s) {
     if (sw_->port(s).role != sw::PortRole::kSwitchFacing) continue;
     Port& I = ports_[s];
@@ -442,6 +433,38 @@ void BfcLogic::sample(uint64_t now) {
   }
 }
 
+// The Fig. 7 trace: each queue that holds data, or held data at the
+// previous record, with its port's Th then.
+void BfcLogic::record_trace(uint64_t now, const std::vector<std::vector<uint64_t>>& bytes,
+                            const std::vector<uint64_t>& th) {
+  last_bytes_.resize(ports_.size());
+  for (PortId p = 0; p < ports_.size(); ++p) {
+    last_bytes_[p].resize(ports_[p].nq, 0);
+    for (QueueId q = 0; q < ports_[p].nq; ++q) {
+      if (bytes[p][q] || last_bytes_[p][q]) {
+        TracePoint tp{now, p, q, bytes[p][q], th[p]};
+        if (trace_.size() < kTraceCap) trace_.push_back(tp);
+        else trace_[trace_next_] = tp;
+        trace_next_ = (trace_next_ + 1) % kTraceCap;
+      }
+      last_bytes_[p][q] = bytes[p][q];
+    }
+  }
+}
+
+// Per-packet mode: the trace every kTraceNs from the substrate's depths (no
+// effect on the pause state, which the packets drive).
+void BfcLogic::trace_depths(uint64_t now) {
+  std::vector<std::vector<uint64_t>> bytes(ports_.size());
+  std::vector<uint64_t> th(ports_.size());
+  for (PortId p = 0; p < ports_.size(); ++p) {
+    bytes[p].assign(ports_[p].nq, 0);
+    for (QueueId q = 0; q < ports_[p].nq; ++q) bytes[p][q] = sw_->depth(p, q).bytes;
+    th[p] = threshold_bytes(p);
+  }
+  record_trace(now, bytes, th);
+}
+
 std::vector<BfcLogic::TracePoint> BfcLogic::trace() const {
   if (trace_.size() < kTraceCap) return trace_;
   std::vector<TracePoint> out(trace_.begin() + long(trace_next_), trace_.end());
@@ -451,8 +474,12 @@ std::vector<BfcLogic::TracePoint> BfcLogic::trace() const {
 
 void BfcLogic::on_timer(uint64_t now) {
   if (!cfg_.sample_ns) {
-    bitmaps_and_expiry(now);
-    sw_->arm_timer(now + cfg_.bitmap_interval_ns);
+    if (cfg_.trace_ns) trace_depths(now);
+    if (now >= next_bitmap_ns_) {
+      bitmaps_and_expiry(now);
+      next_bitmap_ns_ = now + cfg_.bitmap_interval_ns;
+    }
+    sw_->arm_timer(std::min(next_bitmap_ns_, cfg_.trace_ns ? now + cfg_.trace_ns : UINT64_MAX));
     return;
   }
   sample(now);

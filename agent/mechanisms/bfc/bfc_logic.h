@@ -85,6 +85,10 @@ struct Config {
   // sample_ns and derives the pause state from it (see "Sampled mode" in
   // bfc_logic.cc); 0 = the per-packet semantics of §3.3.2.
   uint64_t sample_ns = 0;
+  // Per-packet mode: record the queue-vs-Th trace (trace()) every trace_ns
+  // from the substrate's depths; 0 = no trace. The sampled mode traces at
+  // every sample.
+  uint64_t trace_ns = 0;
 
   // The named variant with the defaults above; throws std::invalid_argument
   // on an unknown name.
@@ -148,9 +152,10 @@ class BfcLogic final : public sw::Logic {
   // The queue the flow-table entry of (p, flow_hash) holds (kNoQueue if never used).
   QueueId entry_queue(PortId p, uint32_t flow_hash) const;
 
-  // Sampled mode: the queue-length-vs-Th trace (§6.1 Fig. 7). Every sample
-  // records each queue that holds data, or held data at the previous
-  // sample, with the port's Th then; the last kTraceCap records are kept.
+  // The queue-length-vs-Th trace (§6.1 Fig. 7). Every sample (sampled
+  // mode) or every trace_ns (per-packet mode) records each queue that holds
+  // data, or held data at the previous record, with the port's Th then; the
+  // last kTraceCap records are kept.
   struct TracePoint {
     uint64_t t_ns;
     PortId port;
@@ -207,13 +212,15 @@ class BfcLogic final : public sw::Logic {
   void apply_pause(PortId port, QueueId q, bool paused, uint32_t seq, bool from_bitmap);
   static bool seq_after(uint32_t a, uint32_t b) { return int32_t(a - b) > 0; }
   void sample(uint64_t now);
+  void record_trace(uint64_t now, const std::vector<std::vector<uint64_t>>& bytes, const std::vector<uint64_t>& th);
+  void trace_depths(uint64_t now);
   void bitmaps_and_expiry(uint64_t now);
 
   Config cfg_;
   std::vector<Port> ports_;
   std::unordered_map<uint64_t, Mark> marks_;
   Counters ctr_;
-  uint64_t next_bitmap_ns_ = 0;    // sampled mode: bitmaps and expiry keep their own period
+  uint64_t next_bitmap_ns_ = 0;    // bitmaps and expiry keep their own period (samples/traces are more often)
   std::vector<TracePoint> trace_;  // ring of kTraceCap
   size_t trace_next_ = 0;
   std::vector<std::vector<uint64_t>> last_bytes_;  // previous sample's depth per port and queue

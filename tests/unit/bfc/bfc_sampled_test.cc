@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "lib/switch_model_util.h"
+#include "core/error.h"
+#include "mechanisms/bfc/bfc_config.h"
 #include "mechanisms/bfc/bfc_logic.h"
 #include "mechanisms/bfc/bfc_switch.h"
 #include "switch/port_model.h"
@@ -108,7 +110,7 @@ TEST(BfcSampled, SingleVariantUsesQueueZero) {
   EXPECT_EQ(up.pauses[0].second.queues.at(0).queue, 0);
 }
 
-TEST(BfcSampled, RegistryRowsBuildTheSampledMode) {
+TEST(BfcSampled, RegistryRowsBuildTheSampledModeForTheTree) {
   for (const char* name : {"bfc", "bfc-stochastic", "bfc-single"}) {
     const LogicInfo* info = find_logic(name);
     ASSERT_NE(info, nullptr) << name;
@@ -117,10 +119,51 @@ TEST(BfcSampled, RegistryRowsBuildTheSampledMode) {
     ASSERT_NE(l, nullptr);
     EXPECT_EQ(l->name(), name);
     const auto& c = static_cast<const BfcLogic&>(*l).config();
-    EXPECT_GT(c.sample_ns, 0u) << name << ": sluiced has no per-packet calls";
+    EXPECT_GT(c.sample_ns, 0u) << name << ": the tree data path has no per-packet calls";
+    EXPECT_EQ(c.hrtt_ns, 1'000'000u) << name;
     EXPECT_EQ(c.check(), "");
     EXPECT_EQ(info->hash_flows, std::string_view(name) != "bfc-single");
+    EXPECT_TRUE(info->upstream_q_tag) << name;
   }
+  // bfc-nosticky has no assignment to make sticky in the sampled mode.
+  const LogicInfo* ns = find_logic("bfc-nosticky");
+  ASSERT_NE(ns, nullptr);
+  EXPECT_THROW(ns->make(LogicContext{}), sluice::Error);
+}
+
+// datapath = "hold" (LogicContext::per_packet): §3.3's per-packet mode,
+// sample_ns = 0 and the hold path's HRTT, with each variant's assignment.
+TEST(BfcSampled, RegistryRowsRunPerPacketOnTheHoldPath) {
+  for (const char* name : {"bfc", "bfc-stochastic", "bfc-single", "bfc-nosticky"}) {
+    const LogicInfo* info = find_logic(name);
+    ASSERT_NE(info, nullptr) << name;
+    LogicContext ctx;
+    ctx.per_packet = true;
+    auto l = info->make(ctx);
+    ASSERT_NE(l, nullptr);
+    EXPECT_EQ(l->name(), name);
+    const auto& c = static_cast<const BfcLogic&>(*l).config();
+    EXPECT_EQ(c.sample_ns, 0u) << name;
+    EXPECT_EQ(c.hrtt_ns, uint64_t(sluice::BfcSection::kHoldHrttUs) * 1000) << name;
+    EXPECT_EQ(c.sticky, std::string_view(name) != "bfc-nosticky") << name;
+    EXPECT_EQ(c.assign, std::string_view(name) == "bfc-stochastic" ? sluice::bfc::Assign::kStochastic
+                        : std::string_view(name) == "bfc-single"   ? sluice::bfc::Assign::kSingle
+                                                                   : sluice::bfc::Assign::kDynamic)
+        << name;
+    EXPECT_EQ(c.check(), "");
+  }
+  // Per packet, the dynamic row puts two flows arriving together in two
+  // different (empty) queues, whatever their hashes say (the sampled mode
+  // would put both in hash % queues = queue 1).
+  LogicContext ctx;
+  ctx.per_packet = true;
+  auto l = find_logic("bfc")->make(ctx);
+  SwitchModel sw({port("up", 4, PortRole::kSwitchFacing, k100M), port("down", 4, PortRole::kHostFacing, k100M)}, *l);
+  sw.arrive(0, pkt(0, 1, 1000, 1));
+  sw.arrive(0, pkt(0, 1, 1000, 5));
+  sw.run_until(1'000'000);
+  ASSERT_EQ(sw.departures().size(), 2u);
+  EXPECT_NE(sw.departures()[0].queue, sw.departures()[1].queue);
 }
 
 }  // namespace
