@@ -125,6 +125,36 @@ bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int fami
   return true;
 }
 
+int mark_ce(uint8_t* f, size_t len, size_t l3, int family) {
+  if (family == 4) {
+    if (l3 + 20 > len) return -1;
+    const uint8_t tos = f[l3 + 1];
+    if ((tos & 3) == 3) return 0;
+    if ((tos & 3) == 0) return -1;
+    // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), on the 16-bit word holding
+    // version/IHL and TOS.
+    const uint16_t old = uint16_t(f[l3] << 8 | tos), neu = uint16_t(old | 3);
+    uint32_t sum = uint16_t(~(f[l3 + 10] << 8 | f[l3 + 11])) + uint16_t(~old) + neu;
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    const uint16_t hc = uint16_t(~sum);
+    f[l3 + 1] = uint8_t(tos | 3);
+    f[l3 + 10] = uint8_t(hc >> 8);
+    f[l3 + 11] = uint8_t(hc);
+    return 1;
+  }
+  if (family == 6) {
+    if (l3 + 40 > len) return -1;
+    // Traffic class: the low nibble of byte 0 and the high one of byte 1;
+    // ECN is its low 2 bits, bits 4-5 of byte 1. No header checksum.
+    const uint8_t ecn = (f[l3 + 1] >> 4) & 3;
+    if (ecn == 3) return 0;
+    if (ecn == 0) return -1;
+    f[l3 + 1] |= 0x30;
+    return 1;
+  }
+  return -1;
+}
+
 struct HoldPath::Obj {
   Skeleton<swhold> skel;
 };
@@ -160,6 +190,7 @@ struct HoldPath::Port {
   std::vector<uint32_t> held_per_ms;  // up to kHeldMsCap milliseconds, oldest first
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
+  uint64_t ce_marked = 0, not_ect_over_k = 0;   // ecn_k_pkts: CE set; over K but Not-ECT (left alone)
   ~Port() {
     if (tx_fd >= 0) close(tx_fd);
   }
@@ -344,6 +375,9 @@ void HoldPath::on_frame(const void* data) {
     ++p.bad_queue;  // a logic bug: counted and dropped, never held
     return;
   }
+  // DCTCP step marking (§3.1: CE when the queue exceeds K on arrival), by
+  // the depth of the queue the frame joins.
+  const bool over_k = p.spec.ecn_k_pkts && ev.is_ip && p.model->depth(v.queue).pkts > p.spec.ecn_k_pkts;
   if (!p.model->enqueue(v.queue, m)) {
     logic_->on_drop(m, p.spec.id, v.queue);
     return;
@@ -358,6 +392,11 @@ void HoldPath::on_frame(const void* data) {
   auto& f = p.frames.emplace(m.id, std::move(buf)).first->second;
   if (ev.is_ip && complete_l4_checksum(f.data(), f.size(), ev.l3_off, ev.l4_off, ev.family, ev.tuple.proto))
     ++p.csum_completed;
+  if (over_k) {
+    const int r = mark_ce(f.data(), f.size(), ev.l3_off, ev.family);
+    if (r > 0) ++p.ce_marked;
+    else if (r < 0) ++p.not_ect_over_k;
+  }
 }
 
 HoldRecord HoldPath::record(const Port& p) const {
@@ -651,6 +690,9 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"uq_foreign", st.uq_foreign},
             {"uq_bad", st.uq_bad},
             {"uq_failed", st.uq_failed},
+            {"ecn_threshold_packets", p.spec.ecn_k_pkts},
+            {"ce_marked", p.ce_marked},
+            {"not_ect_over_k", p.not_ect_over_k},
             {"diverted", st.diverted},
             {"fail_open_pkts", st.fail_open},
             {"passed_big", st.passed_big},

@@ -69,6 +69,10 @@ namespace sluice::sw {
 // f[l4..], family 4 or 6) when it does not verify (a frame taken before the
 // device completed it: CHECKSUM_PARTIAL). True if it changed the frame.
 bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto);
+// Sets CE in the IP header at f[l3..] (family 4 or 6) of an ECN-capable
+// packet (ECT(0)/ECT(1)), the IPv4 header checksum updated (RFC 1624).
+// Returns 1 if marked, 0 if already CE, -1 if Not-ECT (left alone, RFC 3168).
+int mark_ce(uint8_t* f, size_t len, size_t l3, int family);
 
 class HoldPath {
  public:
@@ -80,6 +84,7 @@ class HoldPath {
     uint32_t burst_bytes = 0;        // 0: the tree's default
     bool read_upstream_q = false;    // pop upstreamQ tags arriving on this port
     bool write_upstream_q = false;   // tag frames leaving with the queue they left from
+    uint32_t ecn_k_pkts = 0;         // CE on ECT frames entering a queue deeper than this (0: off)
   };
   // Loads swhold (fail_open_ns: 0 = never fail open) and attaches the
   // tracepoints. Ports are added with add_port(), then start().

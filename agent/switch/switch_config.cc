@@ -107,6 +107,7 @@ const ConfigSection& switch_section() {
           field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
           field::choice("datapath", &S::datapath, {{"tree", SwitchDatapath::kTree}, {"hold", SwitchDatapath::kHold}}),
           field::integer("hold_backlog_us", &S::hold_backlog_us, 1, 100000),
+          field::integer("ecn_threshold_packets", &S::ecn_threshold_packets, 0, 1000000),
           ports_field(),
       });
   return s;

@@ -11,6 +11,7 @@
 //   burst_bytes = 0           # token bucket of classes and leaves (0 = 100 us at the rate)
 //   datapath = "tree"         # or "hold": the queues held in sluiced (switch/hold_path.h)
 //   hold_backlog_us = 100     # "hold": frames kept in each port's root qdisc, as time at the rate
+//   ecn_threshold_packets = 0 # "hold": CE on ECT packets entering a queue deeper than this (0 = off)
 //   [[switch.ports]]
 //   name = "swp1"
 //   role = "switch-facing"    # or "host-facing"
@@ -66,6 +67,11 @@ struct SwitchConfig {
   // link busy across the agent's wake-ups; shorter bounds what a pause
   // cannot recall (docs/switch.md, "Design B in sluiced").
   uint32_t hold_backlog_us = 100;
+  // datapath = "hold": DCTCP step marking in the held queues (CE on an
+  // ECT packet that finds more than this many packets in its queue; 0 =
+  // off). The aqm mechanism's program reads the root qdisc, which holds
+  // about one frame of a held port, so it cannot mark there.
+  uint32_t ecn_threshold_packets = 0;
   std::vector<SwitchPortEntry> ports;
 
   uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }

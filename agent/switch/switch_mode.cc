@@ -139,6 +139,10 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       &skel_->bss->sw_live, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
       std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
+    if (cfg_.ecn_threshold_packets && cfg_.datapath != SwitchDatapath::kHold)
+      throw Error(
+          "[switch] ecn_threshold_packets marks the held queues: it needs datapath = \"hold\" (the tree's "
+          "ports are marked by the aqm mechanism)");
     if (cfg_.datapath == SwitchDatapath::kHold) {
       if (ctx.features) {
         auto f = ctx.features->find(Feature::TpBtfQdisc);
@@ -180,7 +184,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
         // toward switches only (a host's stack never sees the tag).
         const bool uq = info_->upstream_q_tag;
         hold_->add_port({PortId(i), p->ifindex, p->cfg, cfg_.port_buffer(e), cfg_.burst_bytes, uq,
-                         uq && e.role == PortRole::kSwitchFacing});
+                         uq && e.role == PortRole::kSwitchFacing, cfg_.ecn_threshold_packets});
       } else {
         TreeSpec spec{e.name, p->ifindex, p->cfg.rate_bps, cfg_.port_buffer(e), p->cfg.queues, cfg_.burst_bytes};
         p->tree = std::make_unique<PortTree>(spec);

@@ -101,3 +101,30 @@ TEST(HoldBacklog, IsTheConfiguredTimeOfFullFramesAtTheRateAndAtLeastOne) {
   EXPECT_EQ(sw::HoldPath::backlog_target(1'000'000'000, 1), 1u);  // never 0
   EXPECT_EQ(sw::HoldPath::backlog_target(100'000'000, 1000), 8u);
 }
+
+// [switch] ecn_threshold_packets: the held data path's CE mark (mark_ce).
+// ECT(0)/ECT(1) become CE, the IPv4 header checksum still verifies (and is
+// what building the packet with CE gives); CE stays; Not-ECT is left alone.
+TEST(HoldEcn, MarksEctPacketsAndKeepsTheHeaderChecksum) {
+  for (bool v6 : {false, true}) {
+    for (uint8_t ecn : {0, 1, 2, 3}) {
+      SCOPED_TRACE(std::string(v6 ? "v6" : "v4") + " ecn " + std::to_string(ecn));
+      PacketSpec s;
+      s.ipv6 = v6;
+      if (v6) {
+        s.src = "2001:db8::1";
+        s.dst = "2001:db8::2";
+      }
+      s.proto = 6;
+      s.payload = 100;
+      s.tos = uint8_t(0xb8 | ecn);  // DSCP 46 kept
+      Bytes f = build(s);
+      PacketSpec ce = s;
+      ce.tos = uint8_t(0xb8 | 3);
+      const Bytes want = ecn ? build(ce) : f;
+      const int r = sw::mark_ce(f.data(), f.size(), 14, v6 ? 6 : 4);
+      EXPECT_EQ(r, ecn == 0 ? -1 : ecn == 3 ? 0 : 1);
+      EXPECT_EQ(f, want);
+    }
+  }
+}

@@ -85,6 +85,10 @@ TEST(SwitchConfig, DatapathIsTreeUnlessHoldIsAskedFor) {
   Config b = parse_config_string(
       "[switch]\ndatapath = \"hold\"\nhold_backlog_us = 150\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
   EXPECT_EQ(b.get<SwitchConfig>().hold_backlog_us, 150u);
+  EXPECT_EQ(b.get<SwitchConfig>().ecn_threshold_packets, 0u) << "no marking unless asked for";
+  Config e = parse_config_string(
+      "[switch]\ndatapath = \"hold\"\necn_threshold_packets = 20\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
+  EXPECT_EQ(e.get<SwitchConfig>().ecn_threshold_packets, 20u);
 }
 
 TEST(SwitchConfig, InlineArrayFormIsTheSame) {

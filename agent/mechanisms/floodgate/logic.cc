@@ -271,48 +271,22 @@ sw::Verdict FloodgateLogic::on_enqueue(const sw::PacketMeta& pkt, PortId in) {
   return sw::Verdict::enqueue(QueueId(1 + v));
 }
 
-void FloodgateLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out, QueueId q) {
-  const bool ip = !zero(pkt.dst);
-  // §4.1: what left this switch is what we return credits for (a packet
-  // that left frees its buffer; at the last hop it left at the bottleneck's
-  // rate, which is what paces the upstream windows, §3.2).
-  if (ip && pkt.in_port != out && switch_port(pkt.in_port)) {
-    auto c = cred_.find({pkt.in_port, pkt.dst});
-    if (c != cred_.end()) {
-      c->second.fwd_psn += pkt.wire_bytes;
-      c->second.fwd_segs += pkt.segs;
-    }
-  }
-  if (!ip || !has_window(out)) return;
-  if (q == 0) {
-    auto w = win_.find({out, pkt.dst});
-    if (w != win_.end()) w->second.queued -= std::min<uint64_t>(w->second.queued, pkt.wire_bytes);
-    return;
-  }
-  const uint32_t v = q - 1u;
-  if (v >= voqs_.size()) return;
-  Voq& V = voqs_[v];
-  auto it = std::find_if(V.q.begin(), V.q.end(), [&](const Entry& e) { return e.id == pkt.id; });
-  if (it == V.q.end()) return;
-  if (it != V.q.begin()) ++stats_.voq_desync;
-  erase(v, it);
-  // §4.2: the packet leaves its VOQ now; this is its forwarding.
-  forward(out, pkt.dst, pkt.wire_bytes);
-  ++stats_.voq_released;
-  refresh(v);
-  if (cfg_.dst_pause) check_resume();
-}
+void FloodgateLogic::on_dequeue(const sw::PacketMeta& pkt, PortId out, QueueId q) { left(pkt, out, q, true); }
 
 // The substrate tail-dropped a packet on_enqueue placed (its queue's limit).
-// Upstream side: a packet counted as forwarded (queue 0) never left, so the
-// window gets it back (it was counted at on_enqueue, synchronously before
-// this call: no credit can cover it); a VOQ entry goes without being
-// forwarded. Downstream side: bytes received from a switch port that will
-// never leave are credited as if they had (§4.1 credits free buffer; the
-// buffer is free), or the upstream's window would shrink by them for good.
 void FloodgateLogic::on_drop(const sw::PacketMeta& pkt, PortId out, QueueId q) {
+  if (!zero(pkt.dst)) ++stats_.dropped;
+  left(pkt, out, q, false);
+}
+
+// A packet on_enqueue placed leaves this switch's queues: sent, or dropped.
+void FloodgateLogic::left(const sw::PacketMeta& pkt, PortId out, QueueId q, bool sent) {
   if (zero(pkt.dst)) return;
-  ++stats_.dropped;
+  // §4.1: what left this switch is what we return credits for (a packet
+  // that left frees its buffer; at the last hop it left at the bottleneck's
+  // rate, which is what paces the upstream windows, §3.2). A dropped one
+  // frees its buffer too: credited as if it had left, or the upstream's
+  // window would shrink by it for good.
   if (pkt.in_port != out && switch_port(pkt.in_port)) {
     auto c = cred_.find({pkt.in_port, pkt.dst});
     if (c != cred_.end()) {
@@ -325,7 +299,10 @@ void FloodgateLogic::on_drop(const sw::PacketMeta& pkt, PortId out, QueueId q) {
     auto w = win_.find({out, pkt.dst});
     if (w == win_.end()) return;
     w->second.queued -= std::min<uint64_t>(w->second.queued, pkt.wire_bytes);
-    w->second.next_psn -= pkt.wire_bytes;
+    // Dropped: counted as forwarded at on_enqueue (synchronously before
+    // the drop: no credit can cover it) but never sent; the window gets it
+    // back.
+    if (!sent) w->second.next_psn -= pkt.wire_bytes;
     return;
   }
   const uint32_t v = q - 1u;
@@ -333,8 +310,15 @@ void FloodgateLogic::on_drop(const sw::PacketMeta& pkt, PortId out, QueueId q) {
   Voq& V = voqs_[v];
   auto it = std::find_if(V.q.begin(), V.q.end(), [&](const Entry& e) { return e.id == pkt.id; });
   if (it == V.q.end()) return;
+  if (sent && it != V.q.begin()) ++stats_.voq_desync;
   erase(v, it);
+  if (sent) {
+    // §4.2: the packet leaves its VOQ now; this is its forwarding.
+    forward(out, pkt.dst, pkt.wire_bytes);
+    ++stats_.voq_released;
+  }
   refresh(v);
+  if (cfg_.dst_pause) check_resume();
 }
 
 void FloodgateLogic::on_control(const sw::ControlFrame& f, PortId port) {

@@ -206,6 +206,7 @@ class FloodgateLogic final : public sw::Logic {
   void reconcile(uint32_t v);
   void refresh(uint32_t v);
   void set_paused(PortId p, QueueId q, bool paused);
+  void left(const sw::PacketMeta& pkt, PortId out, QueueId q, bool sent);
   void on_credit(const sw::ControlFrame& f, PortId port);
   void on_syn(const sw::ControlFrame& f, PortId port);
   void send_credits(PortId port, std::vector<sw::CreditRec> recs);

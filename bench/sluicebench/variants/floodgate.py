@@ -9,9 +9,10 @@
   BPF half fg_egress and the glue's netlink releases; "In sluiced, design
   A"), kept to compare the two in one run.
 
-The switches' sluiced also runs the aqm mechanism on every port (DCTCP
-step marking at --aqm-k, as the dctcp variant's switches do) unless
---floodgate-no-ecn; its first switch registers the congestion control for
+The switches mark ECN as the dctcp variant's switches do (DCTCP step
+marking at --aqm-k) unless --floodgate-no-ecn: design A with the aqm
+mechanism on every port, hold with [switch] ecn_threshold_packets (the
+held queues, which the aqm mechanism cannot see); its first switch registers the congestion control for
 the run. After the point sluiced stops and the lab's shapers are put back
 (as sluice-switch, whose teardown it shares), so dctcp and floodgate
 alternate on one topology.
@@ -23,7 +24,10 @@ least 60 B a frame), fg_syn_records, fg_syn_bytes, fg_delayed_credits,
 fg_voq_engaged (design A: VOQs taken; hold: packets put into a VOQ),
 fg_releases (design A: TBF releases; hold: packets out of a VOQ),
 fg_release_failed, fg_ctrl_rejected, fg_fallback_pkts, fg_hold_drops
-(hold: tail drops in the switches' held queues, all ports).
+(hold: tail drops in the switches' held queues, all ports),
+fg_hold_ce_marked (hold: CE marks, [switch] ecn_threshold_packets = --aqm-k),
+fg_hold_unheld_pkts (hold: frames that went to the qdisc unheld: fail
+open, a full ring, too large).
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -85,7 +89,10 @@ class Floodgate(SluiceSwitch):
             if node is first:
                 out.append(f'[cc]\nregister = ["dctcp"]\ndctcp_name = "{self.cc}"\n'
                            f"dctcp_shift_g = {getattr(a, 'dctcp_shift_g', 4)}")
-            if not a.floodgate_no_ecn:
+            # Held queues are marked by the held data path itself ([switch]
+            # ecn_threshold_packets, below): the aqm mechanism reads the root
+            # qdisc, which holds about one frame of a held port.
+            if not a.floodgate_no_ecn and self.datapath != "hold":
                 out.append(f"[aqm]\necn_threshold_packets = {getattr(a, 'aqm_k', 20)}")
                 out += [aqm_port(p) for p in node.ports]
             if a.floodgate_section:
@@ -99,12 +106,21 @@ class Floodgate(SluiceSwitch):
         # the loaded machine (docs/floodgate.md).
         prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": "floodgate", "queues": a.floodgate_queues,
-                           "extra": extra, "prefix": prefix, "switch_keys": [f'datapath = "{self.datapath}"']})
+                           "extra": extra, "prefix": prefix, "switch_keys": self.switch_keys()})
+
+    def switch_keys(self) -> list:
+        keys = [f'datapath = "{self.datapath}"']
+        if self.datapath == "hold" and not self.args.floodgate_no_ecn:
+            # DCTCP step marking at K in every held queue, as the dctcp
+            # variant's switches mark their ports.
+            keys.append(f"ecn_threshold_packets = {getattr(self.args, 'aqm_k', 20)}")
+        return keys
 
     def metrics(self, ctx, topo):
         out = {"fg_credit_frames": 0, "fg_credit_records": 0, "fg_credit_bytes": 0, "fg_syn_records": 0,
                "fg_syn_bytes": 0, "fg_delayed_credits": 0, "fg_voq_engaged": 0, "fg_releases": 0,
-               "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0, "fg_hold_drops": 0}
+               "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0, "fg_hold_drops": 0,
+               "fg_hold_ce_marked": 0, "fg_hold_unheld_pkts": 0}
         hold = []
         for node, j in switch_states(ctx, topo):
             specs = {p.ifname: p.spec() for p in node.ports}
@@ -114,6 +130,11 @@ class Floodgate(SluiceSwitch):
                 if "hold" in port:
                     drops = sum(q.get("dropped", 0) for q in port["queues"]) + port["hold"]["logic_drops"]
                     out["fg_hold_drops"] += drops
+                    h = port["hold"]
+                    out["fg_hold_ce_marked"] += h.get("ce_marked", 0)
+                    # Frames that went to the qdisc without being held (fail
+                    # open, a full ring, too large).
+                    out["fg_hold_unheld_pkts"] += h["fail_open_pkts"] + h["ring_full"] + h["passed_big"]
                     hold.append({"spec": specs.get(port["name"]), "held_max_bytes": port["hold"]["held_max_bytes"],
                                  "drops": drops})
             s = j.get("logic_state") or {}
