@@ -191,6 +191,9 @@ struct HoldPath::Port {
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
   uint64_t ce_marked = 0, not_ect_over_k = 0;   // ecn_k_pkts: CE set; over K but Not-ECT (left alone)
+  // Time from the divert (sw_hold_egress) to on_frame: the ring is a queue
+  // no logic sees (not in depth(), not marked, not tail-dropped).
+  uint64_t ring_wait_ns_sum = 0, ring_wait_ns_max = 0;
   ~Port() {
     if (tx_fd >= 0) close(tx_fd);
   }
@@ -366,6 +369,10 @@ void HoldPath::on_frame(const void* data) {
   m.flow_hash = ev.flow_hash;
   if (ev.upstream_q < SLUICE_BFC_MAX_QUEUES) m.upstream_q = ev.upstream_q;
   m.enqueue_ns = monotonic_ns();
+  if (m.enqueue_ns > ev.rx_ns) {  // both CLOCK_MONOTONIC
+    p.ring_wait_ns_sum += m.enqueue_ns - ev.rx_ns;
+    p.ring_wait_ns_max = std::max<uint64_t>(p.ring_wait_ns_max, m.enqueue_ns - ev.rx_ns);
+  }
   Verdict v = logic_->on_enqueue(m, m.in_port);
   if (v.kind == Verdict::kDrop) {
     ++p.logic_drops;
@@ -692,6 +699,8 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"uq_failed", st.uq_failed},
             {"ecn_threshold_packets", p.spec.ecn_k_pkts},
             {"ce_marked", p.ce_marked},
+            {"ring_wait_us_mean", p.in ? double(p.ring_wait_ns_sum) / 1e3 / double(p.in) : 0.0},
+            {"ring_wait_us_max", double(p.ring_wait_ns_max) / 1e3},
             {"not_ect_over_k", p.not_ect_over_k},
             {"diverted", st.diverted},
             {"fail_open_pkts", st.fail_open},

@@ -230,6 +230,8 @@ class FloodgateExp(Experiment):
         row["incast_fct_cdf_us"] = cdf_points(incast)
         row.update(m.faults)
         row.update(m.extra)
+        # The machine is shared: its 1-minute load average as the point ended.
+        row["loadavg_1m"] = round(os.getloadavg()[0], 2)
         return row
 
     # -- presentation ----------------------------------------------------------

@@ -5,6 +5,9 @@
 - floodgate: [switch] datapath = "hold": every frame passes through the
   switch's sluiced and the model logic (FloodgateLogic) runs per packet
   ("In sluiced, per packet").
+- dctcp-hold: the same held switches with logic fifo (one queue, DCTCP
+  marking in it): what the held data path alone does to DCTCP, the
+  baseline floodgate is compared with on its own data path.
 - floodgate-tree: the design-A data path (queue trees in the kernel, the
   BPF half fg_egress and the glue's netlink releases; "In sluiced, design
   A"), kept to compare the two in one run.
@@ -27,7 +30,9 @@ fg_release_failed, fg_ctrl_rejected, fg_fallback_pkts, fg_hold_drops
 (hold: tail drops in the switches' held queues, all ports),
 fg_hold_ce_marked (hold: CE marks, [switch] ecn_threshold_packets = --aqm-k),
 fg_hold_unheld_pkts (hold: frames that went to the qdisc unheld: fail
-open, a full ring, too large).
+open, a full ring, too large; fg_hold_fail_open_pkts, fg_hold_ring_full of
+them), fg_hold_ring_wait_us_mean / _max (hold: divert -> agent per frame,
+the ring being a queue no logic sees).
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -61,6 +66,7 @@ class Floodgate(SluiceSwitch):
     cc = "sluice_dctcp"
     ecn = True
     datapath = "hold"
+    logic = "floodgate"
 
     @classmethod
     def add_args(cls, parser):
@@ -105,7 +111,8 @@ class Floodgate(SluiceSwitch):
         # 55-74 Mbit/s at SCHED_FIFO 12 against ~25 at normal priority on
         # the loaded machine (docs/floodgate.md).
         prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
-        topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": "floodgate", "queues": a.floodgate_queues,
+        queues = a.floodgate_queues if self.logic == "floodgate" else 1
+        topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic, "queues": queues,
                            "extra": extra, "prefix": prefix, "switch_keys": self.switch_keys()})
 
     def switch_keys(self) -> list:
@@ -120,8 +127,10 @@ class Floodgate(SluiceSwitch):
         out = {"fg_credit_frames": 0, "fg_credit_records": 0, "fg_credit_bytes": 0, "fg_syn_records": 0,
                "fg_syn_bytes": 0, "fg_delayed_credits": 0, "fg_voq_engaged": 0, "fg_releases": 0,
                "fg_release_failed": 0, "fg_ctrl_rejected": 0, "fg_fallback_pkts": 0, "fg_hold_drops": 0,
-               "fg_hold_ce_marked": 0, "fg_hold_unheld_pkts": 0}
+               "fg_hold_ce_marked": 0, "fg_hold_unheld_pkts": 0, "fg_hold_fail_open_pkts": 0, "fg_hold_ring_full": 0,
+               "fg_hold_ring_wait_us_max": 0}
         hold = []
+        ring_frames, ring_wait = 0, 0.0
         for node, j in switch_states(ctx, topo):
             specs = {p.ifname: p.spec() for p in node.ports}
             for port in j["ports"]:
@@ -135,9 +144,17 @@ class Floodgate(SluiceSwitch):
                     # Frames that went to the qdisc without being held (fail
                     # open, a full ring, too large).
                     out["fg_hold_unheld_pkts"] += h["fail_open_pkts"] + h["ring_full"] + h["passed_big"]
+                    out["fg_hold_fail_open_pkts"] += h["fail_open_pkts"]
+                    out["fg_hold_ring_full"] += h["ring_full"]
+                    ring_frames += h["frames_in"]
+                    ring_wait += h.get("ring_wait_us_mean", 0) * h["frames_in"]
+                    out["fg_hold_ring_wait_us_max"] = max(out["fg_hold_ring_wait_us_max"],
+                                                          h.get("ring_wait_us_max", 0))
                     hold.append({"spec": specs.get(port["name"]), "held_max_bytes": port["hold"]["held_max_bytes"],
                                  "drops": drops})
             s = j.get("logic_state") or {}
+            if self.logic != "floodgate":
+                continue
             if not s:
                 raise BenchError(f"{node.ns}: no floodgate state in `sluicectl switch --json`")
             c = s["credits_sent"]
@@ -159,6 +176,8 @@ class Floodgate(SluiceSwitch):
                 out["fg_releases"] += s["counters"]["voq_released"]
         if hold:
             out["hold_ports"] = hold
+            # Divert -> agent, per frame: the ring, a queue no logic sees.
+            out["fg_hold_ring_wait_us_mean"] = round(ring_wait / ring_frames, 1) if ring_frames else None
         return out
 
 
@@ -172,3 +191,15 @@ class FloodgateTree(Floodgate):
     @classmethod
     def add_args(cls, parser):
         pass  # floodgate's options serve both
+
+
+@variant
+class DctcpHold(Floodgate):
+    name = "dctcp-hold"
+    help = ("the dctcp variant's hosts through sluice switches on the held data path ([switch] datapath = \"hold\", "
+            "logic fifo, one queue, DCTCP marking at --aqm-k in it): floodgate's baseline on its own data path")
+    logic = "fifo"
+
+    @classmethod
+    def add_args(cls, parser):
+        pass  # floodgate's options serve it (--floodgate-no-ecn)
