@@ -25,6 +25,7 @@
 #include "mechanisms/cc/cc.h"
 #include "mechanisms/ein/ein_module.h"
 #include "mechanisms/floodgate/config.h"
+#include "mechanisms/floodgate/host_module.h"
 #include "mechanisms/floodgate/host_runner.h"
 #include "mechanisms/floodgate/switch_glue.h"
 #include "mechanisms/flowstat/flowstat_module.h"
@@ -98,15 +99,18 @@ const MechanismTable& mechanisms() {
        .host_module = &make_top_module,
        .section = &top_section(),
        .tc = {{"top_egress", kTopTcPrio}}},
-      // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
-      // interface that names one is refused.
+      // Floodgate: the switch part is a switch logic ([switch] logic =
+      // "floodgate"); on a host's uplink, the host part of dstPause (§4.3).
       {.name = "floodgate",
        .on_host = true,
-       .on_switch_port = true,
-       .summary = "per-hop per-destination windows and credits (floodgate-conext21); first-hop pause at hosts",
+       .needs = {Feature::Btf, Feature::RingBuf},
+       .summary = "host part of Floodgate's dstPause (floodgate-conext21 §4.3) on the uplink to the first-hop ToR; "
+                  "the switch part: [switch] logic = \"floodgate\"",
+       .host_module = &floodgate::make_host_module,
        .section = &floodgate::floodgate_section(),
-       .available = false,
        .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}, {"fg_egress", floodgate::kSwitchTcPrio}}},
+      // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
+      // interface that names one is refused.
       {.name = "bfc",
        .on_switch_port = true,
        .summary = "per-hop per-flow backpressure (bfc-nsdi22)",

@@ -109,9 +109,9 @@ TEST(Config, ErrorMessageListsEveryProblem) {
   }
 }
 
-// Floodgate and BFC are in the table as coming, and refused as such.
+// BFC is in the table as coming, and refused as such.
 TEST(Config, ComingMechanismsAreRefusedAsNotRunnableYet) {
-  for (const char* m : {"floodgate", "bfc"})
+  for (const char* m : {"bfc"})
     EXPECT_TRUE(rejects(std::string("[[interface]]\nname = \"a\"\nmechanisms = [\"") + m + "\"]\n",
                         "interface[0].mechanisms[0]", "not runnable in sluiced yet"))
         << m;
@@ -127,11 +127,11 @@ TEST(Mechanisms, HelpSaysWhatWorksTodayAndWhatIsComing) {
     ASSERT_NE(at, std::string::npos) << m.name << " missing from\n" << h;
     EXPECT_EQ(at < coming, m.available) << m.name << "\n" << h;
   }
-  for (const char* works : {"flowstat", "pac", "ein", "aqm", "cc", "top"}) {
+  for (const char* works : {"flowstat", "pac", "ein", "aqm", "cc", "top", "floodgate"}) {
     size_t at = h.find(std::string("\n  ") + works + " ");
     EXPECT_LT(at, coming) << works;
   }
-  for (const char* later : {"floodgate", "bfc"}) {
+  for (const char* later : {"bfc"}) {
     size_t at = h.find(std::string("\n  ") + later + " ");
     EXPECT_TRUE(at != std::string::npos && at > coming) << later;
   }

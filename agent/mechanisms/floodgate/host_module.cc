@@ -1,0 +1,69 @@
+#include "mechanisms/floodgate/host_module.h"
+
+#include <chrono>
+
+#include "core/bpf_util.h"
+#include "core/event_loop.h"
+#include "mechanisms/floodgate/host_runner.h"
+#include "sluice/dstpause.h"
+
+namespace sluice::floodgate {
+
+namespace {
+
+// Every millisecond: a pause applies to frames stolen since, and the
+// pause timeout (fail open, 20 ms) is kept to within a tick.
+constexpr auto kPollPeriod = std::chrono::milliseconds(1);
+
+class HostModule final : public Module {
+ public:
+  explicit HostModule(const ModuleContext& ctx) : uplink_(ctx.iface.name), runner_(runner_config(ctx)) {
+    timer_ = ctx.loop.every(kPollPeriod, [this] { runner_.poll(monotonic_ns()); });
+  }
+  std::string name() const override { return "floodgate"; }
+  std::vector<ProgramCounters> counters() const override { return {}; }
+  nlohmann::json status() const override {
+    const HostPauseStats& s = runner_.state().stats();
+    return {{"uplink", uplink_},
+            {"programs", {"dp_ingress", "dp_egress"}},
+            {"paused_dsts", s.paused_dsts},
+            {"queued_frames", s.queued_frames},
+            {"pauses", s.pauses},
+            {"resumes", s.resumes},
+            {"stale", s.stale},
+            {"expired", s.expired},
+            {"overflow", s.overflow},
+            {"held_frames", s.held_frames},
+            {"resent_frames", s.resent_frames},
+            {"passed_frames", s.passed_frames},
+            {"send_errors", runner_.send_errors()},
+            {"bpf",
+             {{"held", runner_.counter(SL_DP_CNT_HELD)},
+              {"passed", runner_.counter(SL_DP_CNT_PASSED)},
+              {"reinjected", runner_.counter(SL_DP_CNT_REINJECTED)},
+              {"too_big", runner_.counter(SL_DP_CNT_TOO_BIG)},
+              {"held_ring_full", runner_.counter(SL_DP_CNT_HELD_RING_FULL)},
+              {"ctrl_ring_full", runner_.counter(SL_DP_CNT_CTRL_RING_FULL)}}}};
+  }
+  nlohmann::json stats() const override { return status(); }
+
+ private:
+  static HostRunnerConfig runner_config(const ModuleContext& ctx) {
+    HostRunnerConfig c;
+    c.uplink = ctx.iface.name;
+    // dp_egress steals held frames (TC_ACT_STOLEN): cls_bpf under clsact
+    // only (host_runner.h), whatever the agent's attach mode.
+    c.attach_mode = AttachMode::Clsact;
+    c.state_dir = ctx.config.agent.state_dir;
+    return c;
+  }
+  std::string uplink_;
+  HostRunner runner_;
+  std::unique_ptr<PeriodicTimer> timer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> make_host_module(const ModuleContext& ctx) { return std::make_unique<HostModule>(ctx); }
+
+}  // namespace sluice::floodgate
