@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lib/netns_fixture.h"
+#include "lib/switch_lab.h"
 #include "mechanisms/floodgate/host_runner.h"
 #include "sluice/dstpause.h"
 #include "switch/control.h"
@@ -41,16 +42,8 @@ struct Receiver {
   int lfd = -1;
   std::thread t;
   void start(const std::string& ns, const std::string& addr, uint16_t port) {
-    InNetns in(ns);
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
-    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-    ASSERT_EQ(listen(lfd, 1), 0);
+    lfd = tcp_listen(ns, addr, port);
+    ASSERT_GE(lfd, 0) << strerror(errno);
     t = std::thread([this] {
       int c = accept(lfd, nullptr, nullptr);
       if (c < 0) return;

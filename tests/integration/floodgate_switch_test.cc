@@ -427,21 +427,8 @@ namespace {
 // the bytes that arrived, once the sender closed (or `timeout`).
 uint64_t tcp_transfer(const std::string& ns, const std::string& rns, const std::string& addr, uint16_t port,
                       size_t bytes, std::chrono::seconds timeout) {
-  int lfd;
-  {
-    InNetns in(rns);
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
-    if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) || listen(lfd, 1)) {
-      close(lfd);
-      return 0;
-    }
-  }
+  const int lfd = tcp_listen(rns, addr, port);
+  if (lfd < 0) return 0;
   std::atomic<uint64_t> got{0};
   std::thread rx([&] {
     int c = accept(lfd, nullptr, nullptr);

@@ -68,6 +68,10 @@ class UdpSource {
   std::thread t_;
 };
 
+// A TCP socket listening on addr:port inside namespace `ns` (backlog 1,
+// SO_REUSEADDR), or -1 with errno set.
+int tcp_listen(const std::string& ns, const std::string& addr, uint16_t port);
+
 // Sends one PAUSE (pause = true) or RESUME control frame for `queue` out of
 // `ifname` in namespace `ns`, as the neighbour on that link would.
 void send_pause_frame(const std::string& ns, const std::string& ifname, bool pause, uint16_t queue, uint32_t seq);
