@@ -595,7 +595,7 @@ class Topology:
         compare sluice switches with the lab's in one run."""
         self.sluice = sluice
         try:
-            for node in self.switches:
+            for node in self.switches + self._nic_hosts():
                 self._start_sluice(node)
         except Exception:
             self.stop_sluice()
@@ -612,13 +612,20 @@ class Topology:
             codes.append(self.lab.stop(p, grace=20.0))
         self.sluice_procs = []
         if restore:
-            for node in self.switches:
+            for node in self.switches + self._nic_hosts():
                 tc = []
                 for p in node.ports:
                     if p.shape:
                         tc.extend(p.shape.tc_lines(p.ifname))
                 self.lab.tc_batch(node.ns, tc)
         return codes
+
+    def _nic_hosts(self) -> list:
+        """The hosts that run sluiced as their NIC (sluice["nic_hosts"]: a
+        one-port switch on the uplink, as BFC's port model has it): none
+        unless asked for."""
+        s = self.sluice or {}
+        return list(self.hosts) if s.get("nic_hosts") else []
 
     def sluice_config(self, node: Node) -> str:
         """sluiced's configuration for switch `node`: [switch] with
@@ -631,15 +638,23 @@ class Topology:
         if len(bursts) > 1:
             raise LabError(f"{node.name}: ports with different bursts ({sorted(bursts)})")
         lines = ["[agent]", f'pin_root = "/sys/fs/bpf/sluice-{lab.prefix}{node.name}"',
-                 f'state_dir = "{state}"', f'control_socket = "{state}/sluiced.sock"',
-                 "[metrics]", "enabled = false", "[switch]", f'logic = "{s["logic"]}"',
+                 f'state_dir = "{state}"', f'control_socket = "{state}/sluiced.sock"']
+        if node.kind == "host":
+            # A host's own TCP must see a segment its NIC's agent takes as
+            # sent: clsact's stolen verdict (tcx has only drop; docs/bfc.md).
+            lines.append('attach_mode = "clsact"')
+        lines += ["[metrics]", "enabled = false", "[switch]", f'logic = "{s["logic"]}"',
                  f"queues = {int(s.get('queues', 1))}", f"burst_bytes = {bursts.pop() if bursts else 0}"]
         # More [switch] keys (TOML lines), e.g. 'datapath = "hold"'.
         lines += list(s.get("switch_keys") or [])
+        nics = self._nic_hosts()
         for p in node.ports:
             if p.shape is None:
                 raise LabError(f"{p.ifname}: a sluice switch port needs a rate (shape)")
-            role = "host-facing" if p.peer.node.kind == "host" else "switch-facing"
+            # A host that runs sluiced as its NIC is a switch hop: its link
+            # carries control frames (and BFC's tags) both ways.
+            host_peer = p.peer.node.kind == "host" and not any(p.peer.node is h for h in nics)
+            role = "host-facing" if host_peer else "switch-facing"
             lines += ["[[switch.ports]]", f'name = "{p.ifname}"', f'role = "{role}"',
                       f"rate_mbit = {max(1, int(round(p.shape.rate_mbit)))}",
                       f"buffer_bytes = {p.shape.buffer if p.shape.buffer is not None else 1_000_000}"]

@@ -105,7 +105,8 @@ class BfcExp(Experiment):
                 "groups": self.groups if a.topology == "three-switch" else None,
                 "rate_mbit": a.rate, "buffer": a.buffer, "mode": a.mode, "delay_us": a.delay_us,
                 "two_flows_s": a.two_flows_s if a.topology == "three-switch" else 0,
-                "bfc_queues": getattr(a, "bfc_queues", None), "aqm_k_packets": getattr(a, "aqm_k", None)}
+                "bfc_queues": getattr(a, "bfc_queues", None), "bfc_hold_hrtt_us": getattr(a, "bfc_hold_hrtt_us", None),
+                "aqm_k_packets": getattr(a, "aqm_k", None)}
 
     def run(self, ctx, variants):
         a = self.args

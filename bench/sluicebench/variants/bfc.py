@@ -1,4 +1,7 @@
-"""bfc, bfc-stochastic, bfc-single: BFC (bfc-nsdi22) sluice switches.
+"""bfc, bfc-stochastic, bfc-single: BFC (bfc-nsdi22) sluice switches,
+sampled mode; bfc-hold, bfc-hold-stochastic, bfc-hold-single,
+bfc-hold-nosticky: per-packet BFC on the held data path with the hosts'
+NICs as BFC hops.
 
 Every switch namespace runs sluiced in switch mode with the switch logic of
 the same name (docs/bfc.md), --bfc-queues queues per port (32), for the
@@ -11,6 +14,18 @@ In sluiced BFC runs in its sampled mode (docs/bfc.md "In sluiced: the
 sampled mode"): pause from the sampled queue depth vs Th, flows hashed over
 the queues. So `bfc` and `bfc-stochastic` are the same data path there;
 bfc-nosticky is not offered (there is no assignment to make sticky).
+
+The bfc-hold variants run every switch with [switch] datapath = "hold"
+(docs/switch.md), where sluiced calls the logic per packet: §3.3's dynamic
+assignment (sticky), pause counters per (ingress port, upstreamQ) read
+from the 802.1Q tag each hop pushes, Th = HRTT x rate / N_active. Every
+host runs sluiced too, as its NIC: a one-port switch on its uplink with the
+same logic (docs/bfc.md "The host half"), so a PAUSE from the first switch
+stops that queue of the sender, and the host's links are switch-facing at
+both ends. HRTT: --bfc-hold-hrtt-us. buffer_p99_bytes is then the agent's
+held bytes at the bottleneck port (p99 of the per-millisecond maxima;
+sluice-qmon sees only the one frame kept in the kernel), drops the
+bottleneck port's tail drops in the agent.
 
 Extra row fields (summed over the switches): collisions (None in the
 sampled mode, which sees no flows), pause_apply_max_us (the slowest pause
@@ -39,17 +54,30 @@ class _Bfc(SluiceSwitch):
         parser._sluice_bfc_args = True
         parser.add_argument("--bfc-queues", type=int, default=32,
                             help="bfc variants: queues per switch port (BFC §3.3.1: 32)")
+        parser.add_argument("--bfc-hold-hrtt-us", type=int, default=300,
+                            help="bfc-hold variants: [bfc] hrtt_us: the held data path's loop (~300 us, "
+                                 "docs/bfc.md); add the round trip of delayed links (sluice-wire does not carry "
+                                 "the upstreamQ tag: run them with --delay-us 0)")
         parser.add_argument("--bfc-hrtt-us", type=int, default=2000,
                             help="bfc variants: [bfc] hrtt_us, the control loop's round trip: Th = HRTT x rate / "
                                  "N_active (in sluiced: a depth sample + the wire both ways + the upstream's netlink "
                                  "pause; docs/bfc.md)")
 
+    hold = False  # per-packet BFC on the held data path, hosts as BFC NICs
+
     def setup(self, ctx, topo):
         if topo.sluice_procs:
             raise BenchError(f"{self.name}: the topology already has sluice switches (--switch sluice)")
+        if self.hold and topo.wires:
+            # sluice-wire's per-protocol sockets get a frame after the
+            # receive path has cleared its VLAN tag: upstreamQ would not cross.
+            raise BenchError(f"{self.name}: delayed links (sluice-wire) do not carry the upstreamQ tag: "
+                             "run with --delay-us 0")
+        h = getattr(self.args, "bfc_hold_hrtt_us" if self.hold else "bfc_hrtt_us", 300 if self.hold else 2000)
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic,
                            "queues": getattr(self.args, "bfc_queues", 32),
-                           "extra": lambda node, h=getattr(self.args, "bfc_hrtt_us", 2000): f"[bfc]\nhrtt_us = {h}"})
+                           "switch_keys": ['datapath = "hold"'] if self.hold else [], "nic_hosts": self.hold,
+                           "extra": lambda node, h=h: f"[bfc]\nhrtt_us = {h}"})
 
     def metrics(self, ctx, topo):
         out = super().metrics(ctx, topo)
@@ -58,16 +86,27 @@ class _Bfc(SluiceSwitch):
         bn = topo.bottleneck
         sampled = False
         out["pause_apply_max_us"] = 0
+        out["nic_collisions"] = 0
         for node, j in switch_states(ctx, topo):
             # The slowest pause/resume the switches applied (frame at the
             # ingress program -> netlink change acknowledged; last 1024).
             for port in j.get("ports", []):
                 out["pause_apply_max_us"] = max(out["pause_apply_max_us"],
                                                 port.get("pause_apply_us", {}).get("max", 0))
+                if self.hold and node is bn.node and port["name"] == bn.ifname:
+                    # The queues are in the agent: its held bytes and drops.
+                    held = port.get("hold", {})
+                    out["buffer_p99_bytes"] = port.get("held", {}).get("ms_max_p99_bytes")
+                    out["buffer_n"] = port.get("held", {}).get("ms_intervals")
+                    out["queue_max_bytes"] = port.get("held", {}).get("ms_max_bytes")
+                    out["drops"] = sum(q.get("dropped", 0) for q in port.get("queues", [])) + \
+                        held.get("qdisc_drops", 0)
             st = j.get("logic_state") or {}
             c = st.get("counters", {})
-            for k in ("collisions", "pauses_sent", "resumes_sent", "bitmaps_sent", "pauses_rx"):
+            for k in ("pauses_sent", "resumes_sent", "bitmaps_sent", "pauses_rx"):
                 out[k] += c.get(k, 0)
+            # Collisions at the switches (the row's figure) and at the NICs.
+            out["collisions" if node.kind == "switch" else "nic_collisions"] += c.get("collisions", 0)
             out["bfc_expired"] += c.get("expired", 0)
             sampled |= bool(st.get("samples"))
             if ctx.point.get("bfc_trace") and node is bn.node:
@@ -99,3 +138,36 @@ class BfcSingle(_Bfc):
     name = "bfc-single"
     help = "BFC with every flow in queue 0 (PFC-like), bfc-nsdi22 Fig. 8's ablation"
     logic = "bfc-single"
+
+
+class _BfcHold(_Bfc):
+    hold = True
+
+
+@variant
+class BfcHold(_BfcHold):
+    name = "bfc-hold"
+    help = ("BFC per packet (§3.3): switches with datapath = hold, hosts' NICs as one-port BFC switches, upstreamQ "
+            "tagged (docs/bfc.md), cubic hosts")
+    logic = "bfc"
+
+
+@variant
+class BfcHoldStochastic(_BfcHold):
+    name = "bfc-hold-stochastic"
+    help = "bfc-hold with hash (stochastic) queue assignment, bfc-nsdi22 Fig. 8's ablation"
+    logic = "bfc-stochastic"
+
+
+@variant
+class BfcHoldSingle(_BfcHold):
+    name = "bfc-hold-single"
+    help = "bfc-hold with every flow in queue 0 (PFC-like), bfc-nsdi22 Fig. 8's ablation"
+    logic = "bfc-single"
+
+
+@variant
+class BfcHoldNosticky(_BfcHold):
+    name = "bfc-hold-nosticky"
+    help = "bfc-hold without sticky assignment (a flow may change queue when it has no packet queued)"
+    logic = "bfc-nosticky"
