@@ -356,12 +356,13 @@ class BfcExp(Experiment):
         axes[0].set_title(f"{p['topology']}, {os.path.basename(p['workload'])} {p['load']:.0%}, "
                           + ("incast" if p.get("incast") else "no incast"))
         ax = axes[2]
-        drew = False
-        for v in names:
+        drew = ""
+        # bfc-hold (per packet) first where both ran.
+        for v in sorted(names, key=lambda n: n != "bfc-hold"):
             row = next((r for r in result["variants"][v] if r.get("point") == "two-flows"), None)
             trace = (row or {}).get("trace") or next((r.get("trace") for r in (row or {}).get("runs", [])
                                                       if r.get("trace")), None)
-            if not trace or v != "bfc":
+            if not trace or v not in ("bfc", "bfc-hold") or drew:
                 continue
             # The busiest 300 ms (most samples with data), as Fig. 7a shows
             # a short window.
@@ -392,11 +393,11 @@ class BfcExp(Experiment):
             xs, ys = gaps([ths[t] for t in sorted(ths)], 3)
             ax.plot(xs, ys, "k-", lw=1.0, drawstyle="steps-post", label="Th (HRTT x rate / N_active)")
             ax.plot(xs, [2 * y for y in ys], "k:", lw=0.8, drawstyle="steps-post", label="2 Th")
-            drew = True
+            drew = v
         if drew:
             ax.set_xlabel("time (ms), the busiest 300 ms of the run")
             ax.set_ylabel("queue length (KB), sampled every 1 ms")
-            ax.set_title("two flows at switch 2 -> receiver 2 (bfc, Fig. 7a)")
+            ax.set_title(f"two flows at switch 2 -> receiver 2 ({drew}, Fig. 7a)")
             ax.legend(fontsize=7)
             ax.grid(True, alpha=0.3)
         else:
