@@ -387,8 +387,12 @@ class BfcExp(Experiment):
                     ys.append(x[col] / 1e3)
                     last = x[0]
                 return xs, ys
-            for q in sorted({x[1] for x in win}):
-                ax.plot(*gaps([x for x in win if x[1] == q], 2), lw=0.9, marker=".", ms=2, label=f"queue {q}")
+            qs = sorted({x[1] for x in win})
+            for q in qs:
+                # Per packet a flow changes queue once idle 2 HRTT: many
+                # queues; only a few get a legend entry.
+                ax.plot(*gaps([x for x in win if x[1] == q], 2), lw=0.9, marker=".", ms=2,
+                        label=f"queue {q}" if len(qs) <= 6 else None)
             ths = {x[0]: x for x in win}
             xs, ys = gaps([ths[t] for t in sorted(ths)], 3)
             ax.plot(xs, ys, "k-", lw=1.0, drawstyle="steps-post", label="Th (HRTT x rate / N_active)")
@@ -398,7 +402,7 @@ class BfcExp(Experiment):
             ax.set_xlabel("time (ms), the busiest 300 ms of the run")
             ax.set_ylabel("queue length (KB), sampled every 1 ms")
             ax.set_title(f"two flows at switch 2 -> receiver 2 ({drew}, Fig. 7a)")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, title=None if len(qs) <= 6 else f"{len(qs)} queues (colours)", title_fontsize=7)
             ax.grid(True, alpha=0.3)
         else:
             ax.set_axis_off()
