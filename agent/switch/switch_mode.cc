@@ -429,6 +429,10 @@ void SwitchMode::arm_timer(uint64_t at_ns) {
   timer_.async_wait([this, alive](const boost::system::error_code& ec) {
     auto a = alive.lock();
     if (ec || !a || !*a) return;
+    // Control frames that arrived before the timer go to the logic first:
+    // after a stall of this loop, a refresh waiting in the ring must not
+    // lose to the timer that expires the pause it refreshes.
+    consume_control();
     logic_->on_timer(monotonic_ns());
     if (hold_) hold_->pump();
   });
