@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "sluiced: the sluice incast control agent for Linux hosts and switch ports.\n"
       "Works today: PAC (pac), Pulser (ein on hosts, aqm on switch ports, [cc] pulser), DCTCP ([cc] dctcp with aqm's\n"
-      "ECN marking) and per-flow counters (flowstat). Coming, not runnable in sluiced yet: Floodgate, BFC, TOP."};
+      "ECN marking), per-flow counters (flowstat), TOP's host side (top), switch mode ([switch]) with the logics\n"
+      "fifo, pfc, floodgate and bfc, and Floodgate's host dstPause (floodgate). docs/ has each one's measured state."};
   app.footer(mechanisms_help());
   std::string config_path = kDefaultConfig;
   bool check = false, validate = false, purge = false, version = false, libbpf_verbose = false;

@@ -110,10 +110,12 @@ const MechanismTable& mechanisms() {
        .section = &floodgate::floodgate_section(),
        .tc = {{"dp_ingress, dp_egress", floodgate::kDstPauseTcPrio}, {"fg_egress", floodgate::kSwitchTcPrio}}},
       // Coming: sluiced cannot run them yet. Listed so `sluiced --help` says so; an
-      // interface that names one is refused.
+      // interface that names one is refused. BFC itself runs as a switch logic
+      // ([switch] logic = "bfc"); this row holds its [bfc] section.
       {.name = "bfc",
        .on_switch_port = true,
-       .summary = "per-hop per-flow backpressure (bfc-nsdi22)",
+       .summary = "per-hop per-flow backpressure (bfc-nsdi22) as an interface mechanism; BFC runs today as "
+                  "[switch] logic = \"bfc\" (a host: a one-port [switch] on its uplink; docs/bfc.md)",
        .section = &bfc_section(),
        .available = false},
   };
