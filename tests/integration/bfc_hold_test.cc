@@ -143,20 +143,10 @@ uint64_t u(const json& j, const char* k) { return j.value(k, uint64_t(0)); }
 // `dst_ns`; returns the bytes the receiver got within `limit`.
 uint64_t tcp_transfer(const std::string& src_ns, const std::string& dst_ns, const std::string& dst, uint16_t port,
                       uint64_t bytes, std::chrono::seconds limit) {
-  int ls = -1;
-  {
-    InNetns in(dst_ns);
-    ls = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof(a)) || listen(ls, 1)) {
-      ADD_FAILURE() << "listen: " << strerror(errno);
-      close(ls);
-      return 0;
-    }
+  int ls = tcp_listen(dst_ns, "0.0.0.0", port);
+  if (ls < 0) {
+    ADD_FAILURE() << "listen: " << strerror(errno);
+    return 0;
   }
   std::atomic<uint64_t> got{0};
   std::thread rx([&] {
