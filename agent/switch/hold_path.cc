@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <linux/if_packet.h>
+#include <linux/pkt_cls.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -235,7 +236,7 @@ HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std:
   // A taken frame is "stolen" where the hook has the verdict (clsact): the
   // sender's stack sees it as sent. A drop (all tcx has) makes a local TCP
   // sender resend the segment (docs/switch.md: a host as its own NIC).
-  obj_->skel->rodata->divert_verdict = mode == AttachMode::Clsact ? 4 /* TC_ACT_STOLEN */ : 2 /* TC_ACT_SHOT */;
+  obj_->skel->rodata->divert_verdict = mode == AttachMode::Clsact ? TC_ACT_STOLEN : TC_ACT_SHOT;
   obj_->skel.load();
   timer_ = std::make_unique<Timer>(loop_.io());
   try {

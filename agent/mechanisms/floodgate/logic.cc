@@ -302,7 +302,7 @@ void FloodgateLogic::left(const sw::PacketMeta& pkt, PortId out, QueueId q, bool
     // Dropped: counted as forwarded at on_enqueue (synchronously before
     // the drop: no credit can cover it) but never sent; the window gets it
     // back.
-    if (!sent) w->second.next_psn -= pkt.wire_bytes;
+    if (!sent) w->second.next_psn -= pkt.wire_bytes;  // serial PSN (diff()): wraps like the addition
     return;
   }
   const uint32_t v = q - 1u;
