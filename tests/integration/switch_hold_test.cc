@@ -41,23 +41,16 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     SLUICE_REQUIRE_KERNEL(5, 17, "the qdisc tracepoints of the held data path (tp-btf-qdisc)");
     if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
     lab_ = std::make_unique<Lab>("sh");
-    const RouterLab r = make_router_lab(*lab_, 72);
+    r_ = make_router_lab(*lab_, 72);
     if (HasFailure()) return;
-    h1_ = r.h1;
-    sw_ = r.sw;
-    h2_ = r.h2;
-    swa_ = r.swa;
-    swb_ = r.swb;
-    h1if_ = r.h1if;
-    h2if_ = r.h2if;
-    agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
+    agent_ = std::make_unique<SwitchAgent>(*lab_, r_.sw, "sw");
     // 64 MB per queue: a queue paused for as long as the test takes (1
     // datagram of 1042 B per ms; ~30 s under the VM suite's emulated CPU)
     // holds all of it (nothing lost to the tail drop).
     agent_->configure(
         "logic = \"pfc\"\ndatapath = \"hold\"\nqueues = 2\nrate_mbit = 100\nbuffer_bytes = 67108864\n"
         "fail_open_ms = 1000\n",
-        {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
+        {{r_.swa, "host-facing"}, {r_.swb, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
   }
   void TearDown() override {
     if (agent_) agent_->stop();
@@ -65,7 +58,7 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
   }
 
   json sw_state() { return agent_->state(); }
-  json swb() { return SwitchAgent::port(sw_state(), swb_); }
+  json swb() { return SwitchAgent::port(sw_state(), r_.swb); }
   // Two source ports whose flows land in different queues of swb.
   void pick_flows(uint16_t base) {
     sports_[0] = base;
@@ -80,8 +73,8 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
   }
   // Paced flows h1 -> h2: flow i from sports_[i] to kDport + i, ~8 Mbit/s each.
   void start_flows() {
-    sink_.start(h2_, {kDport, uint16_t(kDport + 1)});
-    src_.start(h1_, {{"10.72.2.2", kDport, sports_[0], 1}, {"10.72.2.2", uint16_t(kDport + 1), sports_[1], 1}});
+    sink_.start(r_.h2, {kDport, uint16_t(kDport + 1)});
+    src_.start(r_.h1, {{"10.72.2.2", kDport, sports_[0], 1}, {"10.72.2.2", uint16_t(kDport + 1), sports_[1], 1}});
   }
   uint64_t got_during(int i, std::chrono::milliseconds d) {
     uint64_t a = sink_.got(size_t(i));
@@ -91,7 +84,7 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
   bool paused(uint16_t q) { return swb()["queues"][q]["paused"] == true; }
 
   std::unique_ptr<Lab> lab_;
-  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_;
+  RouterLab r_;  // h1 -- sw -- h2
   std::unique_ptr<SwitchAgent> agent_;
   UdpSink sink_;
   UdpSource src_;
@@ -105,7 +98,7 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   if (HasFatalFailure()) return;
   json s = sw_state();
   ASSERT_EQ(s["datapath"], "hold") << s.dump(2);
-  ASSERT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "1\n");
+  ASSERT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "1\n");
 
   start_flows();
   ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50 && sink_.got(1) > 50; }, 5s))
@@ -114,13 +107,13 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   EXPECT_GT(swb()["hold"]["diverted"].get<uint64_t>(), 100u) << "the frames do not pass through sluiced";
 
   // The neighbour behind swb pauses flow A's queue: the agent holds A.
-  send_pause_frame(h2_, h2if_, true, qa_, 1);
+  send_pause_frame(r_.h2, r_.h2if, true, qa_, 1);
   ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s)) << sw_state().dump(2) << agent_->proc().log();
   std::this_thread::sleep_for(100ms);  // what was already on the wire arrives
   EXPECT_EQ(got_during(0, 500ms), 0u) << "flow A kept flowing through a paused queue";
   EXPECT_GT(got_during(1, 500ms), 100u) << "flow B (the other queue) stopped too";
   s = sw_state();
-  json pb = SwitchAgent::port(s, swb_);
+  json pb = SwitchAgent::port(s, r_.swb);
   EXPECT_EQ(pb["control"]["in"], 1) << s.dump(2);
   EXPECT_EQ(pb["queues"][qb_]["paused"], false);
   EXPECT_GT(pb["queues"][qa_]["depth_pkts"].get<uint64_t>(), 400u) << "the paused queue holds A's datagrams";
@@ -128,18 +121,18 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   EXPECT_EQ(s["logic_state"]["pauses_applied"], 1);
 
   // RESUME: A flows again, the held datagrams first.
-  send_pause_frame(h2_, h2if_, false, qa_, 2);
+  send_pause_frame(r_.h2, r_.h2if, false, qa_, 2);
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s)) << "flow A did not resume";
   EXPECT_EQ(swb()["queues"][qa_]["paused"], false);
 
   // The same PAUSE from the host on the host-facing port: rejected by the
   // gate, counted, nothing paused.
-  send_pause_frame(h1_, h1if_, true, qb_, 3);
-  send_pause_frame(h1_, h1if_, true, qa_, 4);
-  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
+  send_pause_frame(r_.h1, r_.h1if, true, qb_, 3);
+  send_pause_frame(r_.h1, r_.h1if, true, qa_, 4);
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), r_.swa)["control"]["rejected"] == 2; }, 3s))
       << sw_state().dump(2);
   s = sw_state();
-  EXPECT_EQ(SwitchAgent::port(s, swa_)["control"]["rejected_by_reason"]["WRONG_PORT"], 2);
+  EXPECT_EQ(SwitchAgent::port(s, r_.swa)["control"]["rejected_by_reason"]["WRONG_PORT"], 2);
   for (const auto& p : s["ports"])
     for (const auto& q : p["queues"]) EXPECT_EQ(q["paused"], false) << p["name"] << " queue " << q["queue"];
   EXPECT_GT(got_during(0, 300ms), 50u);
@@ -147,7 +140,7 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
 
   // Paused again, the source halted, sluiced stopped: the held datagrams
   // leave on exit. Every datagram h1 sent arrived.
-  send_pause_frame(h2_, h2if_, true, qa_, 5);
+  send_pause_frame(r_.h2, r_.h2if, true, qa_, 5);
   ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s));
   std::this_thread::sleep_for(300ms);
   src_.halt();
@@ -160,8 +153,8 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
       << "lost: flow A " << src_.sent(0) - sink_.got(0) << " of " << src_.sent(0) << " (" << held
       << " held at the stop), flow B " << src_.sent(1) - sink_.got(1) << " of " << src_.sent(1) << "\n"
       << agent_->proc().log();
-  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
-  EXPECT_EQ(lab_->out("tc -n " + sw_ + " filter show dev " + swb_ + " egress | grep -c sw_hold"), "0\n");
+  EXPECT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "0\n");
+  EXPECT_EQ(lab_->out("tc -n " + r_.sw + " filter show dev " + r_.swb + " egress | grep -c sw_hold"), "0\n");
 }
 
 TEST_P(SwitchHold, KilledWithAQueuePausedThePortStillForwards) {
@@ -170,7 +163,7 @@ TEST_P(SwitchHold, KilledWithAQueuePausedThePortStillForwards) {
   if (HasFatalFailure()) return;
   start_flows();
   ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50; }, 5s)) << agent_->proc().log();
-  send_pause_frame(h2_, h2if_, true, qa_, 1);
+  send_pause_frame(r_.h2, r_.h2if, true, qa_, 1);
   ASSERT_TRUE(eventually([&] { return paused(qa_); }, 3s));
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(got_during(0, 500ms), 0u);
@@ -178,7 +171,7 @@ TEST_P(SwitchHold, KilledWithAQueuePausedThePortStillForwards) {
   agent_->proc().kill9();
   // The root TBF at the link rate stays and forwards what the divert no
   // longer takes (clsact: after fail_open_ms, 1 s here).
-  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "1\n");
+  EXPECT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "1\n");
   EXPECT_TRUE(eventually([&] { return got_during(0, 50ms) > 5; }, 5s))
       << "flow A blackholed after sluiced died with its queue paused";
   std::cout << "[ info ] " << GetParam() << ": flow A flows again "

@@ -53,18 +53,11 @@ class SwitchMode : public ::testing::TestWithParam<std::string> {
     // (sluiced refuses attach_mode = "tcx" without it).
     if (GetParam() == "tcx") SLUICE_REQUIRE_KERNEL(6, 6, "tcx");
     lab_ = std::make_unique<Lab>("sm");
-    const RouterLab r = make_router_lab(*lab_, 71);
+    r_ = make_router_lab(*lab_, 71);
     if (HasFailure()) return;
-    h1_ = r.h1;
-    sw_ = r.sw;
-    h2_ = r.h2;
-    swa_ = r.swa;
-    swb_ = r.swb;
-    h1if_ = r.h1if;
-    h2if_ = r.h2if;
-    agent_ = std::make_unique<SwitchAgent>(*lab_, sw_, "sw");
+    agent_ = std::make_unique<SwitchAgent>(*lab_, r_.sw, "sw");
     agent_->configure("logic = \"pfc\"\nqueues = 2\nrate_mbit = 100\nfail_open_ms = 1000\n",
-                      {{swa_, "host-facing"}, {swb_, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
+                      {{r_.swa, "host-facing"}, {r_.swb, "switch-facing"}}, "attach_mode = \"" + GetParam() + "\"\n");
   }
   void TearDown() override {
     if (agent_) agent_->stop();
@@ -75,8 +68,8 @@ class SwitchMode : public ::testing::TestWithParam<std::string> {
   json sw_state() { return agent_->state(); }
   // Paced flows h1 -> h2: flow i from sports_[i] to kDport + i, ~8 Mbit/s each.
   void start_flows() {
-    sink_.start(h2_, {kDport, uint16_t(kDport + 1)});
-    src_.start(h1_, {{"10.71.2.2", kDport, sports_[0], 1}, {"10.71.2.2", uint16_t(kDport + 1), sports_[1], 1}});
+    sink_.start(r_.h2, {kDport, uint16_t(kDport + 1)});
+    src_.start(r_.h1, {{"10.71.2.2", kDport, sports_[0], 1}, {"10.71.2.2", uint16_t(kDport + 1), sports_[1], 1}});
   }
   // Datagrams flow i got during `d`.
   uint64_t got_during(int i, std::chrono::milliseconds d) {
@@ -86,7 +79,7 @@ class SwitchMode : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<Lab> lab_;
-  std::string h1_, sw_, h2_, swa_, swb_, h1if_, h2if_;
+  RouterLab r_;  // h1 -- sw -- h2
   std::unique_ptr<SwitchAgent> agent_;
   UdpSink sink_;
   UdpSource src_;
@@ -114,8 +107,8 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
       << "traffic does not cross the switch: " << sink_.got(0) << " / " << sink_.got(1);
 
   // The neighbour behind swb pauses flow A's queue.
-  send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
-  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s))
+  send_frame(r_.h2, r_.h2if, sw::CtrlType::kPause, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), r_.swb)["queues"][qa_]["paused"] == true; }, 3s))
       << sw_state().dump(2) << "\n"
       << agent_->proc().log();
   std::this_thread::sleep_for(200ms);  // what was already on the wire arrives
@@ -124,28 +117,28 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
   EXPECT_LE(a_paused, 2u) << "flow A kept flowing through a paused queue";
   EXPECT_GT(got_during(1, 500ms), 100u) << "flow B (the other queue) stopped too";
   json s = sw_state();
-  const json pb = SwitchAgent::port(s, swb_);
+  const json pb = SwitchAgent::port(s, r_.swb);
   EXPECT_EQ(pb["control"]["in"], 1) << s.dump(2);
   EXPECT_EQ(pb["queues"][qb_]["paused"], false);
   EXPECT_GT(pb["queues"][qa_]["depth_pkts"].get<uint64_t>(), 0u) << "the paused queue holds A's packets";
   EXPECT_EQ(s["logic_state"]["pauses_applied"], 1);
 
   // RESUME: A flows again, the held packets first.
-  send_frame(h2_, h2if_, sw::CtrlType::kResume, qa_, 2);
+  send_frame(r_.h2, r_.h2if, sw::CtrlType::kResume, qa_, 2);
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 3s)) << "flow A did not resume";
   s = sw_state();
-  EXPECT_EQ(SwitchAgent::port(s, swb_)["queues"][qa_]["paused"], false);
-  EXPECT_EQ(SwitchAgent::port(s, swb_)["control"]["in"], 2);
-  EXPECT_GT(SwitchAgent::port(s, swb_)["queues"][qa_]["pkts_out"].get<uint64_t>(), 100u);
+  EXPECT_EQ(SwitchAgent::port(s, r_.swb)["queues"][qa_]["paused"], false);
+  EXPECT_EQ(SwitchAgent::port(s, r_.swb)["control"]["in"], 2);
+  EXPECT_GT(SwitchAgent::port(s, r_.swb)["queues"][qa_]["pkts_out"].get<uint64_t>(), 100u);
 
   // The same PAUSE arriving from the host on the host-facing port: rejected
   // by the gate, counted, and nothing is paused anywhere.
-  send_frame(h1_, h1if_, sw::CtrlType::kPause, qb_, 3);
-  send_frame(h1_, h1if_, sw::CtrlType::kPause, qa_, 4);
-  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swa_)["control"]["rejected"] == 2; }, 3s))
+  send_frame(r_.h1, r_.h1if, sw::CtrlType::kPause, qb_, 3);
+  send_frame(r_.h1, r_.h1if, sw::CtrlType::kPause, qa_, 4);
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), r_.swa)["control"]["rejected"] == 2; }, 3s))
       << sw_state().dump(2);
   s = sw_state();
-  const json pa = SwitchAgent::port(s, swa_);
+  const json pa = SwitchAgent::port(s, r_.swa);
   EXPECT_EQ(pa["control"]["rejected_by_reason"]["WRONG_PORT"], 2) << pa.dump(2);
   EXPECT_EQ(pa["control"]["in"], 0);
   for (const auto& p : s["ports"])
@@ -156,7 +149,7 @@ TEST_P(SwitchMode, ControlFramePausesAndResumesAQueueHostFacingPortRejectsIt) {
 
   // Stopped cleanly: programs and tree gone, traffic still forwarded.
   EXPECT_EQ(agent_->stop(), 0) << agent_->proc().log();
-  EXPECT_EQ(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
+  EXPECT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   EXPECT_GT(got_during(0, 300ms), 50u) << "the port does not forward after sluiced stopped";
 }
 
@@ -168,19 +161,19 @@ TEST_P(SwitchMode, KilledWithAQueuePausedThePortStillForwards) {
   qa_ = udp_queue("10.71.1.2", "10.71.2.2", sports_[0], kDport, 2);
   start_flows();
   ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50; }, 5s));
-  send_frame(h2_, h2if_, sw::CtrlType::kPause, qa_, 1);
-  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), swb_)["queues"][qa_]["paused"] == true; }, 3s));
+  send_frame(r_.h2, r_.h2if, sw::CtrlType::kPause, qa_, 1);
+  ASSERT_TRUE(eventually([&] { return SwitchAgent::port(sw_state(), r_.swb)["queues"][qa_]["paused"] == true; }, 3s));
   std::this_thread::sleep_for(200ms);
   EXPECT_LE(got_during(0, 500ms), 2u);
   agent_->proc().kill9();
   // The tree stays (the paused TBF too); new packets of A take HTB's
   // default class once the classifier is gone or stops steering.
-  EXPECT_NE(lab_->out("tc -n " + sw_ + " qdisc show dev " + swb_ + " | grep -c 'qdisc tbf 51: root'"), "0\n");
+  EXPECT_NE(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   // Under clsact that takes fail_open_ms (1 s here: a heartbeat late by
   // less on a loaded machine must not fail open).
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 5s))
       << "flow A blackholed after sluiced died with its queue paused ("
-      << lab_->out("tc -n " + sw_ + " -s class show dev " + swb_) << ")";
+      << lab_->out("tc -n " + r_.sw + " -s class show dev " + r_.swb) << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(AttachModes, SwitchMode, ::testing::Values("tcx", "clsact"));
