@@ -93,6 +93,15 @@ Field<S> logic_field() {
   return f;
 }
 
+// The held queues are marked by the switch itself; the tree's ports by the
+// aqm mechanism: K in [switch] only means something on the held data path.
+void validate(ConfigReader& r, S& c) {
+  if (c.ecn_threshold_packets && c.datapath != SwitchDatapath::kHold)
+    r.problem("ecn_threshold_packets", r.table().get("ecn_threshold_packets"),
+              "marks the held queues: it needs datapath = \"hold\" (the tree's ports are marked by the aqm "
+              "mechanism, [aqm] ecn_threshold_packets)");
+}
+
 }  // namespace
 
 const ConfigSection& switch_section() {
@@ -109,7 +118,8 @@ const ConfigSection& switch_section() {
           field::integer("hold_backlog_us", &S::hold_backlog_us, 1, 100000),
           field::integer("ecn_threshold_packets", &S::ecn_threshold_packets, 0, 1000000),
           ports_field(),
-      });
+      },
+      validate);
   return s;
 }
 

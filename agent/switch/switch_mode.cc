@@ -139,10 +139,6 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       &skel_->bss->sw_live, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
       std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
-    if (cfg_.ecn_threshold_packets && cfg_.datapath != SwitchDatapath::kHold)
-      throw Error(
-          "[switch] ecn_threshold_packets marks the held queues: it needs datapath = \"hold\" (the tree's "
-          "ports are marked by the aqm mechanism)");
     if (cfg_.datapath == SwitchDatapath::kHold) {
       if (ctx.features) {
         auto f = ctx.features->find(Feature::TpBtfQdisc);

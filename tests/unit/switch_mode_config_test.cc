@@ -136,6 +136,9 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
       {"data path not a string", "[switch]\ndatapath = 1\n", "switch.datapath", "sw.toml:2",
        "must be one of tree, hold"},
       {"held backlog zero", "[switch]\nhold_backlog_us = 0\n", "switch.hold_backlog_us", "sw.toml:2", "out of range"},
+      // Refused at parse (sluiced --validate), not only when the switch is built.
+      {"marking without the held data path", "[switch]\necn_threshold_packets = 20\n", "switch.ecn_threshold_packets",
+       "sw.toml:2", "needs datapath = \"hold\""},
   };
   for (const auto& b : cases) {
     SCOPED_TRACE(b.what);
