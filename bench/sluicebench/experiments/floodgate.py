@@ -217,6 +217,10 @@ class FloodgateExp(Experiment):
         row["last_hop_drops"] = row["tor_down_drops"]
         bn = topo.bottleneck.spec()
         row["incast_port_queue_max_bytes"] = next((p["max_backlog_bytes"] for p in ports if p["spec"] == bn), None)
+        # Which port of a hop made its maximum (ToR-down: the incast port or
+        # one the Poisson flows fill).
+        row["queue_max_by_port"] = {p["spec"]: {"hop": p["class"], "max_backlog_bytes": p["max_backlog_bytes"]}
+                                    for p in ports}
         row["other_fct_mean_us"] = round(statistics.fmean(other), 1) if other else None
         core.add_percentiles(row, other, "other_fct", unit="us")
         row["incast_fct_mean_us"] = round(statistics.fmean(incast), 1) if incast else None
