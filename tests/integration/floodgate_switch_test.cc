@@ -23,8 +23,10 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "lib/netns_fixture.h"
 #include "lib/switch_lab.h"
@@ -61,10 +63,8 @@ class FloodgateSwitch : public ::testing::Test {
     }
     // MTU-sized frames on the switch ports (windows and credits in bytes
     // of wire frames, as the lab's 100m-mtu profile).
-    for (const auto& [ns, ifs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-             {sa_, {"sah", "sab"}}, {sb_, {"sba", "sb3", "sb4"}}})
-      for (const auto& i : ifs)
-        lab_->nsh(ns, "ethtool -K " + lab_->name(i) + " gro off gso off tso off >/dev/null 2>&1");
+    mtu_frames(*lab_, sa_, {"sah", "sab"});
+    mtu_frames(*lab_, sb_, {"sba", "sb3", "sb4"});
     A_ = std::make_unique<SwitchAgent>(*lab_, sa_, "a");
     B_ = std::make_unique<SwitchAgent>(*lab_, sb_, "b");
     a_ports_ = {{lab_->name("sah"), "host-facing", 100}, {lab_->name("sab"), "switch-facing", 100}};
@@ -531,4 +531,231 @@ TEST_F(FloodgateSwitch, HoldDstPauseHoldsTheIncastAtTheHost) {
   EXPECT_EQ(h.stop(), 0) << h.log();
   EXPECT_EQ(A_->stop(), 0) << A_->proc().log();
   EXPECT_EQ(B_->stop(), 0) << B_->proc().log();
+}
+
+// ---- §4.2, Fig. 4: the hold-and-wait deadlock across two pods, on the
+// held data path ----
+//
+//            a2                         b2
+//            |                          |
+//   a0, a1 - ta ==== la ---- co ---- lb ==== tb - b0, b1
+//
+// Five sluice switches, `datapath = "hold"`, logic floodgate per packet: a
+// ToR and a leaf per pod and one core (the shape of
+// unit_floodgate_fabric_test's model, scaled to 1/10: last hops ta -> a0
+// and tb -> b0 10 Mbit/s, ToR <-> leaf (==) 20 Mbit/s, leaf <-> core 10
+// Mbit/s). The cross traffic of Fig. 4: a1 (pod A) sends to b0, b1 (pod
+// B) to a0, ~20 Mbit/s each, twice what the core links carry; and, as in
+// the model, each pod's own traffic down through its leaf: a2 (a host on
+// la) to a0, b2 to b0, ~20 Mbit/s each; all for 400 ms. The leaves are the
+// middle layer: windows up (toward co, `up_ports`) and down (toward their
+// ToR). A window toward a 10 Mbit/s hop is BDP + C x T = 875 B, less than
+// one frame (1 292 B): one frame per destination in flight per hop. Every
+// queue holds 4 MB, more than all that is sent, so nothing is tail-dropped
+// (a drop counts as "left" and is credited, which would free a window),
+// and delayCredit is off (thre_credit 1 GB), so a credit is withheld only
+// while its bytes are still in the switch.
+//
+// One VOQ per leaf, no grouping (§4.2's "VOQs used up"): from the first
+// frames on, both directions queue in the leaf's one FIFO VOQ (la: b0's
+// frames from ta waiting for la's window toward co, a0's from co and a2
+// waiting for la's window toward ta; lb the same with a0 and b0 swapped).
+// The cycle closes once la's VOQ has a b0 frame at its head and lb's an a0
+// frame:
+//  - la's b0 head needs co's credit for b0; co returns it when its b0 frame
+//    leaves co, and that frame waits for co's window toward lb, i.e. for
+//    lb's credit for the b0 frame co sent before, which sits in lb's VOQ
+//    behind lb's a0 head;
+//  - lb's a0 head needs co's credit for a0, which waits the same way for
+//    la's credit for an a0 frame that sits in la's VOQ behind la's b0 head.
+// So co's credits to la (b0) and lb (a0) and the leaves' credits to co (a0
+// from la, b0 from lb) can never be sent. Nothing was lost, so the
+// switchSYNs that follow are answered with the PSN already known and free
+// nothing. Delivery stops for good with the VOQs full.
+// Two VOQs per leaf, grouped down/up (1 + 1): a leaf's down frames never
+// wait behind its up frames, the cycle cannot form, everything arrives.
+namespace {
+
+class FloodgateTwoPods : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lab_ = std::make_unique<Lab>("fp");
+    for (const char* n : {"a0", "a1", "a2", "ta", "la", "co", "lb", "tb", "b0", "b1", "b2"}) ns_[n] = lab_->add_ns(n);
+    // Pod A in 10.74.0.0/22, pod B in 10.74.4.0/22, the core links apart.
+    link("a0", "a0", "10.74.1.2", "ta", "ta0", "10.74.1.1");
+    link("a1", "a1", "10.74.2.2", "ta", "ta1", "10.74.2.1");
+    link("ta", "tau", "10.74.3.1", "la", "lad", "10.74.3.2");
+    link("la", "lau", "10.74.8.1", "co", "coa", "10.74.8.2");
+    link("lb", "lbu", "10.74.9.1", "co", "cob", "10.74.9.2");
+    link("tb", "tbu", "10.74.7.1", "lb", "lbd", "10.74.7.2");
+    link("b0", "b0", "10.74.5.2", "tb", "tb0", "10.74.5.1");
+    link("b1", "b1", "10.74.6.2", "tb", "tb1", "10.74.6.1");
+    link("a2", "a2", "10.74.0.2", "la", "lah", "10.74.0.1");
+    link("b2", "b2", "10.74.4.2", "lb", "lbh", "10.74.4.1");
+    for (const auto& [ns, via] : std::vector<std::pair<std::string, std::string>>{{"a0", "10.74.1.1"},
+                                                                                  {"a1", "10.74.2.1"},
+                                                                                  {"a2", "10.74.0.1"},
+                                                                                  {"ta", "10.74.3.2"},
+                                                                                  {"la", "10.74.8.2"},
+                                                                                  {"lb", "10.74.9.2"},
+                                                                                  {"tb", "10.74.7.2"},
+                                                                                  {"b0", "10.74.5.1"},
+                                                                                  {"b1", "10.74.6.1"},
+                                                                                  {"b2", "10.74.4.1"}})
+      ASSERT_EQ(lab_->nsh(ns_[ns], "ip route add default via " + via), 0) << ns;
+    ASSERT_EQ(lab_->nsh(ns_["la"], "ip route add 10.74.0.0/22 via 10.74.3.1"), 0);
+    ASSERT_EQ(lab_->nsh(ns_["lb"], "ip route add 10.74.4.0/22 via 10.74.7.1"), 0);
+    ASSERT_EQ(
+        lab_->nsh(ns_["co"], "ip route add 10.74.0.0/22 via 10.74.8.1 && ip route add 10.74.4.0/22 via 10.74.9.1"), 0);
+    for (const char* sw : {"ta", "la", "co", "lb", "tb"}) {
+      ASSERT_EQ(lab_->nsh(ns_[sw], "sysctl -qw net.ipv4.ip_forward=1"), 0);
+      mtu_frames(*lab_, ns_[sw], ifs_[sw]);
+      sw_[sw] = std::make_unique<SwitchAgent>(*lab_, ns_[sw], sw);
+    }
+  }
+  void TearDown() override {
+    for (auto& [n, a] : sw_) a->stop();
+    lab_.reset();
+  }
+  void link(const std::string& na, const std::string& ia, const std::string& aa, const std::string& nb,
+            const std::string& ib, const std::string& ab) {
+    lab_->add_veth(ns_[na], ia, aa + "/24", ns_[nb], ib, ab + "/24");
+    ifs_[na].push_back(ia);
+    ifs_[nb].push_back(ib);
+  }
+  // Every switch on the held data path with queue 0 + 2 VOQs per port; the
+  // leaves with `leaf_section` as [floodgate].
+  void start_switches(const std::string& leaf_section) {
+    const std::string keys =
+        "logic = \"floodgate\"\nqueues = 3\nrate_mbit = 100\nfail_open_ms = 5000\ndatapath = \"hold\"\n"
+        "buffer_bytes = 4194304\n";
+    auto sp = [&](const std::string& i, const char* role, int mbit = 100) {
+      return SwitchPort{lab_->name(i), role, mbit};
+    };
+    sw_["ta"]->configure(keys,
+                         {sp("ta0", "host-facing", 10), sp("ta1", "host-facing"), sp("tau", "switch-facing", 20)});
+    sw_["tb"]->configure(keys,
+                         {sp("tb0", "host-facing", 10), sp("tb1", "host-facing"), sp("tbu", "switch-facing", 20)});
+    sw_["co"]->configure(keys, {sp("coa", "switch-facing", 10), sp("cob", "switch-facing", 10)});
+    for (const char* l : {"la", "lb"}) {
+      const std::string n = l;
+      sw_[n]->configure(
+          keys, {sp(n + "d", "switch-facing", 20), sp(n + "u", "switch-facing", 10), sp(n + "h", "host-facing")});
+    }
+    // [floodgate] after the ports, a section of its own. delayCredit off
+    // (thre_credit 1 GB) everywhere: a credit is withheld only because its
+    // bytes have not left, so what stalls is hold-and-wait alone.
+    for (const char* n : {"ta", "tb", "co", "la", "lb"}) {
+      std::ofstream f(sw_[n]->cfg(), std::ios::app);
+      f << "[floodgate]\nthre_credit_bytes = 1073741824\n";
+      if (n[0] == 'l') f << leaf_section << "up_ports = [\"" << lab_->name(std::string(n) + "u") << "\"]\n";
+    }
+    for (const char* n : {"ta", "tb", "co", "la", "lb"}) ASSERT_TRUE(sw_[n]->start());
+    for (const char* l : {"la", "lb"}) {
+      const json ls = sw_[l]->state()["logic_state"];
+      ASSERT_EQ(ls.value("voqs_total", 0), ls.value("max_voqs", -1)) << ls.dump(2);
+    }
+  }
+  // The cross traffic: a1 -> b0 and b1 -> a0, ~40 Mbit/s each for 400 ms;
+  // then waits until every datagram has arrived or delivery has not moved
+  // for 3 s (the 10 Mbit/s last hops deliver ~1 200 datagrams a second
+  // each while anything moves). Fills sent_, got_ and st_ (every switch's
+  // state at that point).
+  void cross_traffic() {
+    to_a0_.start(ns_["a0"], {kPort});
+    to_b0_.start(ns_["b0"], {kPort});
+    UdpSource from_a1, from_b1;
+    UdpSource from_a2, from_b2;
+    from_a1.start(ns_["a1"], {{"10.74.5.2", kPort, 0, 2, 1250}});
+    from_b1.start(ns_["b1"], {{"10.74.1.2", kPort, 0, 2, 1250}});
+    from_a2.start(ns_["a2"], {{"10.74.1.2", kPort, 0, 2, 1250}});
+    from_b2.start(ns_["b2"], {{"10.74.5.2", kPort, 0, 2, 1250}});
+    std::this_thread::sleep_for(400ms);
+    for (UdpSource* s : {&from_a1, &from_b1, &from_a2, &from_b2}) s->halt();
+    sent_a0_ = from_b1.sent() + from_a2.sent();
+    sent_b0_ = from_a1.sent() + from_b2.sent();
+    got_ = until_done_or_stalled([&] { return delivered(); }, sent_a0_ + sent_b0_, 3s);
+    for (const char* n : {"ta", "la", "co", "lb", "tb"}) st_[n] = sw_[n]->state();
+    std::cout << "two pods: delivered " << got_ << " of " << sent_a0_ + sent_b0_ << " (a0 " << to_a0_.got() << "/"
+              << sent_a0_ << ", b0 " << to_b0_.got() << "/" << sent_b0_ << ")\n";
+    for (const char* n : {"la", "co", "lb"})
+      std::cout << n << " voqs " << st_[n]["logic_state"]["voqs"].dump() << "\n   counters "
+                << st_[n]["logic_state"]["counters"].dump() << "\n";
+    RecordProperty("sent", std::to_string(sent_a0_ + sent_b0_));
+    RecordProperty("delivered", std::to_string(got_));
+    // Nothing was tail-dropped anywhere (what is missing is held, not
+    // lost), and both leaves' windows ran out: their VOQs were used.
+    for (const char* n : {"ta", "la", "co", "lb", "tb"}) {
+      EXPECT_EQ(queue_drops(st_[n]), 0u) << n;
+      EXPECT_EQ(st_[n]["logic_state"]["counters"].value("dropped", 1), 0) << n;
+    }
+    for (const char* l : {"la", "lb"}) EXPECT_GT(st_[l]["logic_state"]["counters"].value("voq_enqueued", 0), 0) << l;
+    for (const char* n : {"ta", "la", "co", "lb", "tb"})
+      EXPECT_EQ(st_[n]["logic_state"]["counters"].value("credits_delayed", 1), 0) << n;
+  }
+  uint64_t delivered() const { return to_a0_.got() + to_b0_.got(); }
+
+  UdpSink to_a0_, to_b0_;
+  uint64_t sent_a0_ = 0, sent_b0_ = 0, got_ = 0;
+  json st_;
+
+  std::unique_ptr<Lab> lab_;
+  std::map<std::string, std::string> ns_;
+  std::map<std::string, std::vector<std::string>> ifs_;
+  std::map<std::string, std::unique_ptr<SwitchAgent>> sw_;
+};
+
+}  // namespace
+
+TEST_F(FloodgateTwoPods, HoldAndWaitDeadlockWithoutVoqGrouping) {
+  start_switches("max_voqs = 1\nvoq_grouping = false\n");
+  if (HasFatalFailure()) return;
+  cross_traffic();
+  // Delivery stopped short, with the cycle of Fig. 4 in place.
+  ASSERT_LT(got_, sent_a0_ + sent_b0_) << "no deadlock without VOQ grouping";
+  for (const auto& [l, up, far] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"la", "lau", "10.74.5.2"}, {"lb", "lbu", "10.74.1.2"}}) {
+    const json& ls = st_[l]["logic_state"];
+    ASSERT_EQ(ls["voqs"].size(), 1u) << l << ls.dump(2);
+    const json& q = ls["voqs"][0];
+    // The one VOQ holds both destinations; at its head a frame for the
+    // other pod, leaving by the up port, blocked for lack of credit.
+    EXPECT_EQ(q["dsts"].size(), 2u) << l << q.dump();
+    EXPECT_EQ(q.value("head_port", ""), lab_->name(up)) << l << q.dump();
+    EXPECT_EQ(q.value("head_dst", ""), far) << l << q.dump();
+    EXPECT_TRUE(q.value("head_blocked", false)) << l << q.dump();
+    EXPECT_GT(q.value("bytes", 0), 0) << l;
+    // Its window toward the core for that destination is used up.
+    for (const auto& w : ls["windows"])
+      if (w["port"] == lab_->name(up) && w["dst"] == far) {
+        EXPECT_LE(w.value("window_bytes", 1), 0) << l << w.dump();
+      }
+  }
+  // The core holds one frame per destination, each blocked: its window
+  // toward la for a0 and toward lb for b0 is in the leaves' VOQs.
+  const json& lc = st_["co"]["logic_state"];
+  EXPECT_EQ(lc["voqs"].size(), 2u) << lc.dump(2);
+  for (const auto& q : lc["voqs"]) EXPECT_TRUE(q.value("head_blocked", false)) << q.dump();
+  // And it stays so: another 2 s without a datagram delivered and the
+  // leaves' VOQs unchanged, while switchSYNs go on (answered, freeing
+  // nothing: nothing was lost).
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(delivered(), got_) << "the stall was not a deadlock: delivery resumed";
+  for (const char* l : {"la", "lb"}) {
+    const json ls = sw_[l]->state()["logic_state"];
+    EXPECT_EQ(ls["voqs"][0].value("bytes", 0), st_[l]["logic_state"]["voqs"][0].value("bytes", 1)) << l;
+    EXPECT_GT(ls["counters"].value("switch_syn_out", 0), st_[l]["logic_state"]["counters"].value("switch_syn_out", 0))
+        << l;
+  }
+}
+
+TEST_F(FloodgateTwoPods, VoqGroupingCompletesTheSameTraffic) {
+  start_switches("max_voqs = 2\nvoq_grouping = true\ndown_voqs = 1\n");
+  if (HasFatalFailure()) return;
+  cross_traffic();
+  EXPECT_EQ(got_, sent_a0_ + sent_b0_) << "stalled with VOQ grouping";
+  EXPECT_EQ(to_a0_.got(), sent_a0_);
+  EXPECT_EQ(to_b0_.got(), sent_b0_);
+  for (const char* n : {"ta", "la", "co", "lb", "tb"})
+    EXPECT_TRUE(eventually([&] { return sw_[n]->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s)) << n;
 }

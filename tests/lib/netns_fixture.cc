@@ -257,6 +257,18 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
   }
 }
 
+uint64_t until_done_or_stalled(const std::function<uint64_t()>& count, uint64_t goal, std::chrono::milliseconds quiet) {
+  uint64_t last = count();
+  auto moved = std::chrono::steady_clock::now();
+  while (last < goal && std::chrono::steady_clock::now() - moved < quiet) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const uint64_t n = count();
+    if (n != last) moved = std::chrono::steady_clock::now();
+    last = n;
+  }
+  return last;
+}
+
 InNetns::InNetns(const std::string& ns) {
   old_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -97,6 +98,11 @@ std::string build_path(const std::string& rel);
 
 // Polls `pred` every 20 ms until true or `timeout`; returns the last value.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+// Polls `count` every 20 ms until it reaches `goal` or has not grown for
+// `quiet` (a stall); returns the last value. Progress, not a deadline: a
+// slow run goes on for as long as it keeps moving.
+uint64_t until_done_or_stalled(const std::function<uint64_t()>& count, uint64_t goal, std::chrono::milliseconds quiet);
 
 // Enters the named network namespace (/run/netns/NAME) for the calling
 // thread while in scope; throws if it cannot. Sockets keep the namespace

@@ -134,6 +134,10 @@ SwitchAgent::SwitchAgent(Lab& lab, std::string ns, std::string tag)
   cfg_ = lab_.tmpdir() + "/" + tag_ + ".toml";
 }
 
+void mtu_frames(Lab& lab, const std::string& ns, const std::vector<std::string>& ifs) {
+  for (const auto& i : ifs) lab.nsh(ns, "ethtool -K " + lab.name(i) + " gro off gso off tso off >/dev/null 2>&1");
+}
+
 void SwitchAgent::configure(const std::string& switch_keys, const std::vector<SwitchPort>& ports,
                             const std::string& agent_extra) {
   std::ofstream f(cfg_);

@@ -90,6 +90,11 @@ struct RouterLab {
 };
 RouterLab make_router_lab(Lab& lab, int net);
 
+// MTU-sized frames through interfaces `ifs` (short names) of namespace
+// `ns`: GRO, GSO and TSO off, so switch windows, credits and queue limits
+// count wire frames (as the lab's 100m-mtu profile).
+void mtu_frames(Lab& lab, const std::string& ns, const std::vector<std::string>& ifs);
+
 struct SwitchPort {
   std::string name;   // full interface name
   std::string role;   // "host-facing" | "switch-facing"
