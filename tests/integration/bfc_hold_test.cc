@@ -17,23 +17,27 @@
 // in turn pauses N's queue, so the burst waits in the sender's NIC and
 // nothing is lost on the way (every datagram arrives). A light flow h1 ->
 // h3 in other queues is not blocked. Frames with a tag that is not an
-// upstreamQ tag are counted and left alone.
+// upstreamQ tag are counted and left alone. The same with the link A -- B
+// made 250 us long by sluice-wire: the tags and the pauses cross it.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "lib/netns_fixture.h"
 #include "lib/switch_lab.h"
+#include "lib/tag_watch.h"
 
 using namespace sluice;
 using namespace sluice::test;
@@ -45,68 +49,6 @@ namespace {
 constexpr uint16_t kDport = 7200;
 constexpr int kQueues = 8;
 constexpr uint64_t kHeavy = 2500;  // datagrams in the burst
-
-// Counts frames arriving on `ifname` in `ns` that carried an 802.1Q tag
-// (PACKET_AUXDATA: the kernel moves a received tag into the skb's metadata,
-// so a plain read would not show it).
-class TagWatch {
- public:
-  ~TagWatch() {
-    stop_ = true;
-    if (t_.joinable()) t_.join();
-    if (fd_ >= 0) close(fd_);
-  }
-  void start(const std::string& ns, const std::string& ifname) {
-    {
-      InNetns in(ns);
-      fd_ = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-      ASSERT_GE(fd_, 0) << strerror(errno);
-      int one = 1;
-      ASSERT_EQ(setsockopt(fd_, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)), 0);
-      sockaddr_ll a{};
-      a.sll_family = AF_PACKET;
-      a.sll_protocol = htons(ETH_P_ALL);
-      a.sll_ifindex = int(if_nametoindex(ifname.c_str()));
-      ASSERT_NE(a.sll_ifindex, 0) << ifname;
-      ASSERT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-      timeval tv{0, 20'000};
-      setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    }
-    t_ = std::thread([this] {
-      char buf[2048];
-      char cbuf[256];
-      while (!stop_) {
-        iovec iov{buf, sizeof(buf)};
-        msghdr m{};
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = cbuf;
-        m.msg_controllen = sizeof(cbuf);
-        sockaddr_ll from{};
-        m.msg_name = &from;
-        m.msg_namelen = sizeof(from);
-        if (recvmsg(fd_, &m, 0) <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
-        ++frames_;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-          if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
-          tpacket_auxdata aux;
-          std::memcpy(&aux, CMSG_DATA(c), sizeof(aux));
-          if (aux.tp_status & TP_STATUS_VLAN_VALID) ++tagged_;
-        }
-        uint16_t type = uint16_t(uint8_t(buf[12]) << 8 | uint8_t(buf[13]));
-        if (type == 0x8100) ++tagged_;
-      }
-    });
-  }
-  uint64_t frames() const { return frames_; }
-  uint64_t tagged() const { return tagged_; }
-
- private:
-  int fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> frames_{0}, tagged_{0};
-  std::thread t_;
-};
 
 // One IPv4/UDP frame to `dst_mac` with an 802.1Q tag of VID `vid`, sent raw
 // out of `ifname` in `ns` (as a neighbour with a site VLAN would).
@@ -203,7 +145,21 @@ class BfcHold : public ::testing::Test {
     b3_ = lab_->name("b3");
     h2if_ = lab_->name("h2");
     lab_->add_veth(h1_, "h1", "10.74.1.2/24", a_, "a1", "10.74.1.1/24");
-    lab_->add_veth(a_, "a2", "10.74.9.1/24", b_, "b1", "10.74.9.2/24");
+    if (wire_delay_us_ > 0) {
+      // A -- B through a wire namespace: the link is wire_delay_us_ long.
+      w_ = lab_->add_ns("w");
+      lab_->add_veth(a_, "a2", "10.74.9.1/24", w_, "wa", "");
+      lab_->add_veth(w_, "wb", "", b_, "b1", "10.74.9.2/24");
+      wire_json_ = lab_->tmpdir() + "/wire.json";
+      wire_ = std::make_unique<Process>(
+          lab_->spawn(w_,
+                      {build_path("bench/lab/wire/sluice-wire"), "--a", lab_->name("wa"), "--b", lab_->name("wb"),
+                       "--delay-us", std::to_string(wire_delay_us_), "--json", wire_json_},
+                      "wire"));
+      ASSERT_TRUE(eventually([&] { return wire_->log().find("<->") != std::string::npos; }, 5s)) << wire_->log();
+    } else {
+      lab_->add_veth(a_, "a2", "10.74.9.1/24", b_, "b1", "10.74.9.2/24");
+    }
     lab_->add_veth(b_, "b2", "10.74.2.1/24", h2_, "h2", "10.74.2.2/24");
     lab_->add_veth(b_, "b3", "10.74.3.1/24", h3_, "h3", "10.74.3.2/24");
     ASSERT_EQ(lab_->nsh(h1_, "ip route add default via 10.74.1.1"), 0);
@@ -230,15 +186,51 @@ class BfcHold : public ::testing::Test {
   void TearDown() override {
     for (auto* s : {&N_, &A_, &B_})
       if (*s) (*s)->stop();
+    if (wire_) wire_->stop(SIGTERM);
     lab_.reset();
   }
 
+  void burst_through_the_chain();
+
+  int wire_delay_us_ = 0;
   std::unique_ptr<Lab> lab_;
-  std::string h1_, a_, b_, h2_, h3_, h1if_, a1_, a2_, b1_, b2_, b3_, h2if_;
+  std::string h1_, a_, b_, h2_, h3_, h1if_, a1_, a2_, b1_, b2_, b3_, h2if_, w_, wire_json_;
   std::unique_ptr<SwitchAgent> N_, A_, B_;
+  std::unique_ptr<Process> wire_;
 };
 
-TEST_F(BfcHold, TaggedHopByHopPausesReachTheSourceNothingLostLightFlowFlows) {
+// The link A -- B 250 us long (one way), the bench's default switch link.
+class BfcHoldWire : public BfcHold {
+ protected:
+  BfcHoldWire() { wire_delay_us_ = 250; }
+};
+
+TEST_F(BfcHold, TaggedHopByHopPausesReachTheSourceNothingLostLightFlowFlows) { burst_through_the_chain(); }
+
+// upstreamQ crosses a delayed link: sluice-wire carries A's tags to B (B
+// pops them: its pause counters name A's queues) and B's pauses to A.
+TEST_F(BfcHoldWire, UpstreamQAndPausesCrossADelayedLink) {
+  burst_through_the_chain();
+  if (HasFatalFailure()) return;
+  wire_->stop(SIGTERM);
+  std::ifstream f(wire_json_);
+  ASSERT_TRUE(f.good()) << wire_->log();
+  json j;
+  f >> j;
+  std::printf("wire A->B: %lu frames, %lu tagged, %lu untagged copies dropped, %lu missing; B->A: %lu frames\n",
+              (unsigned long)u(j["a_to_b"], "frames"), (unsigned long)u(j["a_to_b"], "tagged"),
+              (unsigned long)u(j["a_to_b"], "tagged_copies_dropped"),
+              (unsigned long)u(j["a_to_b"], "tagged_copies_missing"), (unsigned long)u(j["b_to_a"], "frames"));
+  // Every data frame A sent toward B was tagged, and left the wire tagged
+  // (B popped at least as many: checked above); no untagged copy crossed.
+  EXPECT_GE(u(j["a_to_b"], "tagged"), kHeavy);
+  EXPECT_EQ(u(j["a_to_b"], "tagged_copies_dropped") + u(j["a_to_b"], "tagged_copies_missing"),
+            u(j["a_to_b"], "tagged"));
+  EXPECT_EQ(u(j["a_to_b"], "send_errors"), 0u);
+  EXPECT_EQ(u(j["a_to_b"], "oversize_dropped"), 0u);
+}
+
+void BfcHold::burst_through_the_chain() {
   ASSERT_EQ(geteuid(), 0u);
   ASSERT_TRUE(N_->start());
   ASSERT_TRUE(A_->start());

@@ -44,6 +44,7 @@ from .. import core
 from ..core import TOP, Experiment, experiment
 from .. import util
 from .pulser import PulserExp
+from ..variants.bfc import hold_hrtt_us
 
 
 @experiment
@@ -105,7 +106,7 @@ class BfcExp(Experiment):
                 "groups": self.groups if a.topology == "three-switch" else None,
                 "rate_mbit": a.rate, "buffer": a.buffer, "mode": a.mode, "delay_us": a.delay_us,
                 "two_flows_s": a.two_flows_s if a.topology == "three-switch" else 0,
-                "bfc_queues": getattr(a, "bfc_queues", None), "bfc_hold_hrtt_us": getattr(a, "bfc_hold_hrtt_us", None),
+                "bfc_queues": getattr(a, "bfc_queues", None), "bfc_hold_hrtt_us": hold_hrtt_us(a),
                 "aqm_k_packets": getattr(a, "aqm_k", None)}
 
     def run(self, ctx, variants):

@@ -22,7 +22,11 @@ from the 802.1Q tag each hop pushes, Th = HRTT x rate / N_active. Every
 host runs sluiced too, as its NIC: a one-port switch on its uplink with the
 same logic (docs/bfc.md "The host half"), so a PAUSE from the first switch
 stops that queue of the sender, and the host's links are switch-facing at
-both ends. HRTT: --bfc-hold-hrtt-us. buffer_p99_bytes is then the agent's
+both ends. HRTT: --bfc-hold-hrtt-us; by default the held path's 300 us
+plus the round trip of the delayed links that carry the pauses (three-
+switch: the switch-to-switch links, 300 + 2 x --delay-us; star: the
+senders' links, undelayed, 300). Delayed links carry the upstreamQ tag
+(sluice-wire puts it back into the frame). buffer_p99_bytes is then the agent's
 held bytes at the bottleneck port (p99 of the per-millisecond maxima;
 sluice-qmon sees only the one frame kept in the kernel), drops the
 bottleneck port's tail drops in the agent.
@@ -43,6 +47,17 @@ from .switch import SluiceSwitch, switch_states
 from ..core import variant
 
 
+def hold_hrtt_us(args) -> int:
+    """HRTT of the bfc-hold variants: --bfc-hold-hrtt-us, else the held
+    path's ~300 us loop plus the round trip of a delayed link that carries
+    pauses (BFC §3.3: Th = HRTT x rate / N_active, HRTT the hop's round trip)."""
+    h = getattr(args, "bfc_hold_hrtt_us", None)
+    if h:
+        return int(h)
+    delay = getattr(args, "delay_us", 0) or 0
+    return int(300 + 2 * delay) if getattr(args, "topology", "") == "three-switch" else 300
+
+
 class _Bfc(SluiceSwitch):
     logic = ""
     build_targets = ["sluiced", "sluicectl"]
@@ -54,10 +69,10 @@ class _Bfc(SluiceSwitch):
         parser._sluice_bfc_args = True
         parser.add_argument("--bfc-queues", type=int, default=32,
                             help="bfc variants: queues per switch port (BFC §3.3.1: 32)")
-        parser.add_argument("--bfc-hold-hrtt-us", type=int, default=300,
-                            help="bfc-hold variants: [bfc] hrtt_us: the held data path's loop (~300 us, "
-                                 "docs/bfc.md); add the round trip of delayed links (sluice-wire does not carry "
-                                 "the upstreamQ tag: run them with --delay-us 0)")
+        parser.add_argument("--bfc-hold-hrtt-us", type=int, default=None,
+                            help="bfc-hold variants: [bfc] hrtt_us (default: the held data path's loop, ~300 us, "
+                                 "docs/bfc.md, plus the round trip of the delayed links that carry pauses: "
+                                 "300 + 2 x --delay-us on three-switch, 300 on star)")
         parser.add_argument("--bfc-hrtt-us", type=int, default=2000,
                             help="bfc variants: [bfc] hrtt_us, the control loop's round trip: Th = HRTT x rate / "
                                  "N_active (in sluiced: a depth sample + the wire both ways + the upstream's netlink "
@@ -68,12 +83,7 @@ class _Bfc(SluiceSwitch):
     def setup(self, ctx, topo):
         if topo.sluice_procs:
             raise BenchError(f"{self.name}: the topology already has sluice switches (--switch sluice)")
-        if self.hold and topo.wires:
-            # sluice-wire's per-protocol sockets get a frame after the
-            # receive path has cleared its VLAN tag: upstreamQ would not cross.
-            raise BenchError(f"{self.name}: delayed links (sluice-wire) do not carry the upstreamQ tag: "
-                             "run with --delay-us 0")
-        h = getattr(self.args, "bfc_hold_hrtt_us" if self.hold else "bfc_hrtt_us", 300 if self.hold else 2000)
+        h = hold_hrtt_us(self.args) if self.hold else getattr(self.args, "bfc_hrtt_us", 2000)
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic,
                            "queues": getattr(self.args, "bfc_queues", 32),
                            "switch_keys": ['datapath = "hold"'] if self.hold else [], "nic_hosts": self.hold,
