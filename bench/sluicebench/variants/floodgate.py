@@ -8,6 +8,12 @@
 - dctcp-hold: the same held switches with logic fifo (one queue, DCTCP
   marking in it): what the held data path alone does to DCTCP, the
   baseline floodgate is compared with on its own data path.
+- floodgate-dstpause: floodgate's switches with the switch part of
+  dstPause on (`dst_pause = true`: a first-hop ToR whose VOQ for D passes
+  thre_off tells the hosts that fed it to pause D, §4.3) and every host
+  running sluiced with the floodgate mechanism on its uplink (the host
+  part: it holds a paused destination's frames until dstResume or the
+  20 ms pause timeout).
 - floodgate-tree: the design-A data path (queue trees in the kernel, the
   BPF half fg_egress and the glue's netlink releases; "In sluiced, design
   A"), kept to compare the two in one run.
@@ -32,7 +38,13 @@ fg_hold_ce_marked (hold: CE marks, [switch] ecn_threshold_packets = --aqm-k),
 fg_hold_unheld_pkts (hold: frames that went to the qdisc unheld: fail
 open, a full ring, too large; fg_hold_fail_open_pkts, fg_hold_ring_full of
 them), fg_hold_ring_wait_us_mean / _max (hold: divert -> agent per frame,
-the ring being a queue no logic sees).
+the ring being a queue no logic sees). floodgate-dstpause adds
+fg_dst_pause_out / fg_dst_resume_out (dstPause/dstResume frames the ToRs
+sent, from the logic's counters) and, summed over the hosts' floodgate
+mechanism (`sluicectl stats`), fg_host_pauses, fg_host_resumes,
+fg_host_expired (pauses ended by the timeout), fg_host_held_frames,
+fg_host_resent_frames, fg_host_send_errors, fg_host_overflow,
+fg_host_stale; fg_host_agents_exited if a host's agent ended.
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -41,7 +53,7 @@ them to qmon's per-port figures.
 
 from __future__ import annotations
 
-from ..agents import aqm_port
+from ..agents import Agents, aqm_port, host_interface
 from ..core import BenchError, variant
 from .switch import SluiceSwitch, switch_states
 
@@ -101,8 +113,9 @@ class Floodgate(SluiceSwitch):
             if not a.floodgate_no_ecn and self.datapath != "hold":
                 out.append(f"[aqm]\necn_threshold_packets = {getattr(a, 'aqm_k', 20)}")
                 out += [aqm_port(p) for p in node.ports]
-            if a.floodgate_section:
-                out.append("[floodgate]\n" + a.floodgate_section.replace(";", "\n"))
+            section = self.floodgate_keys()
+            if section:
+                out.append("\n".join(["[floodgate]"] + section))
             return "\n".join(out)
 
         # The switch's agent runs its control loop (credits, VOQ releases)
@@ -114,6 +127,11 @@ class Floodgate(SluiceSwitch):
         queues = a.floodgate_queues if self.logic == "floodgate" else 1
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic, "queues": queues,
                            "extra": extra, "prefix": prefix, "switch_keys": self.switch_keys()})
+
+    def floodgate_keys(self) -> list:
+        """Lines of every switch's [floodgate] section (none: the defaults)."""
+        a = self.args
+        return [a.floodgate_section.replace(";", "\n")] if a.floodgate_section else []
 
     def switch_keys(self) -> list:
         keys = [f'datapath = "{self.datapath}"']
@@ -203,3 +221,55 @@ class DctcpHold(Floodgate):
     @classmethod
     def add_args(cls, parser):
         pass  # floodgate's options serve it (--floodgate-no-ecn)
+
+
+@variant
+class FloodgateDstPause(Floodgate):
+    name = "floodgate-dstpause"
+    help = ("floodgate with dstPause (§4.3): the switches' dst_pause on, every host running sluiced with the "
+            "floodgate mechanism on its uplink (holds a paused destination's frames)")
+
+    @classmethod
+    def add_args(cls, parser):
+        pass  # floodgate's options serve it
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.agents = Agents("fgdp")
+
+    def floodgate_keys(self) -> list:
+        return super().floodgate_keys() + ["dst_pause = true"]
+
+    def setup(self, ctx, topo):
+        super().setup(ctx, topo)
+        try:
+            for h in topo.hosts:
+                self.agents.start(ctx, h.ns, f"{h.name}-{self.point_no}", f"{self.agents.bpffs(ctx)}/{h.name}",
+                                  host_interface(h, ["floodgate"]), role="host")
+            for ag in self.agents.list:
+                ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=120)
+        except Exception:
+            self.teardown(ctx, topo)
+            raise
+
+    def metrics(self, ctx, topo):
+        out = super().metrics(ctx, topo)
+        out["fg_dst_pause_out"] = out["fg_dst_resume_out"] = 0
+        for _, j in switch_states(ctx, topo):
+            c = (j.get("logic_state") or {}).get("counters", {})
+            out["fg_dst_pause_out"] += c.get("dst_pause_out", 0)
+            out["fg_dst_resume_out"] += c.get("dst_resume_out", 0)
+        keys = ("pauses", "resumes", "expired", "held_frames", "resent_frames", "send_errors", "overflow", "stale")
+        for k in keys:
+            out[f"fg_host_{k}"] = 0
+        for _, modules in self.agents.live_modules(ctx, out, "fg_host_agents_exited"):
+            for m in modules:
+                if m["name"] == "floodgate":
+                    for k in keys:
+                        out[f"fg_host_{k}"] += m.get("stats", {}).get(k, 0)
+        return out
+
+    def teardown(self, ctx, topo):
+        # Hosts first (each sends what it still holds), then the switches.
+        self.agents.stop(ctx)
+        super().teardown(ctx, topo)
