@@ -8,7 +8,7 @@ import csv
 
 def flows_argv(ctx, servers: list, cdf: str, load: float, count: int, seed: int, link_mbps: float,
                records: str, out: str, timeout: float, cc: str = "", pool: int = 2, scale: float = 1.0,
-               buckets: list = None) -> list:
+               buckets: list = None, window_clamp: int = 0) -> list:
     """`sluice-tg flows`: `count` Poisson arrivals at `load` of `link_mbps`,
     sizes from `cdf`, each from a uniformly chosen server (Node) of
     `servers`; per-flow CSV to `records`, summary JSON to `out`."""
@@ -20,6 +20,8 @@ def flows_argv(ctx, servers: list, cdf: str, load: float, count: int, seed: int,
         argv += ["--buckets", ",".join(str(b) for b in buckets)]
     if cc:
         argv += ["--cc", cc]
+    if window_clamp:
+        argv += ["--window-clamp", str(window_clamp)]
     return argv
 
 
@@ -32,7 +34,7 @@ def read_records(path: str) -> list:
 
 def incast_argv(ctx, servers: list, conns: int, rounds: int, link_mbps: float, out: str, timeout: float,
                 bytes_per_conn: int = 0, total_bytes: int = 0, warmup: int = 0, gap_ms: float = 0,
-                fresh: bool = False, cc: str = "") -> list:
+                fresh: bool = False, cc: str = "", window_clamp: int = 0) -> list:
     """`sluice-tg incast`: `rounds` barrier-synchronized rounds, each asking
     `conns` connections over `servers` (Nodes) for their bytes at once;
     every flow of every round in `out` (--per-flow)."""
@@ -44,4 +46,6 @@ def incast_argv(ctx, servers: list, conns: int, rounds: int, link_mbps: float, o
     argv += ["--total-bytes", str(total_bytes)] if total_bytes else ["--bytes", str(bytes_per_conn)]
     if cc:
         argv += ["--cc", cc]
+    if window_clamp:
+        argv += ["--window-clamp", str(window_clamp)]
     return argv

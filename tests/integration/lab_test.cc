@@ -1,7 +1,8 @@
 // The lab's instruments against the kernel's own counters, on real veth
 // links with real qdiscs:
 //  - sluice-tg's flow completion time and retransmission counts agree with
-//    the shaping qdisc's `tc -s` bytes/drops;
+//    the shaping qdisc's `tc -s` bytes/drops; its --window-clamp caps a
+//    flow's data in flight;
 //  - sluice-qmon's maximum backlog equals the backlog `tc -s` reports for a
 //    queue that only grows, and its drop/byte counters equal tc's;
 //  - sluice-fault drops/corrupts exactly what it counts, repeatably per seed,
@@ -146,6 +147,48 @@ TEST_F(LabInstruments, TgFctMatchesShaperCounters) {
   EXPECT_LE(fct_s, t_tbf * 1.15 + 0.02) << "sent " << sent << " B, tbf time " << t_tbf;
   // Goodput the tool reports is payload over that same FCT.
   EXPECT_NEAR(r["summary"]["goodput_mbps"].get<double>(), double(kBytes) * 8 / fct_s / 1e6, 0.5);
+}
+
+// --window-clamp is a per-flow sending window: the receiving socket
+// advertises at most that much, so the sender's queue in front of a slow
+// link holds about one clamp, where the same transfer without it fills the
+// queue with what the autotuned receive window lets through. The maximum
+// backlog is sluice-qmon's exact one (BPF, every enqueue).
+TEST_F(LabInstruments, TgWindowClampCapsTheDataInFlight) {
+  constexpr uint64_t kClamp = 12000;
+  ASSERT_EQ(lab_->nsh(a_, "ethtool -K " + a0_ + " tso off gso off"), 0);
+  ASSERT_EQ(lab_->nsh(a_, "tc qdisc replace dev " + a0_ + " root tbf rate 10mbit burst 3028 limit 2000000"), 0);
+  Process srv = lab_->spawn(a_, {tg(), "server", "--cc", "cubic"}, "srv");
+  ASSERT_TRUE(eventually([&] { return srv.log().find("listening") != std::string::npos; }, std::chrono::seconds(5)));
+  auto max_backlog = [&](uint64_t clamp) -> uint64_t {
+    const std::string tag = "c" + std::to_string(clamp);
+    std::string qout = lab_->tmpdir() + "/" + tag + "-qmon.json", out = lab_->tmpdir() + "/" + tag + ".json";
+    Process q = lab_->spawn("", {qmon(), "--method", "bpf", "--port", "edge=" + a_ + ":" + a0_, "--json", qout},
+                            tag + "-qmon");
+    EXPECT_TRUE(eventually([&] { return q.log().find("monitoring") != std::string::npos; }, std::chrono::seconds(10)))
+        << q.log();
+    Process cli = lab_->spawn(b_,
+                              {tg(), "incast", "--to", "10.203.0.1", "--conns", "1", "--bytes", "1500000", "--rounds",
+                               "1", "--warmup", "0", "--cc", "cubic", "--window-clamp", std::to_string(clamp),
+                               "--link-mbps", "10", "--json", out},
+                              tag + "-cli");
+    int st = cli.wait(std::chrono::seconds(60));
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
+    q.stop(SIGINT);
+    json r = read_json(qout);
+    EXPECT_EQ(read_json(out)["window_clamp"], clamp);
+    return r["ports"].empty() ? 0 : r["ports"][0]["max_backlog_bytes"].get<uint64_t>();
+  };
+  const uint64_t free_run = max_backlog(0), clamped = max_backlog(kClamp);
+  std::printf("max backlog: %lu B without a clamp, %lu B with %lu B\n", (unsigned long)free_run,
+              (unsigned long)clamped, (unsigned long)kClamp);
+  EXPECT_GT(free_run, 4 * kClamp) << "without a clamp the queue should grow well past it";
+  // The kernel rounds the advertised window up to whole segments and its
+  // scale: measured ~1.15 clamps; 2 leaves room, and is still a cap.
+  EXPECT_LE(clamped, 2 * kClamp);
+  EXPECT_GT(clamped, 0u);
+  // A clamp of 0 or a non-number is refused before anything is sent.
+  EXPECT_NE(lab_->nsh(b_, tg() + " incast --to 10.203.0.1 --window-clamp lots --json /dev/null"), 0);
 }
 
 // The same kind of transfer into a 20 KB TBF buffer on a bridge between

@@ -93,11 +93,15 @@ class Reactor {
   }
 
   // Starts a non-blocking connect; on_connected fires when it completes.
-  Conn* connect_async(const Endpoint& ep, size_t server, const std::string& cc) {
+  Conn* connect_async(const Endpoint& ep, size_t server, const std::string& cc, uint32_t window_clamp) {
     int fd = socket(ep.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) throw SysError("socket", errno);
-    set_congestion(fd, cc);
-    set_nodelay(fd);
+    try {
+      prepare_client(fd, cc, window_clamp);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
     int r = connect(fd, reinterpret_cast<const sockaddr*>(&ep.addr), ep.len);
     if (r != 0 && errno != EINPROGRESS) {
       int e = errno;
@@ -284,7 +288,7 @@ int run_incast(const IncastOptions& o) {
   std::vector<Conn*> conns;
   for (int i = 0; i < o.conns; ++i) {
     size_t s = size_t(i) % o.servers.size();
-    conns.push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc), s));
+    conns.push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc, o.window_clamp), s));
   }
   size_t data_left = 0, trailers_left = 0;
   rx.on_data_done = [&](Conn*) { --data_left; };
@@ -306,7 +310,7 @@ int run_incast(const IncastOptions& o) {
       for (size_t i = 0; i < conns.size(); ++i) {
         size_t s = conns[i]->server;
         rx.close_conn(conns[i]);
-        conns[i] = rx.add_connected(connect_tcp(o.servers[s], o.cc), s);
+        conns[i] = rx.add_connected(connect_tcp(o.servers[s], o.cc, o.window_clamp), s);
       }
       usleep(5000);  // the servers' threads pick the new sockets up
     }
@@ -382,6 +386,7 @@ int run_incast(const IncastOptions& o) {
               {"servers", o.servers.size()},
               {"bytes_per_conn", o.bytes_per_conn},
               {"cc", o.cc.empty() ? get_congestion(conns[0]->fd) : o.cc},
+              {"window_clamp", o.window_clamp},
               {"link_mbps", o.link_mbps},
               {"rounds", o.rounds},
               {"warmup", o.warmup},
@@ -483,7 +488,7 @@ int run_flows(const FlowsOptions& o) {
   std::vector<size_t> conns_per_server(o.servers.size(), 0);
   for (size_t s = 0; s < o.servers.size(); ++s)
     for (int i = 0; i < o.pool; ++i) {
-      idle[s].push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc), s));
+      idle[s].push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc, o.window_clamp), s));
       ++conns_per_server[s];
     }
   size_t finished = 0;
@@ -525,7 +530,7 @@ int run_flows(const FlowsOptions& o) {
         c = idle[f.server].front();
         idle[f.server].pop_front();
       } else {
-        c = rx.connect_async(o.servers[f.server], f.server, o.cc);
+        c = rx.connect_async(o.servers[f.server], f.server, o.cc, o.window_clamp);
         ++conns_per_server[f.server];
         f.new_conn = true;
       }
@@ -617,6 +622,7 @@ int run_flows(const FlowsOptions& o) {
               {"load", o.load},
               {"link_mbps", o.link_mbps},
               {"seed", o.seed},
+              {"window_clamp", o.window_clamp},
               {"flows", flows.size()},
               {"base_rtt_us", base_rtt},
               {"arrival_rate_per_s", rate},
@@ -643,7 +649,7 @@ int run_long(const LongOptions& o) {
   std::vector<Conn*> conns;
   for (int i = 0; i < o.conns; ++i) {
     size_t s = size_t(i) % o.servers.size();
-    conns.push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc), s));
+    conns.push_back(rx.add_connected(connect_tcp(o.servers[s], o.cc, o.window_clamp), s));
   }
   auto start_of = [&](int i) { return size_t(i) < o.start_s.size() ? o.start_s[size_t(i)] : 0.0; };
   auto stop_of = [&](int i) { return size_t(i) < o.stop_s.size() ? o.stop_s[size_t(i)] : o.duration_s; };

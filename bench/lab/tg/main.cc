@@ -17,6 +17,9 @@ namespace {
 void common(CLI::App* app, ClientOptions& o, std::string& to) {
   app->add_option("--to", to, "servers: ADDR[:PORT][,ADDR[:PORT]...] (default port 5001)")->required();
   app->add_option("--cc", o.cc, "TCP_CONGESTION for client sockets (default: the namespace's)");
+  app->add_option("--window-clamp", o.window_clamp,
+                  "TCP_WINDOW_CLAMP in bytes on client sockets: a per-flow cap on the data in flight (0 = none)")
+      ->check(CLI::Range(0u, 1u << 30));
   app->add_option("--link-mbps", o.link_mbps, "bottleneck link rate (ideal FCT, utilisation)");
   app->add_option("--json", o.json_out, "write the result JSON here ('-' = stdout)");
   app->add_option("--timeout", o.timeout_s, "give up after this many seconds")->default_val(300);

@@ -99,12 +99,25 @@ void set_nonblocking(int fd, bool on) {
   fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
 }
 
-int connect_tcp(const Endpoint& ep, const std::string& cc) {
+void prepare_client(int fd, const std::string& cc, uint32_t window_clamp) {
+  set_congestion(fd, cc);
+  set_nodelay(fd);
+  if (!window_clamp) return;
+  // SO_RCVBUF first: it stops receive-buffer autotuning, which would raise
+  // the clamp again with the buffer (the kernel doubles the value, so the
+  // buffer itself never caps the window below the clamp).
+  int v = int(window_clamp);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) != 0)
+    throw SysError("set SO_RCVBUF " + std::to_string(window_clamp), errno);
+  if (setsockopt(fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &v, sizeof(v)) != 0)
+    throw SysError("set TCP_WINDOW_CLAMP " + std::to_string(window_clamp), errno);
+}
+
+int connect_tcp(const Endpoint& ep, const std::string& cc, uint32_t window_clamp) {
   int fd = socket(ep.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw SysError("socket", errno);
   try {
-    set_congestion(fd, cc);
-    set_nodelay(fd);
+    prepare_client(fd, cc, window_clamp);
     if (connect(fd, reinterpret_cast<const sockaddr*>(&ep.addr), ep.len) != 0)
       throw SysError("connect to " + ep.str(), errno);
   } catch (...) {

@@ -33,7 +33,12 @@ void set_nonblocking(int fd, bool on);
 
 // Blocking connect with TCP_NODELAY and the congestion control set before
 // the SYN (so an ECN-needing algorithm negotiates ECN). Returns the fd.
-int connect_tcp(const Endpoint& ep, const std::string& cc);
+// A client socket's options before connect: TCP_CONGESTION (empty = the
+// namespace's), TCP_NODELAY, and with window_clamp > 0 TCP_WINDOW_CLAMP (the
+// most this socket advertises, so the most its peer has in flight: a
+// per-flow sending window).
+void prepare_client(int fd, const std::string& cc, uint32_t window_clamp);
+int connect_tcp(const Endpoint& ep, const std::string& cc, uint32_t window_clamp = 0);
 
 // What the sender's TCP reports about one socket (TCP_INFO). total_rto is
 // only reported by Linux 6.7+; has_total_rto says whether it was.

@@ -114,6 +114,11 @@ class FloodgateExp(Experiment):
         p.add_argument("--flows", type=int, default=1000,
                        help="Poisson flows per variant and repeat (split over the five receiving hosts)")
         p.add_argument("--seed", type=int, default=1, help="Poisson arrivals, sizes, servers (repeat k: seed + k)")
+        # §5.2: "a per-flow sending window on hosts is added to emulate the
+        # first-RTT actions of DCQCN"; hosts here run DCTCP, uncapped unless
+        # asked (the receiving socket's TCP_WINDOW_CLAMP, sluice-tg).
+        p.add_argument("--host-window", type=util.size, default=0,
+                       help="per-flow sending window on every host, bytes (e.g. 45000, the paper's BDP; 0 = none)")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
 
     def params(self) -> dict:
@@ -124,7 +129,8 @@ class FloodgateExp(Experiment):
                 "incast_senders": len(self.incast_hosts), "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "incast_rounds": self.rounds, "workload": a.workload,
                 "cdf": os.path.relpath(self.cdf_path(), core.TOP), "load": a.load, "flows": a.flows,
-                "seed": a.seed, "aqm_k": getattr(a, "aqm_k", None), "aqm_ports": getattr(a, "aqm_ports", None),
+                "seed": a.seed, "host_window": a.host_window, "aqm_k": getattr(a, "aqm_k", None),
+                "aqm_ports": getattr(a, "aqm_ports", None),
                 "receiver": self.receiver.name, "incast_hosts": [h.name for h in self.incast_hosts],
                 "poisson_hosts": [h.name for h in self.others]}
 
@@ -182,11 +188,13 @@ class FloodgateExp(Experiment):
                 rec = os.path.join(ctx.tmp, f"{tag}-flows{i}.csv")
                 argv = traffic.flows_argv(ctx, [x for x in self.others if x is not h], cdf, a.load, per,
                                           (a.seed + rep) * 1009 + i, pr["rate"], rec,
-                                          os.path.join(ctx.tmp, f"{tag}-flows{i}.json"), a.timeout, cc=v.cc)
+                                          os.path.join(ctx.tmp, f"{tag}-flows{i}.json"), a.timeout, cc=v.cc,
+                                          window_clamp=a.host_window)
                 procs.append((rec, ctx.spawn(h.ns, argv, f"{tag}-flows{i}")))
             inc = ctx.spawn(self.receiver.ns, traffic.incast_argv(
                 ctx, self.incast_hosts, len(self.incast_hosts), self.rounds, pr["rate"], inc_out, a.timeout,
-                bytes_per_conn=a.incast_bytes, gap_ms=a.incast_gap_ms, cc=v.cc), f"{tag}-incast")
+                bytes_per_conn=a.incast_bytes, gap_ms=a.incast_gap_ms, cc=v.cc, window_clamp=a.host_window),
+                f"{tag}-incast")
             other = []
             for rec, p in procs + [(None, inc)]:
                 try:
