@@ -163,15 +163,16 @@ TEST_F(LabInstruments, TgWindowClampCapsTheDataInFlight) {
   auto max_backlog = [&](uint64_t clamp) -> uint64_t {
     const std::string tag = "c" + std::to_string(clamp);
     std::string qout = lab_->tmpdir() + "/" + tag + "-qmon.json", out = lab_->tmpdir() + "/" + tag + ".json";
-    Process q = lab_->spawn("", {qmon(), "--method", "bpf", "--port", "edge=" + a_ + ":" + a0_, "--json", qout},
-                            tag + "-qmon");
+    Process q =
+        lab_->spawn("", {qmon(), "--method", "bpf", "--port", "edge=" + a_ + ":" + a0_, "--json", qout}, tag + "-qmon");
     EXPECT_TRUE(eventually([&] { return q.log().find("monitoring") != std::string::npos; }, std::chrono::seconds(10)))
         << q.log();
-    Process cli = lab_->spawn(b_,
-                              {tg(), "incast", "--to", "10.203.0.1", "--conns", "1", "--bytes", "1500000", "--rounds",
-                               "1", "--warmup", "0", "--cc", "cubic", "--window-clamp", std::to_string(clamp),
-                               "--link-mbps", "10", "--json", out},
-                              tag + "-cli");
+    Process cli = lab_->spawn(
+        b_,
+        {tg(),          "incast", "--to",     "10.203.0.1", "--conns", "1",     "--bytes",        "1500000",
+         "--rounds",    "1",      "--warmup", "0",          "--cc",    "cubic", "--window-clamp", std::to_string(clamp),
+         "--link-mbps", "10",     "--json",   out},
+        tag + "-cli");
     int st = cli.wait(std::chrono::seconds(60));
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cli.log();
     q.stop(SIGINT);
@@ -180,8 +181,8 @@ TEST_F(LabInstruments, TgWindowClampCapsTheDataInFlight) {
     return r["ports"].empty() ? 0 : r["ports"][0]["max_backlog_bytes"].get<uint64_t>();
   };
   const uint64_t free_run = max_backlog(0), clamped = max_backlog(kClamp);
-  std::printf("max backlog: %lu B without a clamp, %lu B with %lu B\n", (unsigned long)free_run,
-              (unsigned long)clamped, (unsigned long)kClamp);
+  std::printf("max backlog: %lu B without a clamp, %lu B with %lu B\n", (unsigned long)free_run, (unsigned long)clamped,
+              (unsigned long)kClamp);
   EXPECT_GT(free_run, 4 * kClamp) << "without a clamp the queue should grow well past it";
   // The kernel rounds the advertised window up to whole segments and its
   // scale: measured ~1.15 clamps; 2 leaves room, and is still a cap.

@@ -12,9 +12,9 @@ namespace sluice::tg {
 
 struct ClientOptions {
   std::vector<Endpoint> servers;
-  std::string cc;        // TCP_CONGESTION on every client socket
+  std::string cc;             // TCP_CONGESTION on every client socket
   uint32_t window_clamp = 0;  // TCP_WINDOW_CLAMP on every client socket (0 = none)
-  double link_mbps = 0;  // bottleneck rate: ideal FCT and utilisation
+  double link_mbps = 0;       // bottleneck rate: ideal FCT and utilisation
   std::string json_out = "-";
   double timeout_s = 300;  // whole run
 };
