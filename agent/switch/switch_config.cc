@@ -116,7 +116,8 @@ const ConfigSection& switch_section() {
           field::integer("fail_open_ms", &S::fail_open_ms, 10, 60000),
           field::choice("datapath", &S::datapath, {{"tree", SwitchDatapath::kTree}, {"hold", SwitchDatapath::kHold}}),
           field::integer("hold_backlog_us", &S::hold_backlog_us, 1, 100000),
-          field::integer("ecn_threshold_packets", &S::ecn_threshold_packets, 0, 1000000),
+          field::integer("ecn_threshold_packets", &S::ecn_threshold_packets, 0, 1000000)
+              .within("switch.datapath = \"hold\""),
           ports_field(),
       },
       validate);
