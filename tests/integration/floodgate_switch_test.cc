@@ -509,9 +509,9 @@ TEST_F(FloodgateSwitch, HoldDstPauseHoldsTheIncastAtTheHost) {
   };
   ASSERT_TRUE(eventually([&] { return !host_state().empty(); }, 30s)) << h.log();
 
-  // D: 1.5 MB of TCP (held frames are re-sent by PAC's re-injector, which
-  // completes TCP checksums only: a held UDP frame is not re-sent, counted
-  // in send_errors; docs/floodgate.md). E: UDP at ~8 Mbit/s meanwhile.
+  // D: 1.5 MB of TCP. E: UDP at ~8 Mbit/s meanwhile (under load sa can
+  // pause E too; held frames, TCP or UDP, are re-sent with their checksums
+  // completed by PAC's re-injector).
   UdpSink e;
   e.start(h4_, {kPort});
   UdpSource to_e;

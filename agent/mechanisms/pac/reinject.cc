@@ -26,7 +26,7 @@ uint16_t fold(uint32_t acc) {
 }
 }  // namespace
 
-bool complete_tcp_checksum(uint8_t* f, size_t len) {
+bool complete_l4_checksum(uint8_t* f, size_t len) {
   if (len < 14) return false;
   size_t off = 12;
   uint16_t et = uint16_t(f[off] << 8 | f[off + 1]);
@@ -38,33 +38,45 @@ bool complete_tcp_checksum(uint8_t* f, size_t len) {
   }
   uint32_t acc = 0;
   size_t l4 = 0, l4len = 0;
+  uint8_t proto = 0;
   if (et == 0x0800) {
     if (len < off + 20) return false;
     size_t ihl = size_t(f[off] & 0xf) * 4;
     size_t tot = size_t(f[off + 2] << 8 | f[off + 3]);
-    if ((f[off] >> 4) != 4 || ihl < 20 || tot < ihl || off + tot > len || f[off + 9] != 6) return false;
+    if ((f[off] >> 4) != 4 || ihl < 20 || tot < ihl || off + tot > len) return false;
+    proto = f[off + 9];
     l4 = off + ihl;
     l4len = tot - ihl;
     acc = sum16(f + off + 12, 8, 0);  // saddr, daddr
-    acc += 6 + uint32_t(l4len);
   } else if (et == 0x86dd) {
     if (len < off + 40) return false;
     size_t plen = size_t(f[off + 4] << 8 | f[off + 5]);
-    if (f[off + 6] != 6 || off + 40 + plen > len) return false;
+    if (off + 40 + plen > len) return false;
+    proto = f[off + 6];  // no extension headers: offloaded segments have none here
     l4 = off + 40;
     l4len = plen;
     acc = sum16(f + off + 8, 32, 0);
-    acc += 6 + uint32_t(l4len);
   } else {
-    return false;
+    return true;  // not IP: no checksum the stack leaves to the device
   }
-  if (l4len < 20) return false;
-  f[l4 + 16] = 0;
-  f[l4 + 17] = 0;
+  size_t field = 0;
+  if (proto == 6) {
+    if (l4len < 20) return false;
+    field = 16;
+  } else if (proto == 17) {
+    if (l4len < 8) return false;
+    field = 6;
+  } else {
+    return true;  // ICMP and the rest carry a complete checksum
+  }
+  acc += proto + uint32_t(l4len);
+  f[l4 + field] = 0;
+  f[l4 + field + 1] = 0;
   acc = sum16(f + l4, l4len, acc);
   uint16_t c = fold(acc);
-  f[l4 + 16] = uint8_t(c >> 8);
-  f[l4 + 17] = uint8_t(c & 0xff);
+  if (proto == 17 && c == 0) c = 0xffff;  // RFC 768: 0 means "no checksum"
+  f[l4 + field] = uint8_t(c >> 8);
+  f[l4 + field + 1] = uint8_t(c & 0xff);
   return true;
 }
 
@@ -98,7 +110,7 @@ Reinjector::~Reinjector() {
 }
 
 bool Reinjector::send(uint8_t* frame, size_t len) {
-  if (!complete_tcp_checksum(frame, len)) {
+  if (!complete_l4_checksum(frame, len)) {
     last_errno_ = EINVAL;
     return false;
   }

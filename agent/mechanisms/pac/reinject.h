@@ -10,13 +10,16 @@
 
 namespace sluice::pac {
 
-// At tc egress a locally generated TCP segment is CHECKSUM_PARTIAL: its
-// checksum field holds only the pseudo-header sum, the NIC (or the stack, on
-// veth) completes it. A copy sent back through AF_PACKET is not completed by
-// anyone, so the TCP checksum is recomputed here over pseudo-header, header
-// and payload. Handles Ethernet (+ one 802.1Q tag), IPv4 and IPv6. Returns
-// false (frame unchanged) when the frame is not a well-formed TCP segment.
-bool complete_tcp_checksum(uint8_t* frame, size_t len);
+// At tc egress a locally generated TCP segment or UDP datagram is
+// CHECKSUM_PARTIAL: its checksum field holds only the pseudo-header sum, the
+// NIC (or the stack, on veth) completes it. A copy sent back through
+// AF_PACKET is not completed by anyone, so the TCP or UDP checksum is
+// recomputed here over pseudo-header, header and payload (a complete one
+// comes out the same). Handles Ethernet (+ one 802.1Q/802.1ad tag), IPv4 and
+// IPv6. Other frames (not IP, or another protocol: their checksums are
+// complete) are left as they are. Returns false (frame unchanged) only for a
+// truncated or malformed IP frame or TCP/UDP header.
+bool complete_l4_checksum(uint8_t* frame, size_t len);
 
 class Reinjector {
  public:

@@ -651,21 +651,45 @@ TEST(PacReinject, CompletesPartialChecksums) {
       f[l4 + 17] = 0x34;
       std::string why;
       EXPECT_FALSE(test::checksums_ok(f, &why));
-      ASSERT_TRUE(complete_tcp_checksum(f.data(), f.size()));
+      ASSERT_TRUE(complete_l4_checksum(f.data(), f.size()));
       EXPECT_TRUE(test::checksums_ok(f, &why)) << why << " v6=" << v6 << " vlan=" << vlan;
     }
   }
 }
 
-TEST(PacReinject, RefusesWhatIsNotTcp) {
-  test::PacketSpec udp;
-  udp.proto = 17;
-  test::Bytes f = test::build(udp);
+// A held UDP datagram (Floodgate's dstPause holds every frame to a paused
+// destination) gets its checksum completed the same way; other protocols
+// pass unchanged; a truncated frame is refused.
+TEST(PacReinject, CompletesUdpLeavesOtherProtocolsRefusesTruncated) {
+  for (bool v6 : {false, true}) {
+    test::PacketSpec udp;
+    udp.proto = 17;
+    udp.ipv6 = v6;
+    if (v6) {
+      udp.src = "fd00::1";
+      udp.dst = "fd00::2";
+    }
+    udp.payload = 333;
+    test::Bytes f = test::build(udp);
+    ASSERT_TRUE(test::checksums_ok(f));
+    test::Bytes good = f;
+    size_t l4 = 14 + (v6 ? 40 : 20);
+    f[l4 + 6] = 0x12;
+    f[l4 + 7] = 0x34;
+    std::string why;
+    EXPECT_FALSE(test::checksums_ok(f, &why));
+    ASSERT_TRUE(complete_l4_checksum(f.data(), f.size()));
+    EXPECT_TRUE(test::checksums_ok(f, &why)) << why << " v6=" << v6;
+    EXPECT_EQ(f, good) << "a complete checksum comes out the same";
+  }
+  test::PacketSpec icmp;
+  icmp.proto = 1;
+  test::Bytes f = test::build(icmp);
   test::Bytes orig = f;
-  EXPECT_FALSE(complete_tcp_checksum(f.data(), f.size()));
+  EXPECT_TRUE(complete_l4_checksum(f.data(), f.size()));
   EXPECT_EQ(f, orig);
   test::Bytes shortf = test::truncate(test::build(test::PacketSpec{}), 30);
-  EXPECT_FALSE(complete_tcp_checksum(shortf.data(), shortf.size()));
+  EXPECT_FALSE(complete_l4_checksum(shortf.data(), shortf.size()));
 }
 
 // ---- [pac] configuration ----------------------------------------------------
