@@ -44,6 +44,9 @@ bool complete_l4_checksum(uint8_t* f, size_t len) {
     size_t ihl = size_t(f[off] & 0xf) * 4;
     size_t tot = size_t(f[off + 2] << 8 | f[off + 3]);
     if ((f[off] >> 4) != 4 || ihl < 20 || tot < ihl || off + tot > len) return false;
+    // A fragment: the stack checksummed the whole datagram before it cut
+    // it (never left to the device), and a later fragment has no L4 header.
+    if ((uint32_t(f[off + 6]) << 8 | f[off + 7]) & 0x3fff) return true;
     proto = f[off + 9];
     l4 = off + ihl;
     l4len = tot - ihl;
@@ -65,6 +68,8 @@ bool complete_l4_checksum(uint8_t* f, size_t len) {
     field = 16;
   } else if (proto == 17) {
     if (l4len < 8) return false;
+    // IPv4 UDP without a checksum (0) stays without one (RFC 768).
+    if (et == 0x0800 && f[l4 + 6] == 0 && f[l4 + 7] == 0) return true;
     field = 6;
   } else {
     return true;  // ICMP and the rest carry a complete checksum

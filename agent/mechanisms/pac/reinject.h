@@ -16,8 +16,10 @@ namespace sluice::pac {
 // AF_PACKET is not completed by anyone, so the TCP or UDP checksum is
 // recomputed here over pseudo-header, header and payload (a complete one
 // comes out the same). Handles Ethernet (+ one 802.1Q/802.1ad tag), IPv4 and
-// IPv6. Other frames (not IP, or another protocol: their checksums are
-// complete) are left as they are. Returns false (frame unchanged) only for a
+// IPv6. Other frames (not IP, another protocol, an IPv4 fragment, an IPv4
+// UDP datagram sent without a checksum: nothing left to the device) are
+// left as they are. sw::complete_l4_checksum (switch/hold_path.h) does the
+// same for frames already parsed in BPF; this one parses the frame itself. Returns false (frame unchanged) only for a
 // truncated or malformed IP frame or TCP/UDP header.
 bool complete_l4_checksum(uint8_t* frame, size_t len);
 

@@ -688,6 +688,17 @@ TEST(PacReinject, CompletesUdpLeavesOtherProtocolsRefusesTruncated) {
   test::Bytes orig = f;
   EXPECT_TRUE(complete_l4_checksum(f.data(), f.size()));
   EXPECT_EQ(f, orig);
+  // An IPv4 fragment (MF set) is never CHECKSUM_PARTIAL; past its first
+  // bytes it carries no UDP header: left alone, whatever its bytes 6-7 hold.
+  test::PacketSpec frag;
+  frag.proto = 17;
+  frag.payload = 200;
+  test::Bytes g = test::build(frag);
+  g[14 + 6] |= 0x20;
+  g[14 + 20 + 6] = 0x12;
+  test::Bytes gorig = g;
+  EXPECT_TRUE(complete_l4_checksum(g.data(), g.size()));
+  EXPECT_EQ(g, gorig);
   test::Bytes shortf = test::truncate(test::build(test::PacketSpec{}), 30);
   EXPECT_FALSE(complete_l4_checksum(shortf.data(), shortf.size()));
 }
