@@ -188,7 +188,7 @@ TEST_F(LabInstruments, TgWindowClampCapsTheDataInFlight) {
   // scale: measured ~1.15 clamps; 2 leaves room, and is still a cap.
   EXPECT_LE(clamped, 2 * kClamp);
   EXPECT_GT(clamped, 0u);
-  // A clamp of 0 or a non-number is refused before anything is sent.
+  // A clamp that is not a number is refused before anything is sent (0 means none).
   EXPECT_NE(lab_->nsh(b_, tg() + " incast --to 10.203.0.1 --window-clamp lots --json /dev/null"), 0);
 }
 
