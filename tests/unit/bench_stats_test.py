@@ -182,5 +182,44 @@ class Finalize(unittest.TestCase):
         self.assertIn("n=3600", text)
 
 
+class HeldBuffer(unittest.TestCase):
+    """bfc-hold keeps its queues in the agent: the row's buffer_p99_bytes is
+    the agent's per repeat, and the merge of the repeats must not replace it
+    with the pooled p99 of the qdisc's one-frame samples."""
+
+    def test_agent_figure_survives_the_merge(self):
+        import shutil
+        import tempfile
+        from sluicebench.experiments.bfc import BfcExp
+
+        tmp = tempfile.mkdtemp(prefix="sluice-bench-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+
+        class M:
+            def __init__(self, tag, held):
+                self.tag, self.extra = tag, held
+                self.ctx = argparse.Namespace(tmp=tmp)
+                self.qmon = {"ports": [{"max_backlog_bytes": 1518, "mean_backlog_bytes": 700.0}]}
+                with open(os.path.join(tmp, f"qmon-{tag}.csv"), "w") as f:
+                    f.write("t_us,max_bytes\n" + "".join(f"{i},1518\n" for i in range(1200)))
+
+        def run(i, held):
+            m = M(f"r{i}", held)
+            row = {"point": "workload"}
+            BfcExp._buffer(row, m)
+            row.update(m.extra)
+            return row
+
+        held = [{"buffer_p99_bytes": b, "buffer_n": 5000, "queue_max_bytes": 2 * b} for b in (200000, 600000, 900000)]
+        row = stats.merge_runs([run(i, h) for i, h in enumerate(held)])
+        self.assertEqual(row["buffer_p99_bytes"], 600000)
+        self.assertEqual(row["spread"]["buffer_p99_bytes"], [200000, 900000])
+        self.assertIsNone(row["queue_mean_bytes"])
+        # A plain port still pools the qdisc's samples.
+        plain = stats.merge_runs([run(i, {}) for i in range(3)])
+        self.assertEqual(plain["buffer_p99_bytes"], 1518)
+        self.assertEqual(plain["buffer_n"], 3600)
+
+
 if __name__ == "__main__":
     unittest.main()

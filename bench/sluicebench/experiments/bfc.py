@@ -255,8 +255,16 @@ class BfcExp(Experiment):
     def _buffer(row, m):
         """buffer_p99_bytes (with buffer_n): p99 over the queue monitor's
         intervals (1 ms) of the bottleneck's largest backlog in each;
-        queue_max_bytes exact, queue_mean_bytes time-weighted."""
+        queue_max_bytes exact, queue_mean_bytes time-weighted.
+
+        A held port (bfc-hold) keeps its queues in the agent and the qdisc
+        one frame: the variant's metrics carry the agent's figures, and the
+        qdisc's samples must not go into the row, or the repeats' merge
+        would pool them into buffer_p99_bytes over the agent's figure."""
         out = {"queue_max_bytes": None, "queue_mean_bytes": None}
+        if m.extra.get("buffer_p99_bytes") is not None:
+            row.update(out)
+            return
         q = m.qmon
         if not q or not q["ports"]:
             row.update(out)
