@@ -6,7 +6,8 @@
 #   1:1   root, the link rate
 #   1:10  signals (DSCP 46): prio 0, may use the whole link
 #   1:20  token group (DSCP 40..45): rate = ceil = token/(token + data) of
-#         the link (84/(84+1538) = 5.18%), never more
+#         the link (98/(98+1538) = 5.99%: sluice-top's token is a 74-byte
+#         frame, 98 B on the wire; a data frame 1538 B), never more
 #     1:21..1:26  token classes 0..5: a minimal assured rate, ceil = the
 #                 group, HTB prio 0..5 (strict order when borrowing from the
 #                 group), pfifo of 8 tokens (ExpressPass's queue length)
@@ -20,7 +21,8 @@
 # strict priority among token classes is exact only above the leaves' assured
 # rates (8 kbit each here); bench/top/htb_check.py measures both properties.
 # Frames are charged with 24 bytes of Ethernet overhead (preamble, FCS, gap)
-# and at least 84 bytes, as the 84/(84+1538) split assumes.
+# and at least 84 bytes; the split uses the frames as charged, so the group
+# passes exactly one token per receiver pacing slot (wire.h pacing_slot_ns).
 set -euo pipefail
 cmd=${1:-}
 dev=${2:-}
@@ -41,7 +43,7 @@ dbuf=${5:-1000000}
 ip link show dev "$dev" >/dev/null 2>&1 || { echo "top-switch: no device $dev" >&2; exit 2; }
 
 link_kbit=$((rate * 1000))
-tok_kbit=$((link_kbit * 84 / (84 + 1538)))
+tok_kbit=$((link_kbit * 98 / (98 + 1538)))
 data_kbit=$((link_kbit - tok_kbit - 100))
 ovh="overhead 24 mpu 84"
 q=1600  # one full frame per round

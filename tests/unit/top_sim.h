@@ -26,18 +26,19 @@ namespace sluice::top::sim {
 struct NetConfig {
   double rate_bps = 1e9;
   uint64_t prop_ns = 5'000;
-  double token_share = 84.0 / (84.0 + 1538.0);
+  // token / (token + full data frame) as frames on the wire (wire.h), so the
+  // group passes one token per receiver pacing slot, as top-switch.sh does.
+  double token_share = double(kTokenFrameBytes) / double(kTokenFrameBytes + data_frame_bytes(1440));
   size_t token_queue = 8;
   uint64_t data_queue_bytes = 1 << 20;
   bool expiry = true;
   uint64_t expiry_threshold_ns = 0;  // 0: derived as §5.1 does
 };
 
-inline uint64_t frame_bytes(const Packet& p) {
-  // Ethernet + IPv4 + UDP headers, FCS, preamble and inter-frame gap.
-  uint64_t b = wire_bytes(p) + 14 + 20 + 8 + 4 + 20;
-  return b < 84 ? 84 : b;
-}
+// Ethernet + IPv4 + UDP headers, FCS, preamble and inter-frame gap.
+inline uint64_t frame_bytes(const Packet& p) { return frame_on_wire(wire_bytes(p)); }
+// The token limiter charges every token its frame, as HTB does.
+constexpr double kTok = static_cast<double>(kTokenFrameBytes);
 
 class Net {
  public:
@@ -60,8 +61,8 @@ class Net {
     if (!nc_.expiry_threshold_ns) {
       // §5.1: T = base one-way delay + 2 x max per-hop token queueing, the
       // latter a full token queue drained at the token rate.
-      double one_way = 2.0 * nc_.prop_ns + 2 * 84 * 8e9 / nc_.rate_bps;
-      double per_hop = nc_.token_queue * 84 * 8e9 / (nc_.rate_bps * nc_.token_share);
+      double one_way = 2.0 * nc_.prop_ns + 2 * kTok * 8e9 / nc_.rate_bps;
+      double per_hop = nc_.token_queue * kTok * 8e9 / (nc_.rate_bps * nc_.token_share);
       nc_.expiry_threshold_ns = static_cast<uint64_t>(one_way + 2 * per_hop);
     }
   }
@@ -139,7 +140,7 @@ class Net {
     std::deque<Packet> signal, data;
     std::array<std::deque<Packet>, kPriorities> tokens;
     uint64_t data_bytes = 0;
-    double credit = 2 * 84;  // token bytes allowed now
+    double credit = 2 * kTok;  // token bytes allowed now
     uint64_t credit_at = 0;
     PortStats stats;
     bool top = false;  // switch port (TOP queues) or host NIC (FIFO)
@@ -229,7 +230,7 @@ class Net {
   }
   void refill(Port& port) {
     double add = (now_ - port.credit_at) * port.rate_bps * nc_.token_share / 8e9;
-    port.credit = std::min(2.0 * 84, port.credit + add);
+    port.credit = std::min(2.0 * kTok, port.credit + add);
     port.credit_at = now_;
   }
   void port_next(int to) {
@@ -245,11 +246,11 @@ class Net {
     if (!have) {
       for (auto& q : port.tokens) {
         if (q.empty()) continue;
-        if (port.credit >= 84) {
+        if (port.credit >= kTok) {
           p = q.front();
           q.pop_front();
-          port.credit -= 84;
-          port.stats.token_bytes += 84;
+          port.credit -= kTok;
+          port.stats.token_bytes += kTokenFrameBytes;
           have = true;
         }
         break;
@@ -268,7 +269,7 @@ class Net {
       for (auto& q : port.tokens) tokens_waiting |= !q.empty();
       if (tokens_waiting && !port.wake_armed) {
         port.wake_armed = true;
-        uint64_t wait = static_cast<uint64_t>((84 - port.credit) * 8e9 / (port.rate_bps * nc_.token_share)) + 1;
+        uint64_t wait = static_cast<uint64_t>((kTok - port.credit) * 8e9 / (port.rate_bps * nc_.token_share)) + 1;
         schedule(now_ + wait, [this, to] {
           hosts_[to]->port.wake_armed = false;
           if (!hosts_[to]->port.busy) port_next(to);

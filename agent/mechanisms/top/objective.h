@@ -42,7 +42,12 @@ struct RateParams {
   double w_init = 1.0 / 16;
   double w_min = 1.0 / 128;
   double w_max = 0.5;
-  double initial_rate = 0.5;
+  // A new flow's first period runs at the receiver's full token rate: its
+  // own slot scheduler already shares the access link, and a token beyond a
+  // shared token bottleneck is dropped there (R1), never its data, so
+  // starting lower only costs a flow that is alone (a short flow at 0.5 got
+  // a token every other slot: about 2x its ideal FCT, docs/top.md "floor").
+  double initial_rate = 1.0;
   double min_rate = 1.0 / 64;
   std::optional<std::string> validate() const;
 };

@@ -54,7 +54,7 @@ struct Receiver::Flow {
 };
 
 Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {
-  if (cfg_.token_timeout_ns == 0) cfg_.token_timeout_ns = 2 * cfg_.rtt_ns;
+  if (cfg_.token_timeout_ns == 0) cfg_.token_timeout_ns = 2 * cfg_.rtt_ns + 2ull * cfg_.token_queue * cfg_.slot_ns;
   if (cfg_.tail_timeout_ns == 0) cfg_.tail_timeout_ns = 4 * cfg_.rtt_ns;
 }
 
@@ -272,6 +272,7 @@ void Receiver::period_update(Flow& f, uint64_t now) {
 }
 
 void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
+  stats_.slots++;
   Flow* best = nullptr;
   int best_prio = 0;
   uint64_t best_key = 0;

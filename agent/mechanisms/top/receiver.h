@@ -26,8 +26,14 @@ struct ReceiverConfig {
   Objective objective = Objective::kFct;
   PriorityParams prio;
   RateParams rate;
-  uint64_t rtt_ns = 100'000;       // base RTT: rate-control period, NACK spacing
-  uint64_t token_timeout_ns = 0;   // unanswered token counts as lost; 0: 2 x rtt_ns
+  uint64_t rtt_ns = 100'000;  // base RTT: rate-control period, NACK spacing
+  // An unanswered token counts as lost after this; 0: 2 x rtt_ns plus two
+  // full token queues drained at the token rate (2 x token_queue x slot_ns,
+  // the queueing §5.1 bounds T with): a token that waited in the switches'
+  // token queues and was answered is late, not lost, and must not cut the
+  // rate of a flow that is alone.
+  uint64_t token_timeout_ns = 0;
+  uint32_t token_queue = 8;        // tokens per switch token queue (ExpressPass's 8)
   uint64_t tail_timeout_ns = 0;    // no progress this long: NACK the missing tail; 0: 4 x rtt_ns
   uint32_t reorder_threshold = 3;  // a hole this far below the newest ID is a loss
   size_t max_flows = 4096;
@@ -45,6 +51,7 @@ struct ReceiverStats {
   uint64_t flows_opened = 0;
   uint64_t flows_closed = 0;
   uint64_t flows_rejected = 0;
+  uint64_t slots = 0;        // on_slot calls
   uint64_t slots_idle = 0;   // no flow wanted or was allowed a token
   uint64_t bad_packets = 0;  // wrong direction / inconsistent
 };
@@ -66,6 +73,38 @@ struct ReceiverFlowView {
   double rate;
   uint32_t tokens_sent;
   size_t outstanding;
+};
+
+// The receiver's slot clock, free of I/O: slots on a fixed grid (absolute
+// deadlines, so the average rate does not drift with wake-up latency); a
+// late wake-up catches up at most `catch_up` slots back to back (a short
+// token burst the switches' 8-token queues absorb), older missed slots are
+// given up.
+class SlotPacer {
+ public:
+  SlotPacer(uint64_t slot_ns, uint32_t catch_up) : slot_(slot_ns ? slot_ns : 1), catch_up_(catch_up) {}
+  // The first slot is now (a flow arrived at an idle receiver).
+  void start(uint64_t now) { next_ = now; }
+  bool due(uint64_t now) const { return now >= next_; }
+  uint64_t next() const { return next_; }
+  // One slot was used at `now`; after a late one at most catch_up more are
+  // due before the grid passes `now`.
+  void fired(uint64_t now) {
+    next_ += slot_;
+    uint64_t back = catch_up_ * slot_;
+    uint64_t floor = now + slot_ > back ? now + slot_ - back : 0;
+    if (next_ < floor) {
+      missed_ += (floor - next_ + slot_ - 1) / slot_;
+      next_ += (floor - next_ + slot_ - 1) / slot_ * slot_;
+    }
+  }
+  uint64_t missed() const { return missed_; }
+
+ private:
+  uint64_t slot_;
+  uint64_t catch_up_;
+  uint64_t next_ = 0;
+  uint64_t missed_ = 0;
 };
 
 class Receiver {

@@ -36,11 +36,6 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-uint64_t slot_for(double mbit, uint16_t mss) {
-  double frame = 84.0 + (mss + 98.0);  // token + full data frame on the wire
-  return static_cast<uint64_t>(frame * 8.0 * 1000.0 / mbit);
-}
-
 std::string prio_array(const std::array<uint64_t, kPriorities>& a) {
   std::string s = "[";
   for (int i = 0; i < kPriorities; i++) s += (i ? "," : "") + std::to_string(a[i]);
@@ -167,6 +162,7 @@ int main(int argc, char** argv) {
   uint16_t mss = 1440;
   std::string ptp_uds;
   uint64_t bound_us = 1000;
+  uint32_t token_queue = 8;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
   recv->add_option("--bind", bind, "local address[:port]")->required();
@@ -177,6 +173,8 @@ int main(int argc, char** argv) {
   recv->add_option("--b", b);
   recv->add_option("--deadline-span-us", deadline_span_us,
                    "deadline objective: the largest slack its classes tell apart (log base, as --p-pkts for FCT)");
+  recv->add_option("--token-queue", token_queue,
+                   "tokens per switch token queue: an unanswered token is lost after 2 RTT + 2 such queues");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
   auto* send = app.add_subcommand("send", "send flows; answer each valid token with one data packet");
   send->add_option("--bind", bind, "local address[:port]")->required();
@@ -224,8 +222,9 @@ int main(int argc, char** argv) {
       auto obj = parse_objective(objective);
       if (!obj) throw std::runtime_error("unknown objective '" + objective + "'");
       rc.objective = *obj;
-      rc.slot_ns = slot_for(link_mbit, mss);
+      rc.slot_ns = pacing_slot_ns(link_mbit, mss);
       rc.rtt_ns = rtt_us * 1000;
+      rc.token_queue = token_queue;
       rc.prio.p = p_pkts;
       rc.prio.a = a;
       rc.prio.b = b;
@@ -248,7 +247,9 @@ int main(int argc, char** argv) {
       summary = "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
                 ",\"data_received\":" + std::to_string(s.data_received) +
                 ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
-                ",\"nacks_sent\":" + std::to_string(s.nacks_sent) +
+                ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
+                ",\"slots_idle\":" + std::to_string(s.slots_idle) +
+                ",\"slots_missed\":" + std::to_string(node.slots_missed()) +
                 ",\"flows_closed\":" + std::to_string(s.flows_closed) +
                 ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
     } else {

@@ -150,7 +150,7 @@ std::optional<std::pair<Packet, Addr>> UdpEndpoint::recv() {
 }
 
 Node::Node(UdpEndpoint& ep, Receiver* r, Sender* s, int64_t clock_offset_ns)
-    : ep_(ep), r_(r), s_(s), offset_(clock_offset_ns) {
+    : ep_(ep), r_(r), s_(s), offset_(clock_offset_ns), pacer_(r ? r->config().slot_ns : 1, kCatchUpSlots) {
   // Slots of tens of microseconds: ask the kernel not to stretch our sleeps.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 }
@@ -182,14 +182,13 @@ void Node::emit_from_sender(std::vector<Packet>& out) {
 
 void Node::run(const std::function<bool()>& stop, uint64_t until, const std::function<void()>& tick) {
   std::vector<Packet> out;
-  uint64_t slot = r_ ? r_->config().slot_ns : 0;
   uint64_t period = s_ ? std::max<uint64_t>(s_->config().rtt_ns, 100'000) : 0;
   while (!stop()) {
     uint64_t t = now();
     if (t >= until) return;
     // Wake for the next slot while the receiver has flows, else for packets.
     uint64_t wake = until;
-    if (r_ && !r_->idle()) wake = std::min(wake, next_slot_);
+    if (r_ && !r_->idle()) wake = std::min(wake, pacer_.next());
     if (s_ && s_->open_flows()) wake = std::min(wake, next_timer_);
     wake = std::min({wake, t + 10'000'000, extra_wake_});
     extra_wake_ = UINT64_MAX;
@@ -218,17 +217,14 @@ void Node::run(const std::function<bool()>& stop, uint64_t until, const std::fun
           bool was_idle = r_->idle();
           r_->on_packet(p, n, out);
           emit_from_receiver(out);
-          if (was_idle && !r_->idle()) next_slot_ = n;
+          if (was_idle && !r_->idle()) pacer_.start(n);
       }
     }
     t = now();
-    if (r_ && !r_->idle() && t >= next_slot_) {
+    if (r_ && !r_->idle() && pacer_.due(t)) {
       r_->on_slot(t, out);
       emit_from_receiver(out);
-      // Keep the average slot rate; a late wake-up may catch up by at most
-      // one slot (no token bursts).
-      next_slot_ += slot;
-      if (next_slot_ + slot < t) next_slot_ = t;
+      pacer_.fired(t);
     }
     if (s_ && s_->open_flows() && t >= next_timer_) {
       s_->on_timer(t, out);

@@ -72,6 +72,10 @@ class Node {
   // Runs until stop() returns true or `until` (clock of this node) passes.
   // `tick` runs after every wake-up (schedules, stats).
   void run(const std::function<bool()>& stop, uint64_t until, const std::function<void()>& tick = nullptr);
+  // Receiver slots given up after a wake-up later than the catch-up allows.
+  uint64_t slots_missed() const { return pacer_.missed(); }
+  // Slots a late wake-up may still use back to back.
+  static constexpr uint32_t kCatchUpSlots = 4;
 
  private:
   void emit_from_receiver(std::vector<Packet>& out);
@@ -82,7 +86,8 @@ class Node {
   Sender* s_;
   int64_t offset_;
   std::unordered_map<uint64_t, Addr> peer_;  // flow -> far end
-  uint64_t next_slot_ = 0, next_timer_ = 0;
+  SlotPacer pacer_;
+  uint64_t next_timer_ = 0;
   uint64_t extra_wake_ = UINT64_MAX;
 };
 

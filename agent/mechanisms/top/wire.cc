@@ -29,6 +29,11 @@ size_t wire_bytes(const Packet& p) {
   return kHeaderBytes + (has_record(p.type) ? kSyncBytes : 0) + (p.type == Type::kData ? p.len : 0);
 }
 
+uint64_t pacing_slot_ns(double link_mbit, uint16_t mss) {
+  double bytes = static_cast<double>(kTokenFrameBytes + data_frame_bytes(mss));
+  return static_cast<uint64_t>(bytes * 8.0 * 1000.0 / link_mbit);
+}
+
 size_t encode(const Packet& p, uint8_t* buf, size_t cap) {
   size_t need = kHeaderBytes + (has_record(p.type) ? kSyncBytes : 0);
   if (cap < need) return 0;

@@ -47,6 +47,23 @@ struct Packet {
 // Bytes of the TOP part of `p` on the wire (header, SYNC record, payload).
 size_t wire_bytes(const Packet& p);
 
+// A frame of `udp_payload` TOP bytes on an Ethernet link, as a switch port
+// charges it (tc-scripts/top-switch.sh: `overhead 24 mpu 84`): Ethernet +
+// IPv4 + UDP headers, then FCS, preamble and inter-frame gap, at least 84.
+constexpr size_t kFrameOverheadBytes = 14 + 20 + 8 + 24;
+constexpr size_t frame_on_wire(size_t udp_payload) {
+  return udp_payload + kFrameOverheadBytes < 84 ? 84 : udp_payload + kFrameOverheadBytes;
+}
+// A token (98 B: its 32-byte header is above a minimum frame's payload)
+// and a full data frame (mss + header), on the wire.
+constexpr size_t kTokenFrameBytes = frame_on_wire(kHeaderBytes);
+constexpr size_t data_frame_bytes(uint16_t mss) { return frame_on_wire(kHeaderBytes + mss); }
+// The receiver's pacing slot (§3.1, §4.4): one token and the full data frame
+// it calls for, at the access link's rate. The switches' token group is
+// token / (token + data) of the link with the same frames (top-switch.sh),
+// so a receiver paced at one token per slot is what that group passes.
+uint64_t pacing_slot_ns(double link_mbit, uint16_t mss);
+
 // Writes the header (and the SYNC/FIN record) into buf; returns the bytes
 // written, or 0 when cap is too small. A DATA payload is the caller's.
 size_t encode(const Packet& p, uint8_t* buf, size_t cap);
