@@ -178,6 +178,7 @@ def one_run(lab, topo, build, sched, args, rtt, tag):
             # held (one per token + data frame time); idle: no flow allowed.
             row["slots"] = j.get("slots")
             row["slots_idle"] = j.get("slots_idle")
+            row["slots_missed"] = j.get("slots_missed")
     row["slots_held"] = int(sum(j["fct_us"] for j in flows) / ((84 + MSS + 98) * 8 / args.rate))
     return row, clean
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/config_section.h"
+#include "mechanisms/top/wire.h"
 
 namespace sluice {
 
@@ -24,9 +25,11 @@ struct TopConfig {
   std::optional<uint32_t> threshold_us;
   uint32_t base_one_way_us = 10;                // §5.1: 10 us
   uint32_t link_mbit = 10000;                   // §5.1: 10 Gbit/s
-  double token_share = 84.0 / (84.0 + 1538.0);  // token / (token + full data frame), §4.2
-  uint32_t token_queue = 8;                     // tokens per queue (ExpressPass's setting)
-  uint32_t token_frame_bytes = 84;              // a token on the wire (min frame + preamble + IFG)
+  // token / (token + full data frame) on the wire, §4.2: sluice-top's
+  // 98-byte tokens and 1538-byte data frames (wire.h), as top-switch.sh.
+  double token_share = double(top::kTokenFrameBytes) / double(top::kTokenFrameBytes + top::data_frame_bytes(1440));
+  uint32_t token_queue = 8;                                       // tokens per queue (ExpressPass's setting)
+  uint32_t token_frame_bytes = static_cast<uint32_t>(top::kTokenFrameBytes);  // a token on the wire
   bool expire = true;                           // false: count expired tokens, never drop (top-noexpiry)
   uint32_t port = 7217;                         // TOP's UDP port
   TopClockSource clock_source = TopClockSource::Ptp4l;

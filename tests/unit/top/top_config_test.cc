@@ -28,10 +28,11 @@ TEST(TopConfig, DefaultsDeriveTFromSection51) {
   EXPECT_TRUE(c.expire);
   EXPECT_EQ(c.clock_source, TopClockSource::Ptp4l);
   EXPECT_EQ(c.port, 7217u);
-  // 10 us + 2 x 8 x 84 B x 8 / (10 Gbit/s x 84/1622) = 10 + 2 x 10.38 us.
-  EXPECT_NEAR(double(c.threshold_ns()), 10'000 + 2 * 8 * 84 * 8 / (10e9 * 84 / 1622) * 1e9, 2.0);
+  // 10 us + 2 x 8 x 98 B x 8 / (10 Gbit/s x 98/1636) = 10 + 2 x 10.47 us:
+  // a full token queue is 8 pacing slots (wire.h).
+  EXPECT_NEAR(double(c.threshold_ns()), 10'000 + 2 * 8 * 98 * 8 / (10e9 * 98 / 1636) * 1e9, 2.0);
   EXPECT_EQ(parse("link_mbit = 100\nbase_one_way_us = 100\n").threshold_ns(),
-            top::derive_threshold_ns(100'000, 100e6, 84.0 / 1622, 8));
+            top::derive_threshold_ns(100'000, 100e6, 98.0 / 1636, 8, 98));
   EXPECT_EQ(parse("threshold_us = 2000\nlink_mbit = 100\n").threshold_ns(), 2'000'000u) << "T given wins";
 }
 
