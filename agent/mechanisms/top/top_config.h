@@ -23,15 +23,15 @@ struct TopConfig {
   // T. Absent: derived (§5.1) as base one-way delay + 2 x (a full token
   // queue drained at the token group's rate).
   std::optional<uint32_t> threshold_us;
-  uint32_t base_one_way_us = 10;                // §5.1: 10 us
-  uint32_t link_mbit = 10000;                   // §5.1: 10 Gbit/s
+  uint32_t base_one_way_us = 10;  // §5.1: 10 us
+  uint32_t link_mbit = 10000;     // §5.1: 10 Gbit/s
   // token / (token + full data frame) on the wire, §4.2: sluice-top's
   // 98-byte tokens and 1538-byte data frames (wire.h), as top-switch.sh.
   double token_share = double(top::kTokenFrameBytes) / double(top::kTokenFrameBytes + top::data_frame_bytes(1440));
-  uint32_t token_queue = 8;                                       // tokens per queue (ExpressPass's setting)
+  uint32_t token_queue = 8;  // tokens per queue (ExpressPass's setting)
   uint32_t token_frame_bytes = static_cast<uint32_t>(top::kTokenFrameBytes);  // a token on the wire
-  bool expire = true;                           // false: count expired tokens, never drop (top-noexpiry)
-  uint32_t port = 7217;                         // TOP's UDP port
+  bool expire = true;    // false: count expired tokens, never drop (top-noexpiry)
+  uint32_t port = 7217;  // TOP's UDP port
   TopClockSource clock_source = TopClockSource::Ptp4l;
   std::string ptp_uds = "/var/run/ptp4l";
   uint32_t clock_poll_ms = 1000;
