@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(TOP, "bench"))
 sys.path.insert(0, os.path.join(TOP, "tc-scripts", "lab"))
 
 import sluicelab  # noqa: E402
-from sluicebench.experiments.top import read_cdf, sample_size  # noqa: E402
+from sluicebench.experiments.top import read_cdf, sample_size, udp_echo_rtt_us  # noqa: E402
 from sluicebench.variants.top import _qdisc_drops  # noqa: E402
 
 MSS = 1440
@@ -47,27 +47,19 @@ def pct(v, q):
     return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
 
 
-def base_rtt_us(lab, s, r):
-    """Median of 30 UDP echoes across the dumbbell (as bench/run top)."""
-    echo = lab.spawn(r.ns, ["python3", "-c", (
-        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-        f"s.bind(('{r.ip}',7299))\nprint('ready',flush=True)\n"
-        "while True:\n d,a=s.recvfrom(64)\n s.sendto(d,a)\n")], "udp-echo")
-    try:
-        for _ in range(250):
-            if "ready" in lab.log_of(echo):
-                break
+class LabCtx:
+    """What udp_echo_rtt_us needs of a bench Context, over a bare Lab."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.spawn, self.stop = lab.spawn, lab.stop
+
+    def wait_for_log(self, p, text, timeout):
+        end = time.monotonic() + timeout
+        while text not in self.lab.log_of(p):
+            if time.monotonic() > end or p.poll() is not None:
+                raise SystemExit(f"{p.name} did not report '{text}'")
             time.sleep(0.02)
-        out = subprocess.run(["ip", "netns", "exec", s.ns, "python3", "-c", (
-            "import socket,time,statistics\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-            "s.settimeout(1)\nv=[]\nfor i in range(30):\n t=time.perf_counter()\n"
-            f" s.sendto(b'x',('{r.ip}',7299))\n"
-            " try:\n  s.recvfrom(64)\n except OSError:\n  continue\n"
-            " v.append((time.perf_counter()-t)*1e6)\n time.sleep(0.02)\n"
-            "print(statistics.median(v))\n")], stdout=subprocess.PIPE, text=True, timeout=30).stdout
-        return float(out.strip().splitlines()[-1])
-    finally:
-        lab.stop(echo)
 
 
 def wait_rusage(p, timeout):
@@ -214,7 +206,7 @@ def main():
     with sluicelab.Lab(tag="tf") as lab:
         topo = sluicelab.dumbbell(lab, left=1, right=1, rate=args.rate, buffer=262144, mode="mtu",
                                   switch="bridge", shaper="htb")
-        rtt = base_rtt_us(lab, topo.senders[0], topo.receivers[0])  # before the tree, as bench/run top
+        rtt = udp_echo_rtt_us(LabCtx(lab), topo.senders[0], topo.receivers[0])  # before the tree, as bench/run top
         out["base_rtt_us"] = round(rtt, 1)
         print(f"base RTT {rtt:.0f} us; load average {os.getloadavg()}", file=sys.stderr)
         out["load_avg"].append(os.getloadavg())

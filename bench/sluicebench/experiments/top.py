@@ -79,6 +79,31 @@ def mean_size(pts: list) -> float:
     return m
 
 
+def udp_echo_rtt_us(ctx, s, r) -> float:
+    """Base RTT from host s to host r: the median of 30 UDP echoes of a
+    small datagram (there is no ping here), in us. ctx: spawn, wait_for_log
+    and stop (a bench Context, or bench/top/floor.py's lab)."""
+    echo = ctx.spawn(r.ns, ["python3", "-c", (
+        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        f"s.bind(('{r.ip}',7299))\nprint('ready',flush=True)\n"
+        "while True:\n d,a=s.recvfrom(64)\n s.sendto(d,a)\n")], "udp-echo")
+    try:
+        ctx.wait_for_log(echo, "ready", timeout=10)
+        out = subprocess.run(["ip", "netns", "exec", s.ns, "python3", "-c", (
+            "import socket,time,statistics\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+            "s.settimeout(1)\nv=[]\nfor i in range(30):\n t=time.perf_counter()\n"
+            f" s.sendto(b'x',('{r.ip}',7299))\n"
+            " try:\n  s.recvfrom(64)\n except OSError:\n  continue\n"
+            " v.append((time.perf_counter()-t)*1e6)\n time.sleep(0.02)\n"
+            "print(statistics.median(v) if len(v)>=5 else 'too few echoes')\n")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, timeout=30).stdout
+        return float(out.strip().splitlines()[-1])
+    except (ValueError, IndexError, subprocess.TimeoutExpired) as e:
+        raise BenchError(f"base RTT measurement failed: {e}")
+    finally:
+        ctx.stop(echo)
+
+
 @experiment
 class TopExp(Experiment):
     name = "top"
@@ -162,28 +187,7 @@ class TopExp(Experiment):
         return {"experiment": self.name, "params": self.params(), "topology": topo.describe(), "variants": rows}
 
     def ping(self, ctx, topo) -> float:
-        """Base RTT across the dumbbell: the median of 20 UDP echoes of a
-        small datagram (there is no ping here), in us."""
-        s, r = topo.senders[0], topo.receivers[0]
-        echo = ctx.spawn(r.ns, ["python3", "-c", (
-            "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-            f"s.bind(('{r.ip}',7299))\nprint('ready',flush=True)\n"
-            "while True:\n d,a=s.recvfrom(64)\n s.sendto(d,a)\n")], "udp-echo")
-        try:
-            ctx.wait_for_log(echo, "ready", timeout=10)
-            out = subprocess.run(["ip", "netns", "exec", s.ns, "python3", "-c", (
-                "import socket,time,statistics\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-                "s.settimeout(1)\nv=[]\nfor i in range(30):\n t=time.perf_counter()\n"
-                f" s.sendto(b'x',('{r.ip}',7299))\n"
-                " try:\n  s.recvfrom(64)\n except OSError:\n  continue\n"
-                " v.append((time.perf_counter()-t)*1e6)\n time.sleep(0.02)\n"
-                "print(statistics.median(v) if len(v)>=5 else 'too few echoes')\n")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, timeout=30).stdout
-            return float(out.strip().splitlines()[-1])
-        except (ValueError, IndexError, subprocess.TimeoutExpired) as e:
-            raise BenchError(f"base RTT measurement failed: {e}")
-        finally:
-            ctx.stop(echo)
+        return udp_echo_rtt_us(ctx, topo.senders[0], topo.receivers[0])
 
     def deadline_range(self):
         """(lo, hi) of --deadlines, or None."""
