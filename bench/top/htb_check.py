@@ -167,7 +167,7 @@ def main():
         print("htb_check: run as root", file=sys.stderr)
         return 1
     link = args.link_mbit
-    tok_mbit = link * 84 / (84 + 1538)
+    tok_mbit = link * 98 / (98 + 1538)  # the group as top-switch.sh sizes it
     tok_pps = tok_mbit * 1e6 / (98 * 8)      # 74 B frame + 24 B overhead
     data_pps = link * 1e6 / (1538 * 8)
     T0, T5, DATA = 40 << 2, 45 << 2, 8 << 2
