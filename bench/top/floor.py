@@ -98,13 +98,19 @@ def one_run(lab, topo, build, sched, args, rtt, tag):
     with open(path, "w") as f:
         f.writelines(f"{t} {sz}\n" for t, sz in sched)
     pmax = max(2.0, 30e6 / MSS)  # the web search CDF's largest flow, as bench/run top
-    recv = lab.spawn(r.ns, [exe, "recv", "--bind", r.ip, "--link-mbit", f"{args.rate:g}", "--objective",
+    def perf(role):
+        if not args.perf:
+            return []
+        os.makedirs(args.perf, exist_ok=True)
+        return ["perf", "record", "-g", "-q", "-o", os.path.join(args.perf, f"{tag}-{role}.data"), "--"]
+
+    recv = lab.spawn(r.ns, perf("recv") + [exe, "recv", "--bind", r.ip, "--link-mbit", f"{args.rate:g}", "--objective",
                             args.objective, "--p-pkts", f"{pmax:.0f}", "--rtt-us", str(args.rtt_us),
                             "--exit-after", str(len(sched))], f"{tag}-recv")
     time.sleep(0.2)
     d0 = {p.ifname: _qdisc_drops(p.ns, p.ifname) for p in topo.switch_ports()}
     t0 = time.monotonic()
-    send = lab.spawn(s.ns, [exe, "send", "--bind", s.ip, "--to", r.ip, "--schedule", path, "--rtt-us",
+    send = lab.spawn(s.ns, perf("send") + [exe, "send", "--bind", s.ip, "--to", r.ip, "--schedule", path, "--rtt-us",
                             str(args.rtt_us), "--timeout-s", str(args.timeout)], f"{tag}-send")
     cpu_send = wait_rusage(send, args.timeout + 30)
     wall = time.monotonic() - t0
@@ -192,6 +198,7 @@ def main():
     ap.add_argument("--gap-us", type=int, default=6000, help="... plus this")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    ap.add_argument("--perf", help="run sluice-top under `perf record -g`, profiles to this directory")
     ap.add_argument("--json", help="write every run's row here")
     ap.add_argument("--flows-json", help="write every clean flow (size, fct_us) per run here")
     args = ap.parse_args()
