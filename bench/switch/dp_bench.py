@@ -54,8 +54,18 @@ import sluicelab  # noqa: E402
 QUEUES = 32
 
 
+BASE = "@base"
+
+
+def base_of(design):
+    """'sluiced-hold@base' -> ('sluiced-hold', True): the same design run with
+    --sluiced-base (an unchanged build of main, for before/after in one run)."""
+    return (design[:-len(BASE)], True) if design.endswith(BASE) else (design, False)
+
+
 def hold_backlog_us(design):
     """sluiced-hold -> 100, sluiced-holdN -> N, anything else -> None."""
+    design = base_of(design)[0]
     if design == "sluiced-hold":
         return 100
     if design.startswith("sluiced-hold") and design[len("sluiced-hold"):].isdigit():
@@ -64,7 +74,33 @@ def hold_backlog_us(design):
 
 
 def is_sluiced(design):
-    return design == "sluiced" or hold_backlog_us(design) is not None
+    return base_of(design)[0] == "sluiced" or hold_backlog_us(design) is not None
+
+
+def proc_cpu(pid):
+    """A process's CPU time (utime + stime of all its threads, s: sampled at
+    ticks), its threads' context switches (voluntary, involuntary) and their
+    exact run time (schedstat, s), or None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        vol = inv = 0
+        run_ns = wait_ns = 0
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                x = f.read().split()
+                run_ns += int(x[0])
+                wait_ns += int(x[1])
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        inv += int(line.split()[1])
+        return cpu, vol, inv, run_ns / 1e9, wait_ns / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def cpu_busy_s():
@@ -104,10 +140,12 @@ def backlog_pkts(rate):
 
 
 class Bench:
-    def __init__(self, lab, tool, sluiced=None, sched="fifo"):
+    def __init__(self, lab, tool, sluiced=None, sched="fifo", sluiced_base=None):
         self.lab = lab
         self.tool = tool
         self.sluiced = sluiced
+        self.sluiced_base = sluiced_base
+        self.agent_pid = None  # the running switch process (its CPU per phase)
         # SCHED_FIFO (docs/lab.md): other load on the shared machine must not
         # delay the switch's reaction or the probe; the switch above the sink
         # above the generator.
@@ -187,7 +225,8 @@ class Bench:
         if design == "plain":
             return None
         if is_sluiced(design):
-            argv, ready = [self.sluiced, "--config", self.sluiced_config(rate, hold_backlog_us(design))], \
+            binary = self.sluiced_base if base_of(design)[1] else self.sluiced
+            argv, ready = [binary, "--config", self.sluiced_config(rate, hold_backlog_us(design))], \
                 "SWITCH_STARTED"
         else:
             bl = design_b_backlog(design, rate)
@@ -199,6 +238,7 @@ class Bench:
         p = self.lab.spawn(self.sw, self.prio.get("switch", []) + argv, "switch")
         for _ in range(200):
             if ready in self.lab.log_of(p):
+                self.agent_pid = p.pid  # ip netns exec and chrt exec: the switch itself
                 return p
             if p.poll() is not None:
                 raise RuntimeError("switch failed:\n" + self.lab.log_of(p))
@@ -215,12 +255,14 @@ class Bench:
                 raise RuntimeError("sink failed:\n" + self.lab.log_of(sink))
             time.sleep(0.02)
         stats0 = self.port_sent()
+        a0 = proc_cpu(self.agent_pid) if self.agent_pid else None
         c0 = cpu_busy_s()
         gen = self.lab.spawn(self.gen, self.prio.get("gen", []) + [
             self.tool, "gen", "--flows", str(flows), "--rate-bps", str(int(rate * load)), "--secs", str(gen_secs),
             "--spread-queues", str(spread)], f"gen-{name}")
         sink.wait(timeout=gen_secs + 30)
         c1 = cpu_busy_s()
+        a1 = proc_cpu(self.agent_pid) if self.agent_pid else None
         stats1 = self.port_sent()
         out = last_json(self.lab.log_of(sink))
         gen.wait(timeout=gen_secs + 30)
@@ -229,6 +271,22 @@ class Bench:
         pk = stats1 - stats0
         out["port_pkts"] = pk
         out["cpu_us_per_pkt"] = (c1 - c0) * 1e6 / pk if pk else None
+        if a0 and a1 and pk:
+            # The switch process's own CPU (utime + stime, all threads) per
+            # frame the port forwarded, and its context switches per frame
+            # (voluntary ~ wake-ups). Its sendmmsg runs the port's qdisc and
+            # the veth, whose xmit can run the receiver's softirq in its
+            # context: forwarding work the plain kernel path does too.
+            out["agent_cpu_s"] = a1[0] - a0[0]
+            out["agent_cpu_us_per_pkt"] = (a1[0] - a0[0]) * 1e6 / pk
+            # schedstat's run time is exact; utime + stime are charged a tick
+            # at a time to whoever runs at the tick, which over-counts a
+            # process woken tens of thousands of times a second.
+            out["agent_run_s"] = a1[3] - a0[3]
+            out["agent_run_us_per_pkt"] = (a1[3] - a0[3]) * 1e6 / pk
+            out["agent_runq_wait_s"] = a1[4] - a0[4]  # runnable but not running
+            out["agent_vcsw_per_pkt"] = (a1[1] - a0[1]) / pk
+            out["agent_icsw_per_pkt"] = (a1[2] - a0[2]) / pk
         return out
 
     def port_sent(self):
@@ -252,16 +310,21 @@ def main():
                     help="fifo: switch, sink and generator under SCHED_FIFO (12, 11, 10)")
     ap.add_argument("--sluiced", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
                                                       "agent", "sluiced"))
+    ap.add_argument("--sluiced-base", default=None,
+                    help="sluiced for designs with an '@base' suffix (e.g. sluiced-hold@base): an unchanged "
+                         "build, interleaved with the current one in the same run")
     ap.add_argument("--tool", default=os.path.join(os.environ.get("SLUICE_BUILD_DIR", os.path.join(ROOT, "build")),
                                                    "bench", "sluice-swbench"))
     args = ap.parse_args()
     for d in args.designs.split(","):
         if d not in ("plain", "a") and not is_sluiced(d) and design_b_backlog(d, 1e8) is None:
             ap.error(f"--designs: unknown design {d!r} (plain, a, b, bN, sluiced, sluiced-hold, sluiced-holdN)")
+        if base_of(d)[1] and not (is_sluiced(d) and args.sluiced_base):
+            ap.error(f"--designs: {d!r} needs a sluiced design and --sluiced-base")
     rows = []
     load = [os.getloadavg()]
     with sluicelab.Lab(tag=args.lab_tag) as lab:
-        b = Bench(lab, args.tool, args.sluiced, args.sched)
+        b = Bench(lab, args.tool, args.sluiced, args.sched, args.sluiced_base)
         for rate in [float(x) for x in args.rates.split(",")]:
             for rep in range(args.repeats):
                 for design in args.designs.split(","):
@@ -278,12 +341,21 @@ def main():
                         row["switch"] = b.sluiced_state()
                     if sw:
                         lab.stop(sw)
+                        b.agent_pid = None
                         if not is_sluiced(design):
                             row["switch"] = last_json(lab.log_of(sw))
                     t = row["throughput"]
                     print(f"rate={rate:.0e} {design:12s} rep={rep} tput={t['bps'] / rate:.3f} "
                           f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "
                           f"cpu/pkt={t['cpu_us_per_pkt'] and round(t['cpu_us_per_pkt'], 2)}us "
+                          + (f"agent cpu/pkt tput={t['agent_cpu_us_per_pkt']:.2f}us "
+                             f"lat={row['latency'].get('agent_cpu_us_per_pkt', 0):.2f}us "
+                             f"run/pkt tput={t['agent_run_us_per_pkt']:.2f}us "
+                             f"lat={row['latency'].get('agent_run_us_per_pkt', 0):.2f}us "
+                             f"vcsw/pkt={t['agent_vcsw_per_pkt']:.2f} " if "agent_cpu_us_per_pkt" in t else "")
+                          + (f"ring_wait mean={row['switch']['hold']['ring_wait_us_mean']:.0f}us "
+                             f"max={row['switch']['hold']['ring_wait_us_max']:.0f}us "
+                             if (row.get("switch") or {}).get("hold") else "")
                           + (f"pause p50={row['pause']['pause_react_us_p50']:.0f}us "
                              f"p99={row['pause']['pause_react_us_p99']:.0f}us n={row['pause']['pause_samples']} "
                              f"not_holding={row['pause']['pause_not_holding']} "
@@ -322,10 +394,14 @@ def summarize(rows):
         pz = [r["pause"]["pause_react_us_p99"] for r in rs if "pause" in r]
         pn = sum(r["pause"]["pause_samples"] for r in rs if "pause" in r)
         wd = [r["switch"]["watchdog_fired"] for r in rs if "watchdog_fired" in r.get("switch", {})]
+        ag = [(r["throughput"]["agent_run_us_per_pkt"], r["latency"].get("agent_run_us_per_pkt", float("nan")))
+              for r in rs if "agent_run_us_per_pkt" in r["throughput"]]
         print(f"{rate:.0e}  {design:12s}  {statistics.median(t):.3f} ({min(t):.3f}..{max(t):.3f})   {rel:.3f}      "
               f"{lat50:.1f}/{lat99:.1f}              {statistics.median(cpu) if cpu else float('nan'):.2f}       "
               + (f"{statistics.median(pz):.0f} ({min(pz):.0f}..{max(pz):.0f}, n={pn})" if pz else "-")
-              + (f"  watchdog fired {wd} per repeat" if wd else ""))
+              + (f"  watchdog fired {wd} per repeat" if wd else "")
+              + ("  agent run us/frame (tput, lat) per repeat: " + ", ".join(f"{a:.1f}/{b:.1f}" for a, b in ag)
+                 if ag else ""))
 
 
 if __name__ == "__main__":
