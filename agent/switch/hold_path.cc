@@ -47,6 +47,20 @@ constexpr uint32_t kHoldUqTcPrio = 0xA501;
 constexpr double kWatchdogPkts = 2;
 // Frames per sendmmsg at most.
 constexpr size_t kMaxBatch = 16;
+// A port's frames go to the agent without a wake-up (arrival_quiet) only if
+// the wake-up due then comes within this much: (target - low_water) frame
+// times at the port's rate. It bounds how much later the logic sees a frame
+// (on_enqueue: BFC's pause threshold, ECN marking) than with a wake-up per
+// frame, to less than the agent's own wake-up latency (ring wait p50 60-100
+// us on the 2-core machine, docs/switch.md). 1 Gbit/s (4 frames, 48 us) and
+// 200 Mbit/s (1 frame, 61 us) qualify; 100 Mbit/s (121 us) and slower ports
+// wake the agent for every frame as before: with 1.2 ms (10 Mbit/s) and
+// with 121 us, integration_bfc_hold_test's pauses came too late and a
+// queue overflowed (169 and 12 frames).
+constexpr uint64_t kQuietMaxNs = 64'000;
+// pump()'s rounds of consume-and-send before it lets the loop's other work
+// run (the rest follows in a posted continuation).
+constexpr int kMaxDrainRounds = 64;
 // Frame buffers kept for reuse per port at most.
 constexpr size_t kMaxSpare = 256;
 // Per-millisecond maxima of the held bytes kept per port (10 minutes).
@@ -178,9 +192,12 @@ struct HoldPath::Port {
   int tx_fd = -1;
   sockaddr_ll ll{};
   uint32_t target = 1;
+  uint32_t low_water = 0;  // a dequeue leaving at most this many wakes the agent (sl_sw_hold_port)
   HoldWatchdog wd{1};
   sl_sw_hold_state* st = nullptr;
   bool waiting = false;                           // frames to send, the qdisc at its target
+  bool quiet = false;                             // arrival_quiet as last stored
+  bool quiet_ok = false;                          // the port may be quiet at all (kQuietMaxNs)
   std::vector<std::vector<uint8_t>> batch;        // the frames of one sendmmsg
   std::vector<std::vector<uint8_t>> spare;        // sent frames' buffers, reused (no allocation per frame)
   uint64_t csum_completed = 0;                    // frames whose TCP/UDP checksum the agent completed
@@ -283,7 +300,13 @@ void HoldPath::add_port(const PortSpec& spec) {
   p->paused.assign(spec.cfg.queues.size(), 0);
   p->allowance.assign(spec.cfg.queues.size(), 0);
   p->target = backlog_target(spec.cfg.rate_bps, backlog_us_);
-  p->wd = HoldWatchdog(uint64_t(kWatchdogPkts * 1514.0 * 8e9 / double(spec.cfg.rate_bps)));
+  p->low_water = p->target / 2;
+  p->quiet_ok = double(p->target - p->low_water) * 1514.0 * 8e9 / double(spec.cfg.rate_bps) <= double(kQuietMaxNs);
+  // The dequeue wake-up comes (target - low_water) frames after a fill:
+  // the watchdog waits that much longer, so that it fires for a missed
+  // event, not before every wake-up (same 2 frames with a target of 1).
+  p->wd =
+      HoldWatchdog(uint64_t((kWatchdogPkts + p->target - p->low_water - 1) * 1514.0 * 8e9 / double(spec.cfg.rate_bps)));
   p->st = &obj_->skel->bss->hold[spec.id];
   std::memset(p->st, 0, sizeof(*p->st));
   struct stat ns {};
@@ -302,7 +325,7 @@ void HoldPath::add_port(const PortSpec& spec) {
   ts.root_only = true;
   p->root = std::make_unique<PortTree>(ts);
 
-  sl_sw_hold_port hp{spec.id, uint32_t(spec.cfg.queues.size()), uint32_t(ns.st_ino), p->target / 2};
+  sl_sw_hold_port hp{spec.id, uint32_t(spec.cfg.queues.size()), uint32_t(ns.st_ino), p->low_water};
   uint32_t key = uint32_t(spec.ifindex);
   check(bpf_map_update_elem(bpf_map__fd(obj_->skel->maps.sl_swh_ports_v1), &key, &hp, BPF_ANY), "held port table");
   try {
@@ -421,6 +444,31 @@ uint64_t HoldPath::kernel_backlog(const Port& p) const {
 
 void HoldPath::pump() {
   std::lock_guard lk(mu_);
+  pump_ports();
+  // Frames a port's egress handed over without a wake-up while the port
+  // waited (arrival_quiet) are taken here: after pump_ports() stored the
+  // ports' flags, the ring is consumed until it is empty (the other half
+  // of submit_frame's handshake in swhold.bpf.c), each batch sent at once.
+  if (draining_ || !rb_) return;
+  draining_ = true;
+  for (int round = 0;; ++round) {
+    if (round == kMaxDrainRounds) {
+      // The loop's other work (timers, control frames) gets its turn.
+      std::weak_ptr<bool> alive = alive_;
+      loop_.post([this, alive] {
+        auto a = alive.lock();
+        if (a && *a) pump();
+      });
+      break;
+    }
+    __atomic_store_n(&obj_->skel->bss->hold_quiet_pending, 0u, __ATOMIC_SEQ_CST);
+    if (ring_buffer__consume(rb_) <= 0) break;
+    pump_ports();
+  }
+  draining_ = false;
+}
+
+void HoldPath::pump_ports() {
   // A queue resumed while another port was pumped (a credit or RESUME
   // polled between frames, a logic resuming a queue of another port from
   // on_dequeue) is sent now, not at the next wake-up: the ports again,
@@ -438,7 +486,7 @@ void HoldPath::pump() {
 // backlog shapes at the link rate; the queues live here). The same loop as
 // sluice-swbench's design B.
 void HoldPath::pump(Port& p) {
-  bool waiting = false;
+  bool waiting = false, quiet = false;
   for (;;) {
     // Up to the target in one sendmmsg (at 1 Gbit/s the target is 8 frames;
     // one syscall per frame was the agent's largest cost).
@@ -501,13 +549,33 @@ void HoldPath::pump(Port& p) {
     // Ask the dequeue hook for a wake-up, then re-check: the backlog may
     // have drained between the check and the request.
     __atomic_store_n(&p.st->want_wake, 1u, __ATOMIC_SEQ_CST);
-    if (kernel_backlog(p) >= p.target) break;
+    if (kernel_backlog(p) >= p.target) {
+      quiet = p.quiet_ok;  // a dequeue wakes the agent (or the watchdog does)
+      break;
+    }
     // Below the target and nothing picked: only a shaper holds the
     // waiting queues; the watchdog timer comes back for them.
     if (!p.model->pick(monotonic_ns())) break;
   }
+  // Frames in the kernel above the low-water mark: the dequeue that brings
+  // the qdisc down to it wakes the agent, and frames arriving meanwhile
+  // wait in the ring for that wake-up (they could not leave before those in
+  // the kernel anyway) instead of waking the agent each (one wake-up per
+  // (target - low_water) frames at full load instead of one per frame or
+  // two). Same handshake as above.
+  if (p.quiet_ok && !quiet && kernel_backlog(p) > p.low_water) {
+    __atomic_store_n(&p.st->want_wake, 1u, __ATOMIC_SEQ_CST);
+    quiet = kernel_backlog(p) > p.low_water;
+  }
   p.waiting = waiting;
-  p.wd.due(monotonic_ns(), record(p).events, waiting);
+  // While a wake-up is due anyway, this port's frames need not wake the
+  // agent (submit_frame in swhold.bpf.c); pump() consumes the ring after
+  // this store.
+  if (quiet != p.quiet) {
+    p.quiet = quiet;
+    __atomic_store_n(&p.st->arrival_quiet, quiet ? 1u : 0u, __ATOMIC_SEQ_CST);
+  }
+  p.wd.due(monotonic_ns(), record(p).events, waiting || quiet);
 }
 
 // upstreamQ for the next hop (sluice/bfc.h: one 802.1Q tag, VID base +
@@ -540,7 +608,7 @@ void HoldPath::arm_watchdog() {
   uint64_t at = 0;
   const uint64_t now = monotonic_ns();
   for (auto& p : ports_) {
-    if (!p || !p->waiting) continue;
+    if (!p || !(p->waiting || p->quiet)) continue;
     uint64_t d = p->wd.deadline_ns();
     uint64_t s = p->model->next_shaper_ns(now);
     if (s != UINT64_MAX && (!d || s < d)) d = s;
@@ -557,7 +625,7 @@ void HoldPath::arm_watchdog() {
     timer_->at_ns = 0;
     const uint64_t t = monotonic_ns();
     for (auto& p : ports_)
-      if (p && p->wd.due(t, record(*p).events, p->waiting)) sync(*p);
+      if (p && p->wd.due(t, record(*p).events, p->waiting || p->quiet)) sync(*p);
     pump();
   });
 }
@@ -708,6 +776,8 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"passed_big", st.passed_big},
             {"ring_full", st.ring_full},
             {"wakeups", st.wakeups},
+            {"quiet_frames", st.quiet},
+            {"late_wakes", st.late_wakes},
             {"qdisc_events", st.events},
             {"qdisc_sent", st.q_sent},
             {"qdisc_drops", st.q_drops},

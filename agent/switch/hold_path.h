@@ -129,6 +129,7 @@ class HoldPath {
   static int on_wake_cb(void* self, void* data, size_t len);
   void on_frame(const void* ev);
   void pump(Port& p);
+  void pump_ports();
   HoldRecord record(const Port& p) const;
   uint64_t kernel_backlog(const Port& p) const;
   void sync(Port& p);
@@ -152,7 +153,8 @@ class HoldPath {
   Logic* logic_ = nullptr;
   std::function<void()> poll_control_;
   uint64_t next_id_ = 1;
-  bool resumed_ = false;  // a queue was resumed or released since pump() began its round
+  bool resumed_ = false;   // a queue was resumed or released since pump() began its round
+  bool draining_ = false;  // pump() is consuming the ring (no nested consume)
   mutable std::recursive_mutex mu_;
   struct Timer;
   std::unique_ptr<Timer> timer_;

@@ -73,6 +73,9 @@ __u8 hold_paused[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
 __u32 hold_pause_seq[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
 __u8 hold_pause_seen[SLUICE_SW_MAX_PORTS][SLUICE_SW_MAX_QUEUES] = {};
 __u64 hold_pause_gen[SLUICE_SW_MAX_PORTS] = {};
+/* Set when a frame went to the ring without a wake-up; the agent clears it
+ * before each consume (submit_frame). */
+__u32 hold_quiet_pending = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -118,6 +121,39 @@ static __always_inline __u16 take_uq(struct __sk_buff *skb, int passes)
 	if (passes)
 		skb->mark = 0;
 	return (__u16)(m & 0xff);
+}
+
+/* Hands a frame to the agent, waking it only when it needs the frame now.
+ * While the agent waits for this port's qdisc to drain (arrival_quiet: it
+ * asked the dequeue hook for a wake-up, the qdisc is at its target) the
+ * frame can wait in the ring for that wake-up: it could not be sent
+ * earlier anyway. That spares a sleep and wake-up of the agent per frame
+ * (docs/switch.md "The held path's cost"). Otherwise, and once the ring
+ * holds SLUICE_SW_HOLD_QUIET_MAX_BYTES, the kernel's usual rule: wake the
+ * agent if it had consumed everything, or at once if a quiet frame may be
+ * waiting unseen (hold_quiet_pending, which the agent clears before each
+ * consume). */
+#define SL_READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+
+static __always_inline void submit_frame(struct sl_sw_hold_event *ev, struct sl_sw_hold_state *st, __u32 port_id)
+{
+	if (SL_READ_ONCE(st->arrival_quiet) &&
+	    bpf_ringbuf_query(&sl_swh_ring_v1, BPF_RB_AVAIL_DATA) < SLUICE_SW_HOLD_QUIET_MAX_BYTES) {
+		SL_READ_ONCE(hold_quiet_pending) = 1;
+		bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+		/* Fully ordered (a fetching atomic): the submit is visible
+		 * before the load below, against the agent's store of
+		 * arrival_quiet = 0 and its consume. One of the two sees
+		 * the other: the frame is consumed, or woken for here. */
+		__sync_fetch_and_add(&st->quiet, 1);
+		if (!SL_READ_ONCE(st->arrival_quiet)) {
+			__u32 id = port_id;
+			if (!bpf_ringbuf_output(&sl_swh_wake_v1, &id, sizeof(id), BPF_RB_FORCE_WAKEUP))
+				__sync_fetch_and_add(&st->late_wakes, 1);
+		}
+		return;
+	}
+	bpf_ringbuf_submit(ev, SL_READ_ONCE(hold_quiet_pending) ? BPF_RB_FORCE_WAKEUP : 0);
 }
 
 SEC("tc")
@@ -174,17 +210,18 @@ int sw_hold_egress(struct __sk_buff *skb)
 	ev->pad = 0;
 	ev->pad2 = 0;
 	ev->rx_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
+	submit_frame(ev, st, port->port_id);
 	__sync_fetch_and_add(&st->diverted, 1);
 	return divert_verdict;
 }
 
-static __always_inline void record(struct sl_sw_hold_state *st, struct Qdisc *q)
+/* Stores the record; the caller has read the qdisc's counters. */
+static __always_inline void record_vals(struct sl_sw_hold_state *st, __u32 qlen, __u64 sent, __u64 drops)
 {
 	st->sent_at_ev = st->agent_sent;
-	st->qlen = BPF_CORE_READ(q, q.qlen);
-	st->q_sent = BPF_CORE_READ(q, bstats.packets.v.a.a.counter);
-	st->q_drops = BPF_CORE_READ(q, qstats.drops);
+	st->qlen = qlen;
+	st->q_sent = sent;
+	st->q_drops = drops;
 	/* A fetching atomic is fully ordered (BPF memory model; lock xadd on
 	 * x86): the stores above are visible before the caller's load of
 	 * want_wake, against the agent's store of want_wake and load of this
@@ -192,17 +229,39 @@ static __always_inline void record(struct sl_sw_hold_state *st, struct Qdisc *q)
 	__sync_fetch_and_add(&st->events, 1);
 }
 
+/* sw_hold_sync: q is a number the last event left, read through
+ * bpf_probe_read_kernel. */
+static __always_inline void record(struct sl_sw_hold_state *st, struct Qdisc *q)
+{
+	record_vals(st, BPF_CORE_READ(q, q.qlen), BPF_CORE_READ(q, bstats.packets.v.a.a.counter),
+		    BPF_CORE_READ(q, qstats.drops));
+}
+
 /* A held port's root qdisc: every qdisc on the host fires these
- * tracepoints. */
+ * tracepoints, so this runs for all of them. The tracepoints' arguments
+ * are BTF pointers: plain loads (CO-RE relocated), no helper call per
+ * field (the helper calls were ~12% of the agent's time at 1 Gbit/s,
+ * docs/switch.md "The held path's cost"). */
 static __always_inline struct sl_sw_hold_port *port_root(struct Qdisc *q, struct sl_sw_hold_state **st)
 {
-	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
+	struct netdev_queue *txq = q->dev_queue;
+	if (!txq)
+		return 0;
+	struct net_device *dev = txq->dev;
 	if (!dev)
 		return 0;
-	struct sl_sw_hold_port *p = hold_port((__u32)BPF_CORE_READ(dev, ifindex), st);
-	if (!p || BPF_CORE_READ(dev, nd_net.net, ns.inum) != p->netns_ino || BPF_CORE_READ(dev, qdisc) != q)
+	struct sl_sw_hold_port *p = hold_port((__u32)dev->ifindex, st);
+	if (!p || dev->qdisc != q)
+		return 0;
+	struct net *net = dev->nd_net.net;
+	if (!net || net->ns.inum != p->netns_ino)
 		return 0;
 	return p;
+}
+
+static __always_inline void record_btf(struct sl_sw_hold_state *st, struct Qdisc *q)
+{
+	record_vals(st, q->q.qlen, q->bstats.packets.v.a.a.counter, q->qstats.drops);
 }
 
 SEC("tp_btf/qdisc_enqueue")
@@ -212,7 +271,7 @@ int BPF_PROG(sw_hold_enqueue, struct Qdisc *q, const struct netdev_queue *txq, s
 	if (!port_root(q, &st))
 		return 0;
 	st->qdisc = (__u64)q;
-	record(st, q);
+	record_btf(st, q);
 	return 0;
 }
 
@@ -224,7 +283,7 @@ int BPF_PROG(sw_hold_dequeue, struct Qdisc *q, const struct netdev_queue *txq, i
 	if (!p)
 		return 0;
 	st->qdisc = (__u64)q;
-	record(st, q);
+	record_btf(st, q);
 	if (skb && packets > 0)
 		__sync_fetch_and_add(&st->dequeued, (__u64)packets);
 	if (st->want_wake && st->qlen <= p->low_water) {

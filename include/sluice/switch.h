@@ -150,7 +150,18 @@ struct sl_sw_hold_state {
 	__u64 uq_foreign; /* 802.1Q tags that are no upstreamQ tag: left alone */
 	__u64 uq_bad;     /* an 802.1Q frame too short to hold its tag: left alone */
 	__u64 uq_failed;  /* the kernel refused the pop: the frame passed tagged */
+	/* Wake-ups of the agent for diverted frames (sw_hold_egress): */
+	__u32 arrival_quiet; /* agent: a wake-up for this port is due anyway (want_wake
+			      * set, the qdisc at its target): its frames need not
+			      * wake the agent (0: every frame may wake it) */
+	__u32 pad_q;
+	__u64 quiet;      /* frames handed over without a wake-up */
+	__u64 late_wakes; /* quiet frames that found arrival_quiet cleared right
+			   * after their submit: woken through the wake ring */
 };
+/* A frame is handed over without a wake-up only while the ring holds less
+ * than this (a bound on what waits there unseen by the agent). */
+#define SLUICE_SW_HOLD_QUIET_MAX_BYTES (64 * (80 + SLUICE_SW_HOLD_FRAME_MAX))
 
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_port) == 24, "sl_sw_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_sw_flow_key) == 8, "sl_sw_flow_key size");

@@ -195,6 +195,48 @@ TEST_F(SwholdTest, EgressDivertsDataFramesWithTheLogicsQueue) {
   EXPECT_TRUE(ring_->events.empty());
 }
 
+// submit_frame: while the agent says a wake-up of the port is due anyway
+// (arrival_quiet), a frame goes to the ring without one, still delivered
+// whole; at most SLUICE_SW_HOLD_QUIET_MAX_BYTES of them wait unseen, the
+// frames after that wake the agent as before; with the flag clear no frame
+// is quiet.
+TEST_F(SwholdTest, FramesOfAWaitingPortWaitInTheRingWithoutAWakeUpUpToABound) {
+  PacketSpec s;
+  s.proto = 17;
+  s.payload = 1000;
+  const Bytes pkt = build(s);
+  const int fd = bpf_program__fd((*skel_)->progs.sw_hold_egress);
+  auto* bss = (*skel_)->bss;
+  ring_->consume();
+  ring_->events.clear();
+  const uint64_t quiet0 = bss->hold[0].quiet, diverted0 = bss->hold[0].diverted;
+  bss->hold[0].arrival_quiet = 1;
+  bss->hold_quiet_pending = 0;
+  const size_t per_record = (sizeof(sl_sw_hold_event) + 8 + 7) / 8 * 8;  // the ring's header, 8-byte aligned
+  // Quiet while the ring, this frame's record included, holds less than
+  // the bound.
+  const size_t bound = (SLUICE_SW_HOLD_QUIET_MAX_BYTES - 1) / per_record;
+  for (size_t i = 0; i < bound + 6; ++i) ASSERT_EQ(run_tc(fd, pkt).retval, kShot);
+  bss->hold[0].arrival_quiet = 0;
+  EXPECT_EQ(bss->hold[0].quiet - quiet0, bound) << "quiet frames stop at the bound";
+  EXPECT_EQ(bss->hold[0].diverted - diverted0, bound + 6);
+  EXPECT_EQ(bss->hold_quiet_pending, 1u);
+  EXPECT_EQ(bss->hold[0].late_wakes, 0u) << "the flag stayed set while each frame was submitted";
+  ring_->consume();
+  ASSERT_EQ(ring_->events.size(), bound + 6) << "every frame is delivered, woken for or not";
+  for (const auto& ev : ring_->events) {
+    ASSERT_EQ(ev.len, pkt.size());
+    EXPECT_TRUE(std::equal(pkt.begin(), pkt.end(), ev.frame));
+  }
+  ring_->events.clear();
+  const uint64_t quiet1 = bss->hold[0].quiet;
+  ASSERT_EQ(run_tc(fd, pkt).retval, kShot);
+  EXPECT_EQ(bss->hold[0].quiet, quiet1) << "flag clear: the frame may wake the agent";
+  ring_->consume();
+  EXPECT_EQ(ring_->events.size(), 1u);
+  ring_->events.clear();
+}
+
 TEST_F(SwholdTest, SyncWithoutAQdiscReadsNothing) {
   for (uint32_t port : {0u, 1u, uint32_t(SLUICE_SW_MAX_PORTS)}) {
     SCOPED_TRACE(port);
