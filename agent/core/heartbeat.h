@@ -66,6 +66,12 @@ SkelElf liveness_object(const SkelElf& own, const SkelElf& compat);
 // when unreadable.
 uint64_t start_ticks_of(const std::string& proc_stat);
 
+// The SCHED_FIFO priority of a heartbeat thread started from the calling
+// thread: `wanted`, or one above the caller's own real-time priority when
+// that is as high or higher (the heartbeat must not wait behind the loop it
+// watches, nor behind what the loop itself may preempt).
+int heartbeat_rt_priority(int wanted);
+
 class HeartbeatThread {
  public:
   static constexpr std::chrono::milliseconds kLoopStampPeriod{5};
@@ -79,6 +85,7 @@ class HeartbeatThread {
   struct Options {
     bool realtime = true;  // try SCHED_FIFO
     int rt_priority = 1;   // the lowest real-time priority: above every SCHED_OTHER task, below the rest
+                           // (raised above the starting thread's own, heartbeat_rt_priority)
   };
 
   // One liveness record. Destroying it withdraws the record (BPF fails

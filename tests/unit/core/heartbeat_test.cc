@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
@@ -353,6 +354,33 @@ TEST(Heartbeat, SaysWhichSchedulingClassItRunsIn) {
     EXPECT_NE(rt.stats().sched.find("SCHED_FIFO refused"), std::string::npos) << rt.stats().sched;
     EXPECT_FALSE(may_use_sched_fifo()) << "allowed SCHED_FIFO, yet: " << rt.stats().sched;
   }
+}
+
+// Started from a real-time thread (a loop under chrt), the heartbeat runs
+// one priority above it, so that neither its loop nor what the loop
+// preempts keeps it off the CPU; from a SCHED_OTHER thread it keeps the
+// priority asked for (above).
+TEST(Heartbeat, RunsAboveARealTimeLoop) {
+  if (!may_use_sched_fifo()) GTEST_SKIP() << "SCHED_FIFO not allowed to this process";
+  std::string sched, err;
+  std::thread t([&] {
+    sched_param sp{};
+    sp.sched_priority = 5;
+    int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+    if (rc != 0) {
+      err = strerror(rc);
+      return;
+    }
+    EXPECT_EQ(heartbeat_rt_priority(1), 6);
+    EXPECT_EQ(heartbeat_rt_priority(9), 9) << "a higher priority asked for stays";
+    EventLoop loop;
+    HeartbeatThread hb(loop);
+    sched = hb.stats().sched;
+  });
+  t.join();
+  if (!err.empty()) GTEST_SKIP() << "SCHED_FIFO 5 refused: " << err;
+  EXPECT_EQ(sched, "SCHED_FIFO 6");
+  EXPECT_EQ(heartbeat_rt_priority(1), 1) << "from a SCHED_OTHER thread";
 }
 
 }  // namespace
