@@ -58,9 +58,12 @@ constexpr size_t kMaxBatch = 16;
 // with 121 us, integration_bfc_hold_test's pauses came too late and a
 // queue overflowed (169 and 12 frames).
 constexpr uint64_t kQuietMaxNs = 64'000;
-// pump()'s rounds of consume-and-send before it lets the loop's other work
-// run (the rest follows in a posted continuation).
-constexpr int kMaxDrainRounds = 64;
+// How long pump() consumes and sends in rounds before it lets the loop's
+// other work run (the rest follows in a posted continuation). Bounded by
+// time: under overload at 1 Gbit/s each round finds new frames, and 64
+// rounds kept the loop from its timers for over a second (the heartbeat
+// withdrew: HEARTBEAT_PAUSED, "1062 ms of it its own").
+constexpr uint64_t kMaxDrainNs = 2'000'000;
 // Frame buffers kept for reuse per port at most.
 constexpr size_t kMaxSpare = 256;
 // Per-millisecond maxima of the held bytes kept per port (10 minutes).
@@ -451,8 +454,9 @@ void HoldPath::pump() {
   // of submit_frame's handshake in swhold.bpf.c), each batch sent at once.
   if (draining_ || !rb_) return;
   draining_ = true;
-  for (int round = 0;; ++round) {
-    if (round == kMaxDrainRounds) {
+  const uint64_t until = monotonic_ns() + kMaxDrainNs;
+  for (;;) {
+    if (monotonic_ns() > until) {
       // The loop's other work (timers, control frames) gets its turn.
       std::weak_ptr<bool> alive = alive_;
       loop_.post([this, alive] {
