@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/steady_timer.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -64,6 +65,19 @@ constexpr uint64_t kQuietMaxNs = 64'000;
 // rounds kept the loop from its timers for over a second (the heartbeat
 // withdrew: HEARTBEAT_PAUSED, "1062 ms of it its own").
 constexpr uint64_t kMaxDrainNs = 2'000'000;
+// How long one consume() takes frames from the ring. libbpf's
+// ring_buffer__consume() returns only once it finds the ring empty; under
+// overload (a frame's work slower than the arrivals, 1 Gbit/s x 1.2 on this
+// machine) that is never, and meanwhile nothing is sent and no timer runs
+// (the heartbeat found the loop's 5 ms stamp ~1.1 s late and withdrew).
+// on_frame_cb ends the call with kOutOfTime once this has passed (looked at
+// every kConsumeCheck frames). Bounded by time, not by a count of frames:
+// taking the ring's backlog first keeps it in the held queues, where the
+// logic sees it (marks, drops); a count of 64 between sends left it in the
+// ring (ring wait 78 ms against 16 ms at 1 Gbit/s x 1.2).
+constexpr uint64_t kConsumeNs = 2'000'000;
+constexpr unsigned kConsumeCheck = 8;
+constexpr int kOutOfTime = -EAGAIN;
 // Frame buffers kept for reuse per port at most.
 constexpr size_t kMaxSpare = 256;
 // Per-millisecond maxima of the held bytes kept per port (10 minutes).
@@ -283,7 +297,9 @@ HoldPath::~HoldPath() {
   // Egress first (new frames go straight to the qdisc), then what the
   // agent holds, then the root.
   for (auto& p : ports_) p->egress.clear();
-  if (rb_) ring_buffer__consume(rb_);  // frames diverted before the detach
+  if (rb_)
+    while (consume() > 0) {  // frames diverted before the detach
+    }
   for (auto& p : ports_) flush(*p);
   while (!ports_.empty()) ports_.pop_back();
   if (rb_) ring_buffer__free(rb_);
@@ -353,9 +369,17 @@ void HoldPath::add_port(const PortSpec& spec) {
 void HoldPath::start(Logic& logic) {
   logic_ = &logic;
   watch_ = loop_.watch_readable(ring_buffer__epoll_fd(rb_), [this] {
-    ring_buffer__consume(rb_);
+    consume();
     pump();
   });
+}
+
+int HoldPath::consume() {
+  consume_until_ns_ = monotonic_ns() + kConsumeNs;
+  consumed_ = 0;
+  const int n = ring_buffer__consume(rb_);
+  if (n == kOutOfTime) return int(consumed_);  // stopped by the clock: more may wait
+  return std::max(n, 0);
 }
 
 HoldPath::Port& HoldPath::port(PortId p) const {
@@ -366,8 +390,10 @@ HoldPath::Port& HoldPath::port(PortId p) const {
 int HoldPath::on_wake_cb(void*, void*, size_t) { return 0; }  // the pump after the consume does the work
 
 int HoldPath::on_frame_cb(void* self, void* data, size_t len) {
-  if (len >= sizeof(sl_sw_hold_event)) static_cast<HoldPath*>(self)->on_frame(data);
-  return 0;
+  auto* h = static_cast<HoldPath*>(self);
+  if (len >= sizeof(sl_sw_hold_event)) h->on_frame(data);
+  // A negative return ends ring_buffer__consume() with this frame taken.
+  return ++h->consumed_ % kConsumeCheck || monotonic_ns() < h->consume_until_ns_ ? 0 : kOutOfTime;
 }
 
 void HoldPath::on_frame(const void* data) {
@@ -466,7 +492,7 @@ void HoldPath::pump() {
       break;
     }
     __atomic_store_n(&obj_->skel->bss->hold_quiet_pending, 0u, __ATOMIC_SEQ_CST);
-    if (ring_buffer__consume(rb_) <= 0) break;
+    if (consume() == 0) break;
     pump_ports();
   }
   draining_ = false;

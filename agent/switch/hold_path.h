@@ -125,6 +125,9 @@ class HoldPath {
 
  private:
   struct Port;
+  // Takes frames from the ring (and the wake-ups) until it is empty or
+  // kConsumeNs has passed; returns how many it took.
+  int consume();
   static int on_frame_cb(void* self, void* data, size_t len);
   static int on_wake_cb(void* self, void* data, size_t len);
   void on_frame(const void* ev);
@@ -153,8 +156,10 @@ class HoldPath {
   Logic* logic_ = nullptr;
   std::function<void()> poll_control_;
   uint64_t next_id_ = 1;
-  bool resumed_ = false;   // a queue was resumed or released since pump() began its round
-  bool draining_ = false;  // pump() is consuming the ring (no nested consume)
+  bool resumed_ = false;           // a queue was resumed or released since pump() began its round
+  bool draining_ = false;          // pump() is consuming the ring (no nested consume)
+  uint64_t consume_until_ns_ = 0;  // the running consume() stops after this
+  unsigned consumed_ = 0;          // frames it took so far
   mutable std::recursive_mutex mu_;
   struct Timer;
   std::unique_ptr<Timer> timer_;

@@ -344,6 +344,12 @@ def main():
                         b.agent_pid = None
                         if not is_sluiced(design):
                             row["switch"] = last_json(lab.log_of(sw))
+                        else:
+                            # The heartbeat withdrew (the loop did not reach
+                            # its timers): BPF failed open from then on.
+                            paused = [ln for ln in lab.log_of(sw).splitlines() if "HEARTBEAT_PAUSED" in ln]
+                            row["heartbeat_withdrawals"] = len(paused)
+                            row["heartbeat_withdrawn_first"] = paused[:2]
                     t = row["throughput"]
                     print(f"rate={rate:.0e} {design:12s} rep={rep} tput={t['bps'] / rate:.3f} "
                           f"lat_p50={row['latency']['lat_us_p50']}us p99={row['latency']['lat_us_p99']}us "
@@ -353,6 +359,7 @@ def main():
                              f"run/pkt tput={t['agent_run_us_per_pkt']:.2f}us "
                              f"lat={row['latency'].get('agent_run_us_per_pkt', 0):.2f}us "
                              f"vcsw/pkt={t['agent_vcsw_per_pkt']:.2f} " if "agent_cpu_us_per_pkt" in t else "")
+                          + (f"withdrawals={row['heartbeat_withdrawals']} " if "heartbeat_withdrawals" in row else "")
                           + (f"ring_wait mean={row['switch']['hold']['ring_wait_us_mean']:.0f}us "
                              f"max={row['switch']['hold']['ring_wait_us_max']:.0f}us "
                              if (row.get("switch") or {}).get("hold") else "")
