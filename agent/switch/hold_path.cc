@@ -61,9 +61,10 @@ constexpr size_t kMaxBatch = 16;
 constexpr uint64_t kQuietMaxNs = 64'000;
 // How long pump() consumes and sends in rounds before it lets the loop's
 // other work run (the rest follows in a posted continuation). Bounded by
-// time: under overload at 1 Gbit/s each round finds new frames, and 64
-// rounds kept the loop from its timers for over a second (the heartbeat
-// withdrew: HEARTBEAT_PAUSED, "1062 ms of it its own").
+// time: under overload at 1 Gbit/s each round finds new frames. (Neither
+// this bound nor kConsumeNs removed the ~1 s stalls of the loop's timers
+// seen at 1 Gbit/s x 1.2, HEARTBEAT_PAUSED "1062 ms of it its own": their
+// cause is not found, docs/switch.md "The held path's cost".)
 constexpr uint64_t kMaxDrainNs = 2'000'000;
 // How long one consume() takes frames from the ring. libbpf's
 // ring_buffer__consume() returns only once it finds the ring empty; under
