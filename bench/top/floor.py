@@ -167,6 +167,9 @@ def one_run(lab, topo, build, sched, args, rtt, tag):
         "data_sent": summary.get("data_sent"), "data_resent": summary.get("data_resent"),
         "tokens_unused": summary.get("tokens_unused"), "syncs_sent": summary.get("syncs_sent"),
     }
+    # The receiver's own slot; a build from before it printed one paced
+    # (84 + MSS + 98) bytes per slot.
+    slot_us = (84 + MSS + 98) * 8 / args.rate
     for line in lab.log_of(recv).splitlines():
         if line.startswith("{") and '"role":"recv"' in line:
             j = json.loads(line)
@@ -177,7 +180,8 @@ def one_run(lab, topo, build, sched, args, rtt, tag):
             row["slots"] = j.get("slots")
             row["slots_idle"] = j.get("slots_idle")
             row["slots_missed"] = j.get("slots_missed")
-    row["slots_held"] = int(sum(j["fct_us"] for j in flows) / ((84 + MSS + 98) * 8 / args.rate))
+            slot_us = j["slot_ns"] / 1e3 if "slot_ns" in j else slot_us
+    row["slots_held"] = int(sum(j["fct_us"] for j in flows) / slot_us)
     return row, clean
 
 

@@ -67,10 +67,12 @@ int main(int argc, char** argv) {
   nc.rate_bps = rate;
   nc.expiry = variant == "top";
   ReceiverConfig rc;
-  rc.slot_ns = static_cast<uint64_t>((84 + 1538) * 8e9 / rate);
+  // One token and one full data frame per slot, as charged on the wire: the
+  // simulated token group (NetConfig::token_share) passes exactly that.
+  rc.slot_ns = pacing_slot_ns(rate / 1e6, kDefaultMss);
   rc.rtt_ns = 100'000;
   rc.objective = variant == "tokens" ? Objective::kFair : Objective::kFct;
-  rc.prio.p = std::ceil(cdf.back().first / 1440);
+  rc.prio.p = std::ceil(cdf.back().first / kDefaultMss);
   rc.max_flows = 100000;
   SenderConfig sc;
   sc.rtt_ns = 100'000;
@@ -92,8 +94,9 @@ int main(int argc, char** argv) {
   for (int h = 0; h < senders; h++) {
     for (auto& c : net.sender(h).take_completions()) {
       double us = (c.done_ns - c.start_ns) / 1e3;
-      double pk = std::ceil(c.size_bytes / 1440.0);
-      double ideal = pk * 1538 * 8 / rate * 1e6 + 4 * 2 * nc.prop_ns / 1e3;  // alone: data + one RTT
+      double pk = std::ceil(c.size_bytes / double(kDefaultMss));
+      double ideal =
+          pk * data_frame_bytes(kDefaultMss) * 8 / rate * 1e6 + 4 * 2 * nc.prop_ns / 1e3;  // alone: data + one RTT
       fct.push_back(us);
       slow.push_back(us / ideal);
       if (c.size_bytes < 100'000) short_fct.push_back(us);

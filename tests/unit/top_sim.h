@@ -28,7 +28,7 @@ struct NetConfig {
   uint64_t prop_ns = 5'000;
   // token / (token + full data frame) as frames on the wire (wire.h), so the
   // group passes one token per receiver pacing slot, as top-switch.sh does.
-  double token_share = double(kTokenFrameBytes) / double(kTokenFrameBytes + data_frame_bytes(1440));
+  double token_share = token_group_share();
   size_t token_queue = 8;
   uint64_t data_queue_bytes = 1 << 20;
   bool expiry = true;

@@ -20,7 +20,7 @@
 namespace sluice::top {
 
 struct SenderConfig {
-  uint16_t mss = 1440;         // data bytes per full-length packet (1500-byte IPv4 frame)
+  uint16_t mss = kDefaultMss;  // data bytes per full-length packet (1500-byte IPv4 frame)
   uint64_t rtt_ns = 100'000;   // a NACKed ID is resent at most once per this
   uint64_t sync_retry_ns = 0;  // SYNC again when no token came; 0: 4 x rtt_ns
   uint64_t probe_ns = 0;       // all sent, no DONE: FIN probe; 0: 8 x rtt_ns

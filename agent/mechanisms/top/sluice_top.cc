@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   bool non_clairvoyant = false, expiry_off = false;
   std::string schedule;
   std::vector<std::string> corrections;
-  uint16_t mss = 1440;
+  uint16_t mss = kDefaultMss;
   std::string ptp_uds;
   uint64_t bound_us = 1000;
   uint32_t token_queue = 8;
@@ -250,6 +250,7 @@ int main(int argc, char** argv) {
                 ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
                 ",\"slots_idle\":" + std::to_string(s.slots_idle) +
                 ",\"slots_missed\":" + std::to_string(node.slots_missed()) +
+                ",\"slot_ns\":" + std::to_string(r.config().slot_ns) +
                 ",\"flows_closed\":" + std::to_string(s.flows_closed) +
                 ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
     } else {

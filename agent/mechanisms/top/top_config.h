@@ -27,7 +27,7 @@ struct TopConfig {
   uint32_t link_mbit = 10000;     // §5.1: 10 Gbit/s
   // token / (token + full data frame) on the wire, §4.2: sluice-top's
   // 98-byte tokens and 1538-byte data frames (wire.h), as top-switch.sh.
-  double token_share = double(top::kTokenFrameBytes) / double(top::kTokenFrameBytes + top::data_frame_bytes(1440));
+  double token_share = top::token_group_share();
   uint32_t token_queue = 8;  // tokens per queue (ExpressPass's setting)
   uint32_t token_frame_bytes = static_cast<uint32_t>(top::kTokenFrameBytes);  // a token on the wire
   bool expire = true;    // false: count expired tokens, never drop (top-noexpiry)

@@ -58,6 +58,13 @@ constexpr size_t frame_on_wire(size_t udp_payload) {
 // and a full data frame (mss + header), on the wire.
 constexpr size_t kTokenFrameBytes = frame_on_wire(kHeaderBytes);
 constexpr size_t data_frame_bytes(uint16_t mss) { return frame_on_wire(kHeaderBytes + mss); }
+// Data bytes of a full-length packet (a 1500-byte IPv4 frame).
+constexpr uint16_t kDefaultMss = 1440;
+// The switches' token group as a share of the link, §4.2: token / (token +
+// full data frame), both as charged on the wire (top-switch.sh: 98/1636).
+constexpr double token_group_share(uint16_t mss = kDefaultMss) {
+  return double(kTokenFrameBytes) / double(kTokenFrameBytes + data_frame_bytes(mss));
+}
 // The receiver's pacing slot (§3.1, §4.4): one token and the full data frame
 // it calls for, at the access link's rate. The switches' token group is
 // token / (token + data) of the link with the same frames (top-switch.sh),

@@ -2,7 +2,7 @@
 
 All three replace every switch port's queue with the TOP tree of
 tc-scripts/top-switch.sh (signals first, the token group capped at
-84/(84+1538) of the port with six HTB-prio token classes of --top-token-queue
+98/(98+1538) of the port with six HTB-prio token classes of --top-token-queue
 tokens, data with the rest; an HTB approximation of R1, docs/top.md "Switch
 port") and run the sluice-top transport (the `top` experiment starts it):
   tokens        one token class, round robin, no expiry (ExpressPass-like)
@@ -53,7 +53,7 @@ class _Top(Variant):
         g.add_argument("--top-token-queue", type=int, default=8,
                        help="tokens per switch token queue (ExpressPass's 8; the paper's testbed 6)")
         g.add_argument("--top-base-one-way-us", type=int, default=100,
-                       help="[top] base_one_way_us: T = this + 2 x token_queue x 84 B / (5.18%% of the port)")
+                       help="[top] base_one_way_us: T = this + 2 x token_queue x 98 B / (5.99%% of the port)")
         g.add_argument("--top-threshold-us", type=int, default=0, help="[top] threshold_us (0: derived)")
 
     def __init__(self, args):
