@@ -242,31 +242,46 @@ class PacIncast : public ::testing::Test {
 };
 
 TEST_F(PacIncast, KeepsTheIncastFromCollapsing) {
-  IncastResult base = incast(8, "baseline");
-  ASSERT_EQ(base.exit_status, 0) << base.log;
+  // Baseline and PAC interleaved, twice each (B P B P): the machine's load
+  // drifts, and one 8-round baseline alone moves ~20% (a run with a single
+  // unlucky RTO more or less); the sums of two compare like with like.
+  constexpr int kPairs = 2;
+  long base_to = 0, pac_to = 0;
+  double base_mbps = 0, pac_mbps = 0;
+  uint64_t held = 0;
+  for (int i = 0; i < kPairs; ++i) {
+    IncastResult base = incast(8, "baseline-" + std::to_string(i));
+    ASSERT_EQ(base.exit_status, 0) << base.log;
+    Process agent = start_agent();
+    IncastResult pac = incast(8, "pac-" + std::to_string(i));
+    ReasonCounters c = pac_counters();
+    agent.stop();
+    ASSERT_EQ(pac.exit_status, 0) << pac.log << agent.log();
+    std::printf("pair %d: baseline %.1f Mbit/s, %ld timeouts; pac %.1f Mbit/s, %ld timeouts\n", i, base.goodput_mbps,
+                base.timeouts, pac.goodput_mbps, pac.timeouts);
+    EXPECT_LE(pac.goodput_mbps, kLinkMbps * 1.05) << "goodput above the link rate: measurement broken";
+    EXPECT_GT(c[SLUICE_R_PAC_DIVERT].packets, 0u) << "PAC never held an ACK";
+    EXPECT_GT(c[SLUICE_R_PAC_REINJECTED].packets, 0u);
+    base_to += base.timeouts;
+    pac_to += pac.timeouts;
+    base_mbps += base.goodput_mbps / kPairs;
+    pac_mbps += pac.goodput_mbps / kPairs;
+    held += c[SLUICE_R_PAC_DIVERT].packets;
+  }
+  std::printf("baseline: %.1f Mbit/s, %ld timeouts; pac: %.1f Mbit/s, %ld timeouts; held %llu\n", base_mbps, base_to,
+              pac_mbps, pac_to, (unsigned long long)held);
   // The setup must really be an incast that collapses, or the comparison
   // below proves nothing.
-  ASSERT_GT(base.timeouts, 0) << "the baseline saw no retransmission timeout: not an incast collapse\n" << base.log;
-
-  Process agent = start_agent();
-  IncastResult pac = incast(8, "pac");
-  ReasonCounters c = pac_counters();
-  agent.stop();
-  ASSERT_EQ(pac.exit_status, 0) << pac.log << agent.log();
-  std::printf("baseline: %.1f Mbit/s, %ld timeouts; pac: %.1f Mbit/s, %ld timeouts; held %llu, admitted %llu\n",
-              base.goodput_mbps, base.timeouts, pac.goodput_mbps, pac.timeouts,
-              (unsigned long long)c[SLUICE_R_PAC_DIVERT].packets, (unsigned long long)c[SLUICE_R_PAC_ADMIT].packets);
-  EXPECT_GT(c[SLUICE_R_PAC_DIVERT].packets, 0u) << "PAC never held an ACK";
-  EXPECT_GT(c[SLUICE_R_PAC_REINJECTED].packets, 0u);
-  // Same run, same machine: ratios, not absolute numbers. What PAC changes
+  ASSERT_GT(base_to, 0) << "the baseline saw no retransmission timeout: not an incast collapse";
+  // Same runs, same machine: ratios, not absolute numbers. What PAC changes
   // reliably on this profile (100 Mbit/s, 32 KB, plain pac) is the number of
   // retransmission timeouts: 0.35-0.46x the baseline's in every run measured.
-  // Goodput gains vary with the machine's load (1.13-1.7x measured; the
-  // baseline itself moves ~20%), so the test only asks PAC not to lose
-  // goodput; the gains are measured by bench/run (docs/pac.md, Results).
-  EXPECT_LT(pac.timeouts * 4, base.timeouts * 3) << "PAC did not cut the retransmission timeouts";
-  EXPECT_GE(pac.goodput_mbps, base.goodput_mbps);
-  EXPECT_LE(pac.goodput_mbps, kLinkMbps * 1.05) << "goodput above the link rate: measurement broken";
+  // Goodput gains vary with the machine's load (1.13-1.7x measured), so the
+  // test only asks PAC not to lose goodput, with 10% for what two pairs
+  // leave of the noise; the gains are measured by bench/run (docs/pac.md,
+  // Results).
+  EXPECT_LT(pac_to * 4, base_to * 3) << "PAC did not cut the retransmission timeouts";
+  EXPECT_GE(pac_mbps, base_mbps * 0.9) << "PAC lost goodput";
 }
 
 // New connections before every round (docs/pac.md "New connections"): each
