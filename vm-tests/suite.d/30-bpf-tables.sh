@@ -3,7 +3,7 @@
 # sluice-objcheck ran in the previous step, so its ctest entries are left out.
 # Tests for features this kernel predates skip with a reason; the reasons are
 # printed here and named in the summary.
-# vm-timeout: 320
+# vm-timeout: 440
 . "$SLUICE_VM_STEPLIB"
 
 cd "$BUILD" || vm_fail "no build directory"
@@ -16,7 +16,7 @@ export SLUICE_BPF_RANDOM_FRAMES=${SLUICE_BPF_RANDOM_FRAMES:-2000}
 export SLUICE_BPF_SCALE_FLOWS=${SLUICE_BPF_SCALE_FLOWS:-70000}
 # Bounded below the step's own limit, so that a slow run still says which
 # test it was in and how long the others took.
-timeout 290 ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 -V >"$log" 2>&1
+timeout 410 ctest -L bpf -E '^bpf_obj' --no-tests=error --output-on-failure --timeout 150 -V >"$log" 2>&1
 rc=$?
 grep -E '^[0-9]+/[0-9]+ Test|^[0-9]+% tests' "$log"
 if [ $rc -eq 124 ]; then

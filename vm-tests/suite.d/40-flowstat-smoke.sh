@@ -3,7 +3,7 @@
 # network namespace, real TCP traffic to a second namespace, and the
 # counters `sluicectl stats --json` reports must move and agree with the
 # kernel's own interface counters. SIGTERM must leave no filter behind.
-# vm-timeout: 120
+# vm-timeout: 180
 . "$SLUICE_VM_STEPLIB"
 
 a=slvmfa b=slvmfb ifa=slvmfa0 ifb=slvmfb0
@@ -28,7 +28,7 @@ TOML
 vm_bg sluiced ip netns exec $a "$BUILD/agent/sluiced" --config $run/sluiced.toml
 agent=$VM_BG_PID
 ctl() { "$BUILD/agent/sluicectl" --socket $run/sluiced.sock "$@"; }
-vm_wait_for 30 ctl status || { cat /tmp/sluiced.log; vm_fail "sluiced did not come up"; }
+vm_wait_for 90 ctl status || { cat /tmp/sluiced.log; vm_fail "sluiced did not come up"; }
 ctl status
 
 # auto attach mode: tcx where the kernel has it (6.6+), clsact otherwise.

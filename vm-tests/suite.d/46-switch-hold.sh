@@ -8,7 +8,7 @@
 # the qdisc tracepoints (5.17+); the test skips with the reason before. tcx
 # cases on 6.6+ as in 45-switch-mode. The BPF side (bpf_swhold_test: two
 # ports, divert, pause flags) runs in 30-bpf-tables.
-# vm-timeout: 150
+# vm-timeout: 300
 . "$SLUICE_VM_STEPLIB"
 
 t=$BUILD/tests/integration/integration_switch_hold_test

@@ -7,7 +7,7 @@
 # agent (re-injected), no connection may stall, and SIGTERM
 # must leave no filter behind. Goodput against a baseline is a benchmark
 # (bench/run incast --variants baseline,pac), not asserted here.
-# vm-timeout: 120
+# vm-timeout: 180
 . "$SLUICE_VM_STEPLIB"
 
 rate_mbit=50
@@ -38,7 +38,7 @@ TOML
 vm_bg sluiced ip netns exec $r "$BUILD/agent/sluiced" --config $run/sluiced.toml
 agent=$VM_BG_PID
 ctl() { "$BUILD/agent/sluicectl" --socket $run/sluiced.sock "$@"; }
-vm_wait_for 30 ctl status || { cat /tmp/sluiced.log; vm_fail "sluiced with pac did not come up"; }
+vm_wait_for 90 ctl status || { cat /tmp/sluiced.log; vm_fail "sluiced with pac did not come up"; }
 
 vm_bg iperf3s ip netns exec $r iperf3 -s -1 -B 10.79.0.2
 listening() { ip netns exec $r ss -ltnH 'sport = :5201' | grep -q .; }

@@ -9,7 +9,7 @@
 # from both senders: the switch must set EIN, the receiver echo it, the
 # long flow's sender see the echoes and sluice_pulser brake (cwnd to
 # cwnd_safe, counted by the congestion control) and restore.
-# vm-timeout: 90
+# vm-timeout: 150
 . "$SLUICE_VM_STEPLIB"
 
 rate_mbit=50
@@ -80,7 +80,7 @@ done
 ctl() { "$BUILD/agent/sluicectl" --socket "$run/$1.sock" "${@:2}"; }
 start_agent() {  # who ns
   vm_bg "sluiced-$1" ip netns exec "$2" "$BUILD/agent/sluiced" --config "$run/$1.toml"
-  vm_wait_for 30 ctl "$1" status || { tail -20 "/tmp/sluiced-$1.log"; vm_fail "sluiced ($1) did not come up"; }
+  vm_wait_for 90 ctl "$1" status || { tail -20 "/tmp/sluiced-$1.log"; vm_fail "sluiced ($1) did not come up"; }
 }
 start_agent w $w
 agent_w=$VM_BG_PID
