@@ -17,7 +17,10 @@ int main(int argc, char** argv) {
   CLI::App app{"sluicectl: query and control a running sluiced"};
   std::string socket = "/run/sluice/sluiced.sock";
   bool as_json = false;
+  int timeout_ms = 5000;
   app.add_option("-s,--socket", socket, "control socket of sluiced");
+  app.add_option("-t,--timeout", timeout_ms, "how long to wait for sluiced's answer, in ms")
+      ->check(CLI::Range(1, 3600 * 1000));
   app.add_flag("--json", as_json, "print the raw JSON reply");
   app.require_subcommand(1);
   auto* status = app.add_subcommand("status", "agent, interfaces, attachments, kernel features");
@@ -46,7 +49,7 @@ int main(int argc, char** argv) {
   if (*top_cmd) req = {{"cmd", "stats"}};
   json reply;
   try {
-    reply = sluice::control_request(socket, req);
+    reply = sluice::control_request(socket, req, timeout_ms);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluicectl: %s\n", e.what());
     return 2;

@@ -366,6 +366,11 @@ TEST_F(PacIncast, StalledAgentFailsOpenWithin100ms) {
   ReasonCounters c = pac_counters();
   EXPECT_EQ(c[SLUICE_R_PAC_DIVERT].packets, diverted) << "ACKs still diverted 100 ms after the agent stopped";
   EXPECT_GT(c[SLUICE_R_PAC_FAIL_OPEN].packets, open0) << "ACKs did not pass while the agent was stopped";
+  // sluicectl against the stopped agent gives up after its --timeout.
+  int st = -1;
+  std::string o = lab_->out(build_path("agent/sluicectl") + " -t 300 -s " + sock_ + " stats 2>&1", &st);
+  EXPECT_EQ(st, 2) << o;
+  EXPECT_NE(o.find("did not answer within 300 ms"), std::string::npos) << o;
   ::kill(agent.pid(), SIGCONT);
   IncastResult r = finish(client, to0);
   EXPECT_EQ(r.exit_status, 0) << r.log;

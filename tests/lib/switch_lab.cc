@@ -173,9 +173,14 @@ bool SwitchAgent::start(std::chrono::milliseconds timeout) {
 
 json SwitchAgent::state(bool must) {
   int st = -1;
-  std::string o = lab_.out(build_path("agent/sluicectl") + " -s " + sock_ + " switch --json 2>/dev/null", &st);
+  // A held data path under software emulation on a loaded host can keep
+  // the agent's loop busy for seconds: wait up to 30 s for its answer.
+  std::string o =
+      lab_.out(build_path("agent/sluicectl") + " -t 30000 -s " + sock_ + " switch --json 2>/dev/null", &st);
   if (st != 0) {
-    if (must) ADD_FAILURE() << "sluicectl switch (" << tag_ << ") failed: " << o;
+    if (must)
+      ADD_FAILURE() << "sluicectl switch (" << tag_ << ") failed with exit status " << st
+                    << " (2: sluiced unreachable or no answer within 30 s): " << o;
     return json::object();
   }
   try {
