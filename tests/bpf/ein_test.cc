@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 #include "sluice/pulser.h"
 #include "ein.skel.h"
 #include "core/bpf_util.h"

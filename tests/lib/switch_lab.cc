@@ -175,8 +175,7 @@ json SwitchAgent::state(bool must) {
   int st = -1;
   // A held data path under software emulation on a loaded host can keep
   // the agent's loop busy for seconds: wait up to 30 s for its answer.
-  std::string o =
-      lab_.out(build_path("agent/sluicectl") + " -t 30000 -s " + sock_ + " switch --json 2>/dev/null", &st);
+  std::string o = lab_.out(build_path("agent/sluicectl") + " -t 30000 -s " + sock_ + " switch --json 2>/dev/null", &st);
   if (st != 0) {
     if (must)
       ADD_FAILURE() << "sluicectl switch (" << tag_ << ") failed with exit status " << st
