@@ -13,17 +13,39 @@
  *    the window below zero by itself) and is counted as direct; a packet
  *    that finds the window exhausted goes to VOQ 1 + crc(dst) % nvoq, a
  *    queue the agent keeps paused and releases by credits.
+ *  - VOQs in the agent (the port's voq_agent, [floodgate] voq = "agent"):
+ *    the same window, but a packet that finds it exhausted, or whose
+ *    destination still has stolen bytes the agent has not finished (the
+ *    order), is copied to sl_fg_voq_v1 and stolen; the agent sends it again
+ *    with reinject_mark when credits reopen the window, and such a frame
+ *    passes here untouched (counted by the agent). A frame that cannot be
+ *    copied (too big, ring full) passes and counts as direct.
  * Fail open: a packet the substrate's classifier put into the fallback
- * class (agent heartbeat stale) is left there. */
+ * class (agent heartbeat stale) is left there, never stolen. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "sluice/dstpause.h"
 #include "sluice/floodgate_sw.h"
 #include "sluice/switch.h"
 #include "lib/parse.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* voq_agent: skb->mark of the agent's re-sent frames (0: none), and the
+ * verdict for a stolen frame (SL_TC_STOLEN under clsact, SL_TC_SHOT under
+ * tcx, which has no such verdict), both set before load. */
+const volatile __u32 reinject_mark = 0;
+const volatile __s32 divert_verdict = SL_TC_SHOT;
+
+struct sl_fg_voq_cnt fg_voq_cnt[SLUICE_SW_MAX_PORTS] = {};
+_Static_assert((SLUICE_SW_MAX_PORTS & (SLUICE_SW_MAX_PORTS - 1)) == 0, "fg_cnt masks the port id");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} sl_fg_voq_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -63,6 +85,44 @@ static __always_inline __u32 fg_dst_hash(const __u8 *d)
 	return h;
 }
 
+/* voq_agent: the frame to the agent's VOQ; 0 when it cannot be copied
+ * (the caller lets it pass). The agent polls the ring (every T and on
+ * every credit), so no wake-up. */
+/* The port's counters. The mask keeps the verifier's bound on the index;
+ * the empty asm keeps the compiler from dropping it (it knows the caller's
+ * check) and then reloading the id from the map value, unbounded. */
+static __always_inline struct sl_fg_voq_cnt *fg_cnt(__u32 port_id)
+{
+	asm volatile("" : "+r"(port_id));
+	return &fg_voq_cnt[port_id & (SLUICE_SW_MAX_PORTS - 1)];
+}
+
+static __always_inline int fg_steal(struct __sk_buff *skb, const struct sl_fg_key *k, struct sl_fg_voq_cnt *cnt)
+{
+	__u32 len = skb->len;
+	if (len > SLUICE_DP_FRAME_MAX || len < 14) {
+		__sync_fetch_and_add(&cnt->too_big, 1);
+		return 0;
+	}
+	struct sl_dp_frame *ev = bpf_ringbuf_reserve(&sl_fg_voq_v1, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&cnt->ring_full, 1);
+		return 0;
+	}
+	if (bpf_skb_load_bytes(skb, 0, ev->frame, len)) {
+		bpf_ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
+		__sync_fetch_and_add(&cnt->too_big, 1);
+		return 0;
+	}
+	__builtin_memcpy(ev->dst.addr, k->dst, 16);
+	ev->ifindex = skb->ifindex;
+	ev->len = len;
+	ev->tx_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	__sync_fetch_and_add(&cnt->stolen, 1);
+	return 1;
+}
+
 SEC("tc")
 int fg_egress(struct __sk_buff *skb)
 {
@@ -70,6 +130,14 @@ int fg_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	if ((skb->priority & 0xffff) == SL_SW_FALLBACK_MINOR)
 		return SL_TC_NEXT;
+	if (reinject_mark && skb->mark == reinject_mark) {
+		/* The agent's VOQ, sent again: counted when it was stolen. */
+		__u32 oi = skb->ifindex;
+		struct sl_fg_port *o = bpf_map_lookup_elem(&sl_fg_port_v1, &oi);
+		if (o && o->port_id < SLUICE_SW_MAX_PORTS)
+			__sync_fetch_and_add(&fg_cnt(o->port_id)->reinjected, 1);
+		return SL_TC_NEXT;
+	}
 	struct sl_cursor c;
 	struct sl_pkt p = {};
 	sl_cursor_init(&c, (void *)(long)skb->data, (void *)(long)skb->data_end);
@@ -108,7 +176,7 @@ int fg_egress(struct __sk_buff *skb)
 	}
 
 	/* Window (§3.2) on a windowed egress port. */
-	if (!out || !out->windowed || !out->nvoq)
+	if (!out || !out->windowed || (!out->nvoq && !out->voq_agent))
 		return SL_TC_NEXT;
 	k.port_id = out->port_id;
 	struct sl_fg_tx *tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
@@ -120,6 +188,38 @@ int fg_egress(struct __sk_buff *skb)
 			return SL_TC_NEXT; /* table full: fail open */
 	}
 	struct sl_fg_ag *ag = bpf_map_lookup_elem(&sl_fg_ag_v1, &k);
+	if (out->voq_agent) {
+		/* §3.2 with the VOQ in the agent. A destination with stolen bytes
+		 * the agent has not finished keeps going there (order, §4.1). */
+		__s64 sent = (__s64)tx->direct_bytes;
+		__u64 done = 0;
+		if (ag) {
+			sent += (__s64)ag->voq_out - (__s64)ag->credit_psn;
+			done = ag->voq_done;
+		}
+		if (tx->voq_bytes <= done && (__s64)out->init_window - sent > 0) {
+			__sync_fetch_and_add(&tx->direct_bytes, len);
+			__sync_fetch_and_add(&tx->direct_pkts, segs);
+			return SL_TC_NEXT;
+		}
+		if (out->port_id >= SLUICE_SW_MAX_PORTS)
+			return SL_TC_NEXT;
+		/* Counted before the frame is in the ring: the agent reads this
+		 * map after the ring, so it never sees a frame it did not count. */
+		__sync_fetch_and_add(&tx->voq_bytes, len);
+		__sync_fetch_and_add(&tx->voq_pkts, segs);
+		if (fg_steal(skb, &k, fg_cnt(out->port_id))) {
+			tx->voq_q = 1;
+			return divert_verdict;
+		}
+		/* Not copied: it passes (fail open) and is counted as sent with
+		 * the window; the VOQ count is taken back. */
+		__sync_fetch_and_add(&tx->voq_bytes, -len);
+		__sync_fetch_and_add(&tx->voq_pkts, -(__u64)segs);
+		__sync_fetch_and_add(&tx->direct_bytes, len);
+		__sync_fetch_and_add(&tx->direct_pkts, segs);
+		return SL_TC_NEXT;
+	}
 	__u32 q = 0;
 	if (ag && ag->voq && ag->voq <= out->nvoq) {
 		q = ag->voq; /* a destination with a VOQ keeps using it (§4.1) */

@@ -9,7 +9,18 @@
  *  - per (ingress port, dst): bytes forwarded, which the agent returns
  *    upstream as credits every T.
  * Every map value is written by one side only: counters by BPF (atomic
- * adds), sl_fg_ag_v1 and sl_fg_port_v1 by the agent. */
+ * adds), sl_fg_ag_v1 and sl_fg_port_v1 by the agent.
+ *
+ * VOQs in the agent ([floodgate] voq = "agent", sl_fg_port.voq_agent): a
+ * packet that finds its destination's window exhausted, or whose
+ * destination still has stolen bytes the agent has not finished
+ * (sl_fg_tx.voq_bytes > sl_fg_ag.voq_done: keeps the order), is copied to
+ * sl_fg_voq_v1 (a struct sl_dp_frame, sluice/dstpause.h, ifindex = the
+ * egress port) and stolen; the agent queues it per (egress port, dst) and
+ * sends it again through AF_PACKET with skb->mark = reinject_mark when
+ * credits reopen the window; fg_egress passes such frames untouched. A
+ * frame that cannot be copied (too big, ring full) passes, counted as
+ * direct (fail open). */
 #ifndef SLUICE_FLOODGATE_SW_H
 #define SLUICE_FLOODGATE_SW_H
 
@@ -24,7 +35,7 @@ struct sl_fg_port {
 	__u32 credits;   /* ingress returns credits (switch-facing) */
 	__u32 nvoq;      /* VOQs = queues 1..nvoq */
 	__u32 htb_major; /* class of queue q = major:(q + 1) */
-	__u32 pad;
+	__u32 voq_agent; /* VOQs are the agent's (stolen to sl_fg_voq_v1), not queues of the tree */
 	__u64 init_window; /* bytes: BDP_nextHop + C_out * T (§3.2) */
 };
 
@@ -47,9 +58,18 @@ struct sl_fg_tx {
 /* sl_fg_ag_v1 (agent): per (egress port, dst). */
 struct sl_fg_ag {
 	__u64 credit_psn; /* bytes the downstream has credited (cumulative) */
-	__u64 voq_out;    /* bytes that left the VOQ (agent's estimate) */
-	__u32 voq;        /* queue of the VOQ the dst is held in, 0 = none */
+	__u64 voq_out;    /* bytes that left the VOQ (agent's estimate; exact with voq_agent) */
+	__u32 voq;        /* queue of the VOQ the dst is held in, 0 = none (voq_agent: 1 while held) */
 	__u32 pad;
+	__u64 voq_done; /* voq_agent: stolen bytes the agent finished (sent again or dropped) */
+};
+
+/* voq_agent, per port (fg_voq_cnt[port_id] in .bss, BPF's): frames. */
+struct sl_fg_voq_cnt {
+	__u64 stolen;    /* copied to the agent and stolen */
+	__u64 too_big;   /* held or out of window but too big to copy: passed */
+	__u64 ring_full; /* held or out of window, ring full: passed */
+	__u64 reinjected; /* the agent's re-sent frames seen at egress */
 };
 
 /* sl_fg_rx_v1 (BPF): forwarded per (ingress port, dst), for credits. */
@@ -63,7 +83,8 @@ struct sl_fg_rx {
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_port) == 32, "sl_fg_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_key) == 20, "sl_fg_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_tx) == 40, "sl_fg_tx size");
-SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_ag) == 24, "sl_fg_ag size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_ag) == 32, "sl_fg_ag size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_voq_cnt) == 32, "sl_fg_voq_cnt size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_rx) == 24, "sl_fg_rx size");
 
 #endif

@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -767,4 +768,146 @@ TEST_F(FloodgateTwoPods, VoqGroupingCompletesTheSameTraffic) {
   EXPECT_EQ(to_b0_.got(), sent_b0_);
   for (const char* n : {"ta", "la", "co", "lb", "tb"})
     EXPECT_TRUE(eventually([&] { return sw_[n]->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s)) << n;
+}
+
+// ---- datapath = "tree" with [floodgate] voq = "agent": windows in BPF,
+// only frames out of window through sluiced (docs/floodgate.md "VOQs in
+// the agent") ----
+
+namespace {
+
+constexpr const char* kAgentVoqKeys = "logic = \"floodgate\"\nqueues = 1\nrate_mbit = 100\nfail_open_ms = 500\n";
+// 4 MB for sa's VOQs together: the burst below (~1 MB) is never dropped.
+constexpr const char* kAgentVoqSection = "[floodgate]\nvoq = \"agent\"\nvoq_limit_bytes = 4194304\n";
+
+json port_state(const json& ls, const std::string& name) {
+  for (const auto& p : ls.value("ports", json::array()))
+    if (p["port"] == name) return p;
+  return json::object();
+}
+
+}  // namespace
+
+// The same burst as the held test: D's frames with window pass in the
+// kernel, the rest wait in sa's agent VOQ (not at sb's last hop), credits
+// from sb release them, E passes meanwhile, nothing is lost and the VOQ
+// drains to nothing.
+TEST_F(FloodgateSwitch, AgentVoqWindowCreditsNoHolBlockingNothingLost) {
+  A_->configure(kAgentVoqKeys, a_ports_, kAgentVoqSection);
+  B_->configure(kAgentVoqKeys, b_ports_, kAgentVoqSection);
+  ASSERT_TRUE(B_->start());
+  ASSERT_TRUE(A_->start());
+  json ls = A_->state()["logic_state"];
+  ASSERT_EQ(ls.value("voq_in", ""), "agent") << ls.dump(2);
+  json sab = port_state(ls, lab_->name("sab"));
+  ASSERT_EQ(sab.value("voq_agent", false), true) << ls.dump(2);
+  const int64_t init = sab.value("init_window_bytes", int64_t{0});
+  ASSERT_EQ(init, 8750) << ls.dump(2);  // 12.5 B/us x (200 + 500) us
+
+  UdpSink d, e;
+  d.start(h3_, {kPort});
+  e.start(h4_, {kPort});
+  UdpSource to_e;
+  to_e.start(h1_, {{"10.72.4.2", kPort, 0, 1}});  // ~8 Mbit/s, below its 10 Mbit/s port
+  ASSERT_TRUE(eventually([&] { return e.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
+  const uint64_t e0 = e.got(), es0 = to_e.sent();
+  UdpSource to_d;
+  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});  // ~40 Mbit/s into a 10 Mbit/s last hop
+  uint64_t sb3_max = 0, held_max = 0, e_during = 0, es_during = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  bool halted = false;
+  json sa, sb;
+  while (std::chrono::steady_clock::now() - t0 < 1500ms) {
+    if (!halted && std::chrono::steady_clock::now() - t0 > 250ms) {
+      to_d.halt();
+      halted = true;
+      e_during = e.got() - e0;
+      es_during = to_e.sent() - es0;
+    }
+    sb = B_->state();
+    sa = A_->state();
+    sb3_max = std::max<uint64_t>(sb3_max,
+                                 SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
+    held_max = std::max<uint64_t>(held_max, window_of(sa, "10.72.3.2").value("voq_held_bytes", uint64_t{0}));
+    std::this_thread::sleep_for(20ms);
+  }
+  to_e.halt();
+  const uint64_t d_sent = to_d.sent(), e_sent = to_e.sent();
+  EXPECT_TRUE(eventually([&] { return d.got() >= d_sent && e.got() >= e_sent; }, 20s))
+      << "D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent;
+  EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s))
+      << A_->state()["logic_state"].dump(2);
+  sa = A_->state();
+  sb = B_->state();
+  const json& la = sa["logic_state"];
+  const json& lb = sb["logic_state"];
+  const json& av = la["agent_voq"];
+  const uint64_t port_max = port_state(la, lab_->name("sab")).value("voq_held_max_bytes", uint64_t{0});
+  std::cout << "floodgate agent VOQ chain: D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent
+            << " (during the burst " << e_during << "/" << es_during << "), sa VOQ for D max " << held_max
+            << " B (port max " << port_max << " B), sb last-hop queue max " << sb3_max << " B, window " << init
+            << " B\nsa agent_voq: " << av.dump() << "\nsa voq: " << la["voq"].dump()
+            << " credits in: " << la["credits_received"].dump() << "\nsb credits out: " << lb["credits_sent"].dump()
+            << "\n";
+  RecordProperty("sa_voq_max_bytes", std::to_string(port_max));
+  RecordProperty("sb3_queue_max_bytes", std::to_string(sb3_max));
+
+  // Nothing lost: every datagram arrived, no queue and no VOQ dropped one,
+  // every stolen frame was sent again.
+  EXPECT_EQ(d.got(), d_sent);
+  EXPECT_EQ(e.got(), e_sent);
+  EXPECT_EQ(queue_drops(sa), 0u) << sa.dump(2);
+  EXPECT_EQ(queue_drops(sb), 0u) << sb.dump(2);
+  EXPECT_EQ(av.value("dropped", 1), 0) << av.dump(2);
+  EXPECT_EQ(av.value("send_errors", 1), 0);
+  EXPECT_EQ(av.value("ring_full_passed", 1), 0);
+  EXPECT_EQ(av.value("too_big_passed", 1), 0);
+  EXPECT_GT(av.value("stolen", 0), 100) << "the window never ran out";
+  EXPECT_EQ(av.value("frames_in", 0), av.value("stolen", -1));
+  EXPECT_EQ(av.value("sent", 0), av.value("frames_in", -1));
+  EXPECT_EQ(av.value("reinjected_seen", 0), av.value("sent", -1)) << "re-sent frames not recognised at egress";
+  EXPECT_EQ(av.value("held_bytes", 1), 0);
+  // D waited at sa, far more than a window; sb's last hop stayed near one.
+  EXPECT_GT(port_max, uint64_t(4 * init)) << "sa never held the burst";
+  EXPECT_GT(held_max, uint64_t(2 * init));
+  EXPECT_LE(sb3_max, uint64_t(3 * init)) << "last-hop queue not bounded by the upstream window";
+  // Credits from sb released it.
+  EXPECT_GT(lb["credits_sent"].value("frames", 0), 50) << lb.dump(2);
+  EXPECT_GT(la["credits_received"].value("frames", 0), 50);
+  EXPECT_GT(la["voq"].value("releases", 0), 10);
+  EXPECT_GE(la["voq"].value("drained", 0), 1);
+  // E passed while D was held.
+  EXPECT_GE(e_during * 10, es_during * 9) << "E " << e_during << " of " << es_during << " during D's burst";
+  EXPECT_EQ(A_->stop(), 0) << A_->proc().log();
+  EXPECT_EQ(B_->stop(), 0) << B_->proc().log();
+}
+
+// Fail open: with sa's sluiced stopped (SIGSTOP: its heartbeat goes stale
+// after fail_open_ms) while D is held in its VOQ, D's new frames pass in the
+// kernel instead of being stolen to an agent that cannot send them.
+TEST_F(FloodgateSwitch, AgentVoqFailsOpenWhenTheAgentStalls) {
+  A_->configure(kAgentVoqKeys, a_ports_, kAgentVoqSection);
+  B_->configure(kAgentVoqKeys, b_ports_, kAgentVoqSection);
+  ASSERT_TRUE(B_->start());
+  ASSERT_TRUE(A_->start());
+  UdpSink d;
+  d.start(h3_, {kPort});
+  UdpSource to_d;
+  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});  // ~40 Mbit/s into a 10 Mbit/s last hop
+  ASSERT_TRUE(eventually(
+      [&] { return A_->state()["logic_state"]["agent_voq"].value("stolen", 0) > 100 && d.got() > 100; }, 10s))
+      << A_->state()["logic_state"].dump(2);
+  ASSERT_EQ(kill(A_->proc().pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(1500ms);  // three times fail_open_ms
+  const uint64_t d0 = d.got();
+  std::this_thread::sleep_for(1000ms);
+  const uint64_t passed = d.got() - d0;
+  ASSERT_EQ(kill(A_->proc().pid(), SIGCONT), 0);
+  to_d.halt();
+  std::cout << "floodgate agent VOQ, sa stopped: D got " << passed << " datagrams in 1 s\n";
+  // The last hop carries ~1 200 datagrams/s; a blackhole delivers none.
+  EXPECT_GT(passed, 300u) << "frames were still stolen to a stopped agent";
+  EXPECT_TRUE(A_->answers());
+  EXPECT_EQ(A_->stop(), 0) << A_->proc().log();
+  EXPECT_EQ(B_->stop(), 0) << B_->proc().log();
 }

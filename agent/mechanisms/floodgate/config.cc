@@ -78,6 +78,13 @@ Section read_section(const toml::table& t, std::vector<SectionProblem>& out) {
   r.boolean("dst_pause", c.dst_pause);
   r.integer("thre_off_bytes", c.thre_off_bytes, 1, int64_t(1) << 40);
   r.integer("thre_on_bytes", c.thre_on_bytes, 1, int64_t(1) << 40);
+  if (auto n = r.node("voq")) {
+    auto v = n->as_string();
+    if (v && v->get() == "agent") c.voq_agent = true;
+    else if (v && v->get() == "tbf") c.voq_agent = false;
+    else r.bad("voq", n, "expected \"tbf\" or \"agent\"");
+  }
+  r.integer("voq_limit_bytes", c.voq_limit_bytes, 1536, int64_t(1) << 34);
   if (auto n = r.node("up_ports")) {
     auto a = n->as_array();
     if (!a) {
@@ -144,7 +151,9 @@ const ConfigSection& floodgate_section() {
                 {"syn_timeout_ms", "20", "", ""},
                 {"dst_pause", "true", "", ""},
                 {"thre_off_bytes", "5000", "", ""},
-                {"thre_on_bytes", "2000", "", ""}};
+                {"thre_on_bytes", "2000", "", ""},
+                {"voq", "\"agent\"", "", ""},
+                {"voq_limit_bytes", "262144", "", ""}};
     sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
       static const toml::table kEmpty;
       std::vector<SectionProblem> ps;
@@ -166,7 +175,9 @@ const ConfigSection& floodgate_section() {
                             {"syn_timeout_ms", c.syn_timeout_ns / 1'000'000},
                             {"dst_pause", c.dst_pause},
                             {"thre_off_bytes", c.thre_off_bytes},
-                            {"thre_on_bytes", c.thre_on_bytes}};
+                            {"thre_on_bytes", c.thre_on_bytes},
+                            {"voq", c.voq_agent ? "agent" : "tbf"},
+                            {"voq_limit_bytes", c.voq_limit_bytes}};
     };
     return sec;
   }();

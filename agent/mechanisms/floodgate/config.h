@@ -43,6 +43,8 @@ class SectionError : public std::invalid_argument {
 //   syn_timeout_ms      1..60000
 //   dst_pause           bool
 //   thre_off_bytes, thre_on_bytes
+//   voq                 "tbf" (default) or "agent": design A's VOQs (Config::voq_agent)
+//   voq_limit_bytes     1536..2^34, voq = "agent" only
 // Throws SectionError.
 Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
 

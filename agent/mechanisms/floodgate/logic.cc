@@ -42,6 +42,7 @@ void Config::validate() const {
     bad("syn_timeout must be at least 2 credit intervals (a silence is longer than T)");
   if (down_voqs >= max_voqs) bad("down_voqs must leave VOQs for the up group (< max_voqs)");
   if (thre_off_bytes && thre_on_bytes > thre_off_bytes) bad("thre_on must not exceed thre_off");
+  if (voq_agent && voq_limit_bytes < 1536) bad("voq_limit_bytes must hold at least one frame (1536)");
   for (PortId p : up_ports)
     if (p >= SLUICE_SW_MAX_PORTS) bad("up port " + std::to_string(p) + " out of range");
 }

@@ -77,6 +77,16 @@ struct Config {
   bool dst_pause = false;
   uint64_t thre_off_bytes = 0;
   uint64_t thre_on_bytes = 0;
+  // Where design A ([switch] datapath = "tree") keeps its VOQs. false
+  // ([floodgate] voq = "tbf"): TBF leaves of the port's queue tree, paused
+  // and released by netlink. true (voq = "agent"): a frame out of window is
+  // stolen to sluiced, queued there per destination and sent again when
+  // credits reopen the window; frames with window never leave the kernel.
+  // The model logic (datapath = "hold") has its own queues and ignores it.
+  bool voq_agent = false;
+  // voq = "agent": bytes the VOQs of one egress port may hold together
+  // (tail drop beyond; the held data path's 8 queues x 128 KB by default).
+  uint64_t voq_limit_bytes = 1 << 20;
 
   // Throws std::invalid_argument with a clear message.
   void validate() const;

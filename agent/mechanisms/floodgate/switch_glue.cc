@@ -2,6 +2,7 @@
 #include "mechanisms/floodgate/switch_glue.h"
 
 #include <bpf/bpf.h>
+#include <linux/pkt_cls.h>
 #include <net/if.h>
 
 #include <algorithm>
@@ -15,11 +16,14 @@
 #include "core/log.h"
 #include "core/module.h"
 #include "core/tc.h"
-#include "floodgate_sw.skel.h"
 #include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/logic.h"
+#include "mechanisms/pac/reinject.h"
+#include "sluice/dstpause.h"
 #include "sluice/floodgate_sw.h"
 #include "switch/tree.h"
+// After sluice/floodgate_sw.h: its .bss names struct sl_fg_voq_cnt.
+#include "floodgate_sw.skel.h"
 
 SLUICE_SKELETON(floodgate_sw);
 
@@ -49,11 +53,13 @@ struct TxState {            // per (egress port, dst): the window toward the nex
   uint64_t credit_psn = 0;  // cumulative bytes the downstream credited
   uint64_t voq_out = 0;     // bytes that left the VOQ
   uint64_t direct = 0, voq_in = 0, voq_in_pkts = 0;
-  uint64_t voq_dropped = 0;  // bytes the VOQ tail-dropped (estimated from packets)
-  uint64_t pending() const { return voq_in - voq_out - voq_dropped; }
+  uint64_t voq_dropped = 0;  // bytes the VOQ tail-dropped (estimated from packets; exact with voq = "agent")
+  uint64_t pending() const { return voq_in > voq_out + voq_dropped ? voq_in - voq_out - voq_dropped : 0; }
   uint32_t voq = 0;  // queue holding the dst, 0 = none
   uint64_t last_credit_ns = 0, last_syn_ns = 0;
   int64_t window = 0;
+  sl_fg_ag written{};  // what sl_fg_ag_v1 holds for it (written only when it changes)
+  bool ever_written = false;
 };
 struct RxState {          // per (ingress port, dst): credits returned upstream
   uint64_t credited = 0;  // the PSN: cumulative bytes credited
@@ -123,12 +129,31 @@ struct Stats {
   uint64_t credit_frames_in = 0, credit_recs_in = 0, credit_bytes_in = 0, stale_credits = 0;
   uint64_t delayed_credits = 0, syns_sent = 0, syns_answered = 0, syn_lost_bytes = 0;
   uint64_t voq_engaged = 0, voq_drained = 0, releases = 0, release_failed = 0, ticks = 0;
+  // voq = "agent": frames taken from the ring, sent again, refused by the
+  // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
+  uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
+           agent_dropped_bytes = 0, agent_unknown = 0;
 };
+
+// voq = "agent": one destination's VOQ on one egress port, in sluiced.
+struct AgentVoq {
+  std::deque<std::vector<uint8_t>> frames;
+  uint64_t bytes = 0;
+};
+
+// skb->mark of the frames the agent sends again from its VOQs (fg_egress
+// lets them pass).
+constexpr uint32_t kVoqReinjectMark = 0x5e1f;
 
 class SwitchFloodgate final : public Logic {
  public:
   SwitchFloodgate(const LogicContext& ctx, Config cfg) : cfg_(std::move(cfg)), ports_(*ctx.ports) {
     cfg_.validate();
+    const bool agent = cfg_.voq_agent;
+    skel_->rodata->reinject_mark = agent ? kVoqReinjectMark : 0;
+    skel_->rodata->divert_verdict = ctx.service->attach_mode == AttachMode::Clsact ? TC_ACT_STOLEN : TC_ACT_SHOT;
+    // The ring is the VOQs' way in; without them one page.
+    if (!agent) bpf_map__set_max_entries(skel_->maps.sl_fg_voq_v1, 4096);
     skel_.load();
     int pfd = bpf_map__fd(skel_->maps.sl_fg_port_v1);
     for (size_t i = 0; i < ports_.size(); ++i) {
@@ -137,19 +162,43 @@ class SwitchFloodgate final : public Logic {
       uint32_t nq = uint32_t(pc.queues.size());
       sl_fg_port fp{};
       fp.port_id = uint32_t(i);
-      fp.windowed = sf && nq >= 2;
+      // VOQs in the agent need no queues of the tree: every switch-facing
+      // port keeps windows.
+      fp.windowed = sf && (agent || nq >= 2);
       fp.credits = sf;
-      fp.nvoq = fp.windowed ? std::min<uint32_t>(cfg_.max_voqs, nq - 1) : 0;
+      fp.nvoq = fp.windowed && !agent ? std::min<uint32_t>(cfg_.max_voqs, nq - 1) : 0;
       fp.htb_major = kHtbMajor;
+      fp.voq_agent = fp.windowed && agent;
       fp.init_window = init_window(PortId(i));
       uint32_t ifindex = if_index(pc.name);
       if (!ifindex) throw Error("floodgate: no interface " + pc.name);
+      by_ifindex_[ifindex] = uint32_t(i);
+      reinj_.push_back(fp.voq_agent ? std::make_unique<pac::Reinjector>(pc.name, kVoqReinjectMark) : nullptr);
       check(bpf_map_update_elem(pfd, &ifindex, &fp, BPF_ANY), "floodgate port table");
       fp_.push_back(fp);
       att_.push_back(TcAttachment::attach(pc.name, Hook::Egress, bpf_program__fd(skel_->progs.fg_egress), "fg_egress",
                                           kSwitchTcPrio, ctx.service->attach_mode, ctx.config->agent.state_dir));
     }
+    held_.assign(fp_.size(), 0);
+    held_max_.assign(fp_.size(), 0);
+    dropped_.assign(fp_.size(), 0);
+    if (agent) {
+      ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_fg_voq_v1), &SwitchFloodgate::on_ring, this, nullptr);
+      if (!ring_) throw SysError("floodgate: VOQ ring", errno);
+    }
   }
+  ~SwitchFloodgate() override {
+    // fg_egress detached first (nothing more is stolen), then every frame
+    // still held goes out, window or not: nothing is lost on the way out.
+    att_.clear();
+    if (!ring_) return;
+    ring_buffer__consume(ring_);
+    for (auto& [k, v] : avoq_)
+      for (auto& f : v.frames) reinj_[k.first]->send(f.data(), f.size());
+    ring_buffer__free(ring_);
+  }
+  SwitchFloodgate(const SwitchFloodgate&) = delete;
+  SwitchFloodgate& operator=(const SwitchFloodgate&) = delete;
   std::string_view name() const override { return "floodgate"; }
 
   void on_start(Substrate& sw) override {
@@ -241,7 +290,7 @@ class SwitchFloodgate final : public Logic {
                    {"lost_adjust_bytes", x.adj}});
     uint32_t in_use = 0;
     for (const auto& [k, t] : tx_) in_use += t.voq != 0;
-    return {
+    nlohmann::json v = {
         {"credit_interval_us", cfg_.credit_interval_ns / 1000},
         {"hop_rtt_us", cfg_.hop_rtt_ns / 1000},
         {"max_voqs", cfg_.max_voqs},
@@ -267,6 +316,33 @@ class SwitchFloodgate final : public Logic {
         {"dst_pause", "not run in switch mode"},
         {"windows", w},
         {"credit_state", c}};
+    v["voq_in"] = ring_ ? "agent" : "tbf";
+    if (ring_) {
+      auto* cnt = skel_->bss->fg_voq_cnt;
+      uint64_t stolen = 0, too_big = 0, ring_full = 0, reinjected = 0;
+      for (size_t p = 0; p < fp_.size() && p < SLUICE_SW_MAX_PORTS; ++p) {
+        stolen += __atomic_load_n(&cnt[p].stolen, __ATOMIC_RELAXED);
+        too_big += __atomic_load_n(&cnt[p].too_big, __ATOMIC_RELAXED);
+        ring_full += __atomic_load_n(&cnt[p].ring_full, __ATOMIC_RELAXED);
+        reinjected += __atomic_load_n(&cnt[p].reinjected, __ATOMIC_RELAXED);
+      }
+      uint64_t held = 0;
+      for (uint64_t h : held_) held += h;
+      v["agent_voq"] = {{"limit_bytes", cfg_.voq_limit_bytes},
+                        {"held_bytes", held},
+                        {"stolen", stolen},
+                        {"too_big_passed", too_big},
+                        {"ring_full_passed", ring_full},
+                        {"reinjected_seen", reinjected},
+                        {"frames_in", st_.agent_frames_in},
+                        {"bytes_in", st_.agent_bytes_in},
+                        {"sent", st_.agent_sent},
+                        {"send_errors", st_.agent_send_errors},
+                        {"dropped", st_.agent_dropped},
+                        {"dropped_bytes", st_.agent_dropped_bytes},
+                        {"unknown", st_.agent_unknown}};
+    }
+    return v;
   }
 
  private:
@@ -275,12 +351,19 @@ class SwitchFloodgate final : public Logic {
   // Per port: windowed or not, VOQs, the initial window (§3.2).
   nlohmann::json port_view() const {
     nlohmann::json v = nlohmann::json::array();
-    for (size_t i = 0; i < fp_.size(); ++i)
+    for (size_t i = 0; i < fp_.size(); ++i) {
       v.push_back({{"port", ports_[i].name},
                    {"windowed", bool(fp_[i].windowed)},
                    {"credits", bool(fp_[i].credits)},
                    {"voqs", fp_[i].nvoq},
                    {"init_window_bytes", fp_[i].init_window}});
+      if (fp_[i].voq_agent) {
+        v.back()["voq_agent"] = true;
+        v.back()["voq_held_bytes"] = held_[i];
+        v.back()["voq_held_max_bytes"] = held_max_[i];
+        v.back()["voq_dropped"] = dropped_[i];
+      }
+    }
     return v;
   }
 
@@ -293,16 +376,101 @@ class SwitchFloodgate final : public Logic {
     return cfg_.thre_credit_bytes ? cfg_.thre_credit_bytes : uint64_t(cfg_.thre_credit_bdp) * bdp(p);
   }
 
-  void write_ag(const Key& k, const TxState& t) {
+  void write_ag(const Key& k, TxState& t) {
+    sl_fg_ag a{t.credit_psn, t.voq_out, t.voq, 0, t.voq_out + t.voq_dropped};
+    if (t.ever_written && !std::memcmp(&a, &t.written, sizeof(a))) return;
     sl_fg_key bk = bpf_key(k);
-    sl_fg_ag a{t.credit_psn, t.voq_out, t.voq, 0};
-    bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_fg_ag_v1), &bk, &a, BPF_ANY);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_fg_ag_v1), &bk, &a, BPF_ANY)) return;
+    t.written = a;
+    t.ever_written = true;
+  }
+
+  // voq = "agent": a frame fg_egress stole (its window was exhausted, or
+  // its destination already waits here) joins its destination's VOQ, or
+  // is dropped when the port's VOQs hold voq_limit_bytes.
+  static int on_ring(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<SwitchFloodgate*>(ctx);
+    if (size < sizeof(sl_dp_frame)) return 0;
+    self->on_frame(*static_cast<const sl_dp_frame*>(data));
+    return 0;
+  }
+  void on_frame(const sl_dp_frame& ev) {
+    auto pit = by_ifindex_.find(ev.ifindex);
+    if (pit == by_ifindex_.end() || ev.len > SLUICE_DP_FRAME_MAX || !reinj_[pit->second]) {
+      ++st_.agent_unknown;
+      return;
+    }
+    Key k{pit->second, {}};
+    std::memcpy(k.second.data(), ev.dst.addr, 16);
+    auto [it, fresh] = tx_.try_emplace(k);
+    TxState& t = it->second;
+    if (fresh) t.last_credit_ns = now_;
+    ++st_.agent_frames_in;
+    st_.agent_bytes_in += ev.len;
+    if (held_[k.first] + ev.len > cfg_.voq_limit_bytes) {
+      // Tail drop; the bytes count as left (credited upstream, §4.1).
+      t.voq_dropped += ev.len;
+      ++st_.agent_dropped;
+      ++dropped_[k.first];
+      st_.agent_dropped_bytes += ev.len;
+      return;
+    }
+    AgentVoq& v = avoq_[k];
+    v.frames.emplace_back(ev.frame, ev.frame + ev.len);
+    v.bytes += ev.len;
+    held_[k.first] += ev.len;
+    held_max_[k.first] = std::max(held_max_[k.first], held_[k.first]);
+    if (!t.voq) {
+      t.voq = 1;
+      ++st_.voq_engaged;
+    }
+  }
+
+  // voq = "agent": each held destination sends from the head of its VOQ
+  // while its window is open (§3.2: init_window - in flight > 0, the same
+  // rule fg_egress applies), so a credit releases at once what it allows.
+  // A VOQ whose frames are all out and whose stolen bytes are all seen is
+  // given up: the destination goes back to the kernel's window check.
+  void release_agent() {
+    for (auto& [k, v] : avoq_) {
+      TxState& t = tx_[k];
+      int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+      bool sent = false;
+      while (!v.frames.empty() && window > 0) {
+        std::vector<uint8_t>& f = v.frames.front();
+        const uint64_t len = f.size();
+        // A frame the kernel refuses (its queue full) is lost at this port
+        // as a direct one dropped there would be: it counts as sent, and a
+        // switchSYN repairs the window (§4.3).
+        if (reinj_[k.first]->send(f.data(), len)) ++st_.agent_sent;
+        else ++st_.agent_send_errors;
+        t.voq_out += len;
+        window -= int64_t(len);
+        v.bytes -= len;
+        held_[k.first] -= len;
+        v.frames.pop_front();
+        sent = true;
+      }
+      if (sent) ++st_.releases;
+      if (t.voq && v.frames.empty() && t.voq_in <= t.voq_out + t.voq_dropped) {
+        t.voq = 0;
+        ++st_.voq_drained;
+      }
+      write_ag(k, t);
+    }
+    // Destinations dropped before they had a VOQ here still finished bytes.
+    for (auto& [k, t] : tx_)
+      if (t.voq_dropped && !avoq_.count(k)) write_ag(k, t);
   }
 
   // Reads the BPF counters, accounts what left each VOQ, engages and drains
   // VOQs, releases as much as the window allows, and sends switchSYN after
   // a silence (§4.1, §4.3).
   void update_voqs(uint64_t now) {
+    // The ring before the map: BPF counts a frame before it submits it, so
+    // the map then counts every frame the agent holds.
+    now_ = now;
+    if (ring_) ring_buffer__consume(ring_);
     int fd = bpf_map__fd(skel_->maps.sl_fg_tx_v1);
     sl_fg_key cur{}, next{};
     sl_fg_key* prev = nullptr;
@@ -322,14 +490,15 @@ class SwitchFloodgate final : public Logic {
       direct[cur.port_id][k.second] = v.direct_bytes;
       t.voq_in = v.voq_bytes;
       t.voq_in_pkts = v.voq_pkts;
-      if (!t.voq && t.pending() && v.voq_q) {
+      if (!ring_ && !t.voq && t.pending() && v.voq_q) {
         t.voq = v.voq_q;
         ++st_.voq_engaged;
         write_ag(k, t);
       }
-      if (t.voq) groups[{cur.port_id, t.voq}].push_back(k);
+      if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
     }
     for (const auto& [p, parts] : direct) q0_[p].snap(parts);
+    if (ring_) release_agent();
     for (auto& [pq, keys] : groups) {
       auto [p, q] = pq;
       uint64_t backlog = sw_->depth(PortId(p), QueueId(q)).bytes;
@@ -513,6 +682,14 @@ class SwitchFloodgate final : public Logic {
   Skeleton<floodgate_sw> skel_;
   std::vector<sl_fg_port> fp_;
   std::vector<TcAttachment> att_;
+  // voq = "agent": the ring, per port its re-injection socket (windowed
+  // ports), bytes held now and at most, and the VOQs.
+  ring_buffer* ring_ = nullptr;
+  std::map<uint32_t, uint32_t> by_ifindex_;
+  std::vector<std::unique_ptr<pac::Reinjector>> reinj_;
+  std::vector<uint64_t> held_, held_max_, dropped_;  // bytes, bytes, frames
+  std::map<Key, AgentVoq> avoq_;
+  uint64_t now_ = 0;
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;
   std::map<std::pair<uint32_t, uint32_t>, Group> groups_;
@@ -537,6 +714,9 @@ std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx) {
   // "hold", the port model, a simulator): the I/O-free logic itself, per
   // packet; its VOQs are paused queues of the egress port, released at once
   // (layout() gave them their priority level).
+  if (ctx.per_packet && ctx.service && cfg.voq_agent)
+    throw Error("[floodgate] voq = \"agent\" is for [switch] datapath = \"tree\" (the held data path queues "
+                "every frame in sluiced already)");
   if (ctx.per_packet || !ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
   // Design A ("tree"): the BPF half and the agent half above.
   return std::make_unique<SwitchFloodgate>(ctx, cfg);

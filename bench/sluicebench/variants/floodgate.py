@@ -17,6 +17,11 @@
 - floodgate-tree: the design-A data path (queue trees in the kernel, the
   BPF half fg_egress and the glue's netlink releases; "In sluiced, design
   A"), kept to compare the two in one run.
+- floodgate-voq: design A with its VOQs in sluiced ([floodgate] voq =
+  "agent"): frames with window pass in the kernel, only frames out of
+  window are stolen to the agent, queued per destination and sent again
+  when credits allow ("VOQs in the agent"); one queue per port (the VOQs
+  are not queues of the tree).
 
 The switches mark ECN as the dctcp variant's switches do (DCTCP step
 marking at --aqm-k) unless --floodgate-no-ecn: design A with the aqm
@@ -45,6 +50,11 @@ mechanism (`sluicectl stats`), fg_host_pauses, fg_host_resumes,
 fg_host_expired (pauses ended by the timeout), fg_host_held_frames,
 fg_host_resent_frames, fg_host_send_errors, fg_host_overflow,
 fg_host_stale; fg_host_agents_exited if a host's agent ended.
+floodgate-voq adds fg_voq_stolen (frames out of window taken by the
+agents), fg_voq_sent, fg_voq_dropped (at voq_limit_bytes), fg_voq_send_errors,
+fg_voq_passed (could not be copied: too big, ring full); its ports' most
+bytes held in the agents go to the experiment as the held data path's do
+(hold_ports).
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -124,9 +134,12 @@ class Floodgate(SluiceSwitch):
         # 55-74 Mbit/s at SCHED_FIFO 12 against ~25 at normal priority on
         # the loaded machine (docs/floodgate.md).
         prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
-        queues = a.floodgate_queues if self.logic == "floodgate" else 1
+        queues = self.switch_queues()
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic, "queues": queues,
                            "extra": extra, "prefix": prefix, "switch_keys": self.switch_keys()})
+
+    def switch_queues(self) -> int:
+        return self.args.floodgate_queues if self.logic == "floodgate" else 1
 
     def floodgate_keys(self) -> list:
         """Lines of every switch's [floodgate] section (none: the defaults)."""
@@ -185,6 +198,16 @@ class Floodgate(SluiceSwitch):
             # (the most frames they can have been).
             out["fg_syn_bytes"] += frame_bytes(syn, syn, SYN_REC)
             out["fg_delayed_credits"] += s["delayed_credits"]
+            for p in s.get("ports", []):
+                if p.get("voq_agent"):
+                    hold.append({"spec": specs.get(p["port"]), "held_max_bytes": p["voq_held_max_bytes"],
+                                 "drops": p["voq_dropped"]})
+            if "agent_voq" in s:
+                v = s["agent_voq"]
+                for k, src in (("fg_voq_stolen", "stolen"), ("fg_voq_sent", "sent"), ("fg_voq_dropped", "dropped"),
+                               ("fg_voq_send_errors", "send_errors")):
+                    out[k] = out.get(k, 0) + v[src]
+                out["fg_voq_passed"] = out.get("fg_voq_passed", 0) + v["too_big_passed"] + v["ring_full_passed"]
             if "voq" in s:  # design A's glue
                 out["fg_voq_engaged"] += s["voq"]["engaged"]
                 out["fg_releases"] += s["voq"]["releases"]
@@ -209,6 +232,19 @@ class FloodgateTree(Floodgate):
     @classmethod
     def add_args(cls, parser):
         pass  # floodgate's options serve both
+
+
+@variant
+class FloodgateVoq(FloodgateTree):
+    name = "floodgate-voq"
+    help = ("floodgate on design A with its VOQs in sluiced ([floodgate] voq = \"agent\": windows in BPF, only "
+            "frames out of window through the agent), otherwise as floodgate")
+
+    def switch_queues(self) -> int:
+        return 1
+
+    def floodgate_keys(self) -> list:
+        return super().floodgate_keys() + ['voq = "agent"']
 
 
 @variant

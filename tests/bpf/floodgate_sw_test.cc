@@ -1,0 +1,171 @@
+// bpf/switch/floodgate.bpf.c fg_egress through BPF_PROG_TEST_RUN, with the
+// VOQs in the agent ([floodgate] voq = "agent", docs/floodgate.md "VOQs in
+// the agent"): a frame with window passes and is counted as direct; out of
+// window it is copied to the ring and stolen; while the destination has
+// stolen bytes the agent has not finished it is stolen even with window
+// (order); the agent's re-sent frames, frames in the fallback class (stale
+// heartbeat) and frames too big to copy pass; other destinations keep their
+// own window.
+#include <gtest/gtest.h>
+#include <bpf/libbpf.h>
+#include <linux/pkt_cls.h>
+
+#include <cstring>
+
+#include "core/bpf_util.h"
+#include "lib/packet.h"
+#include "lib/prog_test.h"
+#include "sluice/dstpause.h"
+#include "sluice/floodgate_sw.h"
+#include "sluice/switch.h"
+#include "switch/control.h"
+#include "floodgate_sw.skel.h"
+
+SLUICE_SKELETON(floodgate_sw);
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+constexpr int kNext = -1;
+constexpr uint32_t kMark = 0x5e1f;
+constexpr uint32_t kLo = 1;  // BPF_PROG_TEST_RUN runs skbs on the loopback device
+constexpr uint64_t kWindow = 3000;
+
+class FloodgateSwTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    require_root();
+    skel_ = std::make_unique<Skeleton<floodgate_sw>>();
+    (*skel_)->rodata->reinject_mark = kMark;
+    (*skel_)->rodata->divert_verdict = TC_ACT_STOLEN;
+    skel_->load();
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_voq_v1), &collect_record<sl_dp_frame>, &frames_,
+                             nullptr);
+    ASSERT_NE(ring_, nullptr);
+    set_port(true);
+  }
+  void TearDown() override {
+    if (ring_) ring_buffer__free(ring_);
+  }
+  void set_port(bool agent) {
+    sl_fg_port p{};
+    p.port_id = 0;
+    p.windowed = 1;
+    p.htb_major = 1;
+    p.voq_agent = agent;
+    p.init_window = kWindow;
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_fg_port_v1), &kLo, &p, BPF_ANY), 0);
+  }
+  static sl_fg_key key(const std::string& dst) {
+    sl_fg_key k{};
+    auto a = sw::addr_parse(dst);
+    std::memcpy(k.dst, a.data(), 16);
+    return k;
+  }
+  sl_fg_tx tx(const std::string& dst) {
+    sl_fg_tx v{};
+    sl_fg_key k = key(dst);
+    bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fg_tx_v1), &k, &v);
+    return v;
+  }
+  void ag(const std::string& dst, sl_fg_ag a) {
+    sl_fg_key k = key(dst);
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd((*skel_)->maps.sl_fg_ag_v1), &k, &a, BPF_ANY), 0);
+  }
+  int run(const Bytes& p, uint32_t mark = 0, uint32_t priority = 0) {
+    struct __sk_buff in {
+    }, out{};
+    in.mark = mark;
+    in.priority = priority;
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.fg_egress), &o), 0);
+    return int(o.retval);
+  }
+  size_t stolen_frames() {
+    frames_.clear();
+    ring_buffer__consume(ring_);
+    return frames_.size();
+  }
+  const sl_fg_voq_cnt& cnt() const { return (*skel_)->bss->fg_voq_cnt[0]; }
+
+  std::unique_ptr<Skeleton<floodgate_sw>> skel_;
+  ring_buffer* ring_ = nullptr;
+  std::vector<sl_dp_frame> frames_;
+};
+
+}  // namespace
+
+TEST_F(FloodgateSwTest, AgentVoqStealsOutOfWindowAndKeepsTheOrder) {
+  PacketSpec d, e, big;
+  d.dst = "10.0.9.1";
+  d.payload = 1000;
+  e.dst = "10.0.9.2";
+  e.payload = 1000;
+  big.dst = "10.0.9.1";
+  big.payload = 2000;  // larger than a copy
+  const Bytes fd = build(d), fe = build(e), fbig = build(big);
+  const uint64_t len = fd.size();
+  // The window (3000 B) lets frames pass while some of it is left (the
+  // last may take it below zero): three of ~1054 B.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(run(fd), kNext) << i;
+  EXPECT_EQ(tx("10.0.9.1").direct_bytes, 3 * len);
+  EXPECT_EQ(stolen_frames(), 0u);
+  // Exhausted: copied to the ring and stolen.
+  EXPECT_EQ(run(fd), TC_ACT_STOLEN);
+  ASSERT_EQ(stolen_frames(), 1u);
+  EXPECT_EQ(frames_[0].len, len);
+  EXPECT_TRUE(std::equal(fd.begin(), fd.end(), frames_[0].frame)) << "the copy is the frame";
+  EXPECT_EQ(frames_[0].ifindex, kLo);
+  EXPECT_EQ(std::memcmp(frames_[0].dst.addr, key("10.0.9.1").dst, 16), 0);
+  EXPECT_EQ(tx("10.0.9.1").voq_bytes, len);
+  EXPECT_EQ(cnt().stolen, 1u);
+  // Another destination has its own window.
+  EXPECT_EQ(run(fe), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+  // A credit reopens the window, but a stolen frame is not sent yet: the
+  // next frame follows it into the VOQ.
+  ag("10.0.9.1", sl_fg_ag{3 * len, 0, 1, 0, 0});
+  EXPECT_EQ(run(fd), TC_ACT_STOLEN);
+  EXPECT_EQ(stolen_frames(), 1u);
+  EXPECT_EQ(tx("10.0.9.1").voq_bytes, 2 * len);
+  // The agent's re-sent frames pass, counted as such, never stolen again.
+  EXPECT_EQ(run(fd, kMark), kNext);
+  EXPECT_EQ(run(fd, kMark), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+  EXPECT_EQ(cnt().reinjected, 2u);
+  // Another mark is not ours.
+  EXPECT_EQ(run(fd, kMark + 1), TC_ACT_STOLEN);
+  EXPECT_EQ(stolen_frames(), 1u);
+  // Fail open: the classifier's fallback class (stale heartbeat) passes.
+  EXPECT_EQ(run(fd, 0, (1u << 16) | SL_SW_FALLBACK_MINOR), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+  // Too big to copy: passes, counted as sent with the window.
+  const uint64_t direct = tx("10.0.9.1").direct_bytes;
+  EXPECT_EQ(run(fbig), kNext);
+  EXPECT_EQ(cnt().too_big, 1u);
+  EXPECT_EQ(tx("10.0.9.1").direct_bytes, direct + fbig.size());
+  EXPECT_EQ(tx("10.0.9.1").voq_bytes, 3 * len) << "a frame that passed is not in the VOQ";
+  // The agent finished every stolen byte and the window is open: passes.
+  ag("10.0.9.1", sl_fg_ag{direct + fbig.size() + 3 * len, 3 * len, 0, 0, 3 * len});
+  EXPECT_EQ(run(fd), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+}
+
+TEST_F(FloodgateSwTest, WithoutAgentVoqsOrWindowsNothingIsStolen) {
+  PacketSpec d;
+  d.dst = "10.0.9.1";
+  d.payload = 1000;
+  const Bytes fd = build(d);
+  // Design A's TBF VOQs with none configured (nvoq 0): no window here.
+  set_port(false);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(run(fd), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+  EXPECT_EQ(tx("10.0.9.1").direct_bytes, 0u);
+  // An unconfigured port: nothing at all.
+  ASSERT_EQ(bpf_map_delete_elem(bpf_map__fd((*skel_)->maps.sl_fg_port_v1), &kLo), 0);
+  EXPECT_EQ(run(fd), kNext);
+  EXPECT_EQ(stolen_frames(), 0u);
+}
