@@ -31,11 +31,11 @@
 /* sl_fg_port_v1: ifindex -> the port as Floodgate runs it. */
 struct sl_fg_port {
 	__u32 port_id;
-	__u32 windowed;  /* egress keeps per-dst windows (switch-facing, >= 2 queues) */
-	__u32 credits;   /* ingress returns credits (switch-facing) */
-	__u32 nvoq;      /* VOQs = queues 1..nvoq */
-	__u32 htb_major; /* class of queue q = major:(q + 1) */
-	__u32 voq_agent; /* VOQs are the agent's (stolen to sl_fg_voq_v1), not queues of the tree */
+	__u32 windowed;    /* egress keeps per-dst windows (switch-facing, >= 2 queues) */
+	__u32 credits;     /* ingress returns credits (switch-facing) */
+	__u32 nvoq;        /* VOQs = queues 1..nvoq */
+	__u32 htb_major;   /* class of queue q = major:(q + 1) */
+	__u32 voq_agent;   /* VOQs are the agent's (stolen to sl_fg_voq_v1), not queues of the tree */
 	__u64 init_window; /* bytes: BDP_nextHop + C_out * T (§3.2) */
 };
 
@@ -66,9 +66,9 @@ struct sl_fg_ag {
 
 /* voq_agent, per port (fg_voq_cnt[port_id] in .bss, BPF's): frames. */
 struct sl_fg_voq_cnt {
-	__u64 stolen;    /* copied to the agent and stolen */
-	__u64 too_big;   /* held or out of window but too big to copy: passed */
-	__u64 ring_full; /* held or out of window, ring full: passed */
+	__u64 stolen;     /* copied to the agent and stolen */
+	__u64 too_big;    /* held or out of window but too big to copy: passed */
+	__u64 ring_full;  /* held or out of window, ring full: passed */
 	__u64 reinjected; /* the agent's re-sent frames seen at egress */
 };
 

@@ -41,8 +41,7 @@ class FloodgateSwTest : public ::testing::Test {
     (*skel_)->rodata->reinject_mark = kMark;
     (*skel_)->rodata->divert_verdict = TC_ACT_STOLEN;
     skel_->load();
-    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_voq_v1), &collect_record<sl_dp_frame>, &frames_,
-                             nullptr);
+    ring_ = ring_buffer__new(bpf_map__fd((*skel_)->maps.sl_fg_voq_v1), &collect_record<sl_dp_frame>, &frames_, nullptr);
     ASSERT_NE(ring_, nullptr);
     set_port(true);
   }

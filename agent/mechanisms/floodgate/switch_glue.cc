@@ -715,8 +715,9 @@ std::unique_ptr<sw::Logic> make_switch_logic(const sw::LogicContext& ctx) {
   // packet; its VOQs are paused queues of the egress port, released at once
   // (layout() gave them their priority level).
   if (ctx.per_packet && ctx.service && cfg.voq_agent)
-    throw Error("[floodgate] voq = \"agent\" is for [switch] datapath = \"tree\" (the held data path queues "
-                "every frame in sluiced already)");
+    throw Error(
+        "[floodgate] voq = \"agent\" is for [switch] datapath = \"tree\" (the held data path queues "
+        "every frame in sluiced already)");
   if (ctx.per_packet || !ctx.service || !ctx.ports || !ctx.config) return std::make_unique<FloodgateLogic>(cfg);
   // Design A ("tree"): the BPF half and the agent half above.
   return std::make_unique<SwitchFloodgate>(ctx, cfg);
