@@ -51,6 +51,7 @@
 
 #include "core/tc.h"
 #include "sluice/liveness.h"
+#include "switch/ecn.h"
 #include "switch/hold_backlog.h"
 #include "switch/logic.h"
 #include "switch/port_model.h"
@@ -69,10 +70,6 @@ namespace sluice::sw {
 // f[l4..], family 4 or 6) when it does not verify (a frame taken before the
 // device completed it: CHECKSUM_PARTIAL). True if it changed the frame.
 bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto);
-// Sets CE in the IP header at f[l3..] (family 4 or 6) of an ECN-capable
-// packet (ECT(0)/ECT(1)), the IPv4 header checksum updated (RFC 1624).
-// Returns 1 if marked, 0 if already CE, -1 if Not-ECT (left alone, RFC 3168).
-int mark_ce(uint8_t* f, size_t len, size_t l3, int family);
 
 class HoldPath {
  public:

@@ -85,6 +85,7 @@ Section read_section(const toml::table& t, std::vector<SectionProblem>& out) {
     else r.bad("voq", n, "expected \"tbf\" or \"agent\"");
   }
   r.integer("voq_limit_bytes", c.voq_limit_bytes, 1536, int64_t(1) << 34);
+  r.integer("voq_ecn_packets", c.voq_ecn_packets, 0, 1'000'000);
   if (auto n = r.node("up_ports")) {
     auto a = n->as_array();
     if (!a) {
@@ -153,7 +154,8 @@ const ConfigSection& floodgate_section() {
                 {"thre_off_bytes", "5000", "", ""},
                 {"thre_on_bytes", "2000", "", ""},
                 {"voq", "\"agent\"", "", ""},
-                {"voq_limit_bytes", "262144", "", ""}};
+                {"voq_limit_bytes", "262144", "", ""},
+                {"voq_ecn_packets", "20", "", ""}};
     sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
       static const toml::table kEmpty;
       std::vector<SectionProblem> ps;
@@ -177,7 +179,8 @@ const ConfigSection& floodgate_section() {
                             {"thre_off_bytes", c.thre_off_bytes},
                             {"thre_on_bytes", c.thre_on_bytes},
                             {"voq", c.voq_agent ? "agent" : "tbf"},
-                            {"voq_limit_bytes", c.voq_limit_bytes}};
+                            {"voq_limit_bytes", c.voq_limit_bytes},
+                            {"voq_ecn_packets", c.voq_ecn_packets}};
     };
     return sec;
   }();

@@ -45,6 +45,7 @@ class SectionError : public std::invalid_argument {
 //   thre_off_bytes, thre_on_bytes
 //   voq                 "tbf" (default) or "agent": design A's VOQs (Config::voq_agent)
 //   voq_limit_bytes     1536..2^34, voq = "agent" only
+//   voq_ecn_packets     0..1000000 (0 = no CE marking in the agent's VOQs)
 // Throws SectionError.
 Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
 

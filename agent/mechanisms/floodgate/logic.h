@@ -87,6 +87,11 @@ struct Config {
   // voq = "agent": bytes the VOQs of one egress port may hold together
   // (tail drop beyond; the held data path's 8 queues x 128 KB by default).
   uint64_t voq_limit_bytes = 1 << 20;
+  // voq = "agent": DCTCP step marking in the agent's VOQs, which no qdisc
+  // AQM sees: a frame joining a destination's VOQ that already holds more
+  // than this many frames gets CE (if ECT). 0 = off. The held data path's
+  // [switch] ecn_threshold_packets does the same for its queues.
+  uint32_t voq_ecn_packets = 0;
 
   // Throws std::invalid_argument with a clear message.
   void validate() const;

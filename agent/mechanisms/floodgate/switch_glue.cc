@@ -21,6 +21,7 @@
 #include "mechanisms/pac/reinject.h"
 #include "sluice/dstpause.h"
 #include "sluice/floodgate_sw.h"
+#include "switch/ecn.h"
 #include "switch/tree.h"
 // After sluice/floodgate_sw.h: its .bss names struct sl_fg_voq_cnt.
 #include "floodgate_sw.skel.h"
@@ -132,7 +133,7 @@ struct Stats {
   // voq = "agent": frames taken from the ring, sent again, refused by the
   // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
   uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
-           agent_dropped_bytes = 0, agent_unknown = 0;
+           agent_dropped_bytes = 0, agent_unknown = 0, agent_ce_marked = 0, agent_not_ect_over_k = 0;
 };
 
 // voq = "agent": one destination's VOQ on one egress port, in sluiced.
@@ -340,7 +341,10 @@ class SwitchFloodgate final : public Logic {
                         {"send_errors", st_.agent_send_errors},
                         {"dropped", st_.agent_dropped},
                         {"dropped_bytes", st_.agent_dropped_bytes},
-                        {"unknown", st_.agent_unknown}};
+                        {"unknown", st_.agent_unknown},
+                        {"ecn_packets", cfg_.voq_ecn_packets},
+                        {"ce_marked", st_.agent_ce_marked},
+                        {"not_ect_over_k", st_.agent_not_ect_over_k}};
     }
     return v;
   }
@@ -416,7 +420,15 @@ class SwitchFloodgate final : public Logic {
       return;
     }
     AgentVoq& v = avoq_[k];
+    const bool over_k = cfg_.voq_ecn_packets && v.frames.size() > cfg_.voq_ecn_packets;
     v.frames.emplace_back(ev.frame, ev.frame + ev.len);
+    if (over_k) {
+      // DCTCP step marking in the VOQ (no qdisc AQM sees it), as the held
+      // data path marks its queues.
+      const int r = mark_ce_frame(v.frames.back().data(), v.frames.back().size());
+      if (r > 0) ++st_.agent_ce_marked;
+      else if (r < 0) ++st_.agent_not_ect_over_k;
+    }
     v.bytes += ev.len;
     held_[k.first] += ev.len;
     held_max_[k.first] = std::max(held_max_[k.first], held_[k.first]);

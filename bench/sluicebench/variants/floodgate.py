@@ -205,7 +205,7 @@ class Floodgate(SluiceSwitch):
             if "agent_voq" in s:
                 v = s["agent_voq"]
                 for k, src in (("fg_voq_stolen", "stolen"), ("fg_voq_sent", "sent"), ("fg_voq_dropped", "dropped"),
-                               ("fg_voq_send_errors", "send_errors")):
+                               ("fg_voq_send_errors", "send_errors"), ("fg_voq_ce_marked", "ce_marked")):
                     out[k] = out.get(k, 0) + v[src]
                 out["fg_voq_passed"] = out.get("fg_voq_passed", 0) + v["too_big_passed"] + v["ring_full_passed"]
             if "voq" in s:  # design A's glue
@@ -244,7 +244,12 @@ class FloodgateVoq(FloodgateTree):
         return 1
 
     def floodgate_keys(self) -> list:
-        return super().floodgate_keys() + ['voq = "agent"']
+        # The agent's VOQs are queues no qdisc AQM sees: they mark CE
+        # themselves at --aqm-k, as the held queues do.
+        keys = ['voq = "agent"']
+        if not self.args.floodgate_no_ecn:
+            keys.append(f"voq_ecn_packets = {getattr(self.args, 'aqm_k', 20)}")
+        return super().floodgate_keys() + keys
 
 
 @variant
