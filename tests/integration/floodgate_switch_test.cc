@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,49 @@ class FloodgateSwitch : public ::testing::Test {
     if (A_) A_->stop();
     if (B_) B_->stop();
     lab_.reset();
+  }
+  // D's burst, ~250 ms at ~40 Mbit/s into its 10 Mbit/s last hop, while E
+  // gets ~8 Mbit/s (below its port), sampled every 20 ms for 1.5 s; then
+  // waits until both got what was sent and sa's VOQs are empty.
+  // `voq_bytes` reads D's VOQ from sa's logic_state.
+  struct Burst {
+    uint64_t d_got = 0, d_sent = 0, e_got = 0, e_sent = 0, e_during = 0, es_during = 0, sb3_max = 0, voq_max = 0;
+  };
+  void burst(const std::function<uint64_t(const json&)>& voq_bytes, Burst* out) {
+    Burst& b = *out;
+    UdpSink d, e;
+    d.start(h3_, {kPort});
+    e.start(h4_, {kPort});
+    UdpSource to_e;
+    to_e.start(h1_, {{"10.72.4.2", kPort, 0, 1}});
+    ASSERT_TRUE(eventually([&] { return e.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
+    const uint64_t e0 = e.got(), es0 = to_e.sent();
+    UdpSource to_d;
+    to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});
+    auto t0 = std::chrono::steady_clock::now();
+    bool halted = false;
+    while (std::chrono::steady_clock::now() - t0 < 1500ms) {
+      if (!halted && std::chrono::steady_clock::now() - t0 > 250ms) {
+        to_d.halt();
+        halted = true;
+        b.e_during = e.got() - e0;
+        b.es_during = to_e.sent() - es0;
+      }
+      json sb = B_->state(), sa = A_->state();
+      b.sb3_max = std::max<uint64_t>(
+          b.sb3_max, SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
+      b.voq_max = std::max(b.voq_max, voq_bytes(sa["logic_state"]));
+      std::this_thread::sleep_for(20ms);
+    }
+    to_e.halt();
+    b.d_sent = to_d.sent();
+    b.e_sent = to_e.sent();
+    EXPECT_TRUE(eventually([&] { return d.got() >= b.d_sent && e.got() >= b.e_sent; }, 20s))
+        << "D " << d.got() << "/" << b.d_sent << ", E " << e.got() << "/" << b.e_sent;
+    EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s))
+        << A_->state()["logic_state"].dump(2);
+    b.d_got = d.got();
+    b.e_got = e.got();
   }
   static json window_of(const json& s, const std::string& dst) {
     for (const auto& w : s["logic_state"].value("windows", json::array()))
@@ -249,44 +293,15 @@ TEST_F(FloodgateSwitch, HoldWindowVoqCreditsNoHolBlockingNothingLost) {
     if (p["port"] == lab_->name("sab")) init = p.value("init_window_bytes", int64_t{0});
   ASSERT_EQ(init, 8750) << ls.dump(2);  // 12.5 B/us x (200 + 500) us
 
-  UdpSink d, e;
-  d.start(h3_, {kPort});
-  e.start(h4_, {kPort});
-  UdpSource to_e;
-  to_e.start(h1_, {{"10.72.4.2", kPort, 0, 1}});  // ~8 Mbit/s, below its 10 Mbit/s port
-  ASSERT_TRUE(eventually([&] { return e.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
-  const uint64_t e0 = e.got(), es0 = to_e.sent();
-  UdpSource to_d;
-  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});  // ~40 Mbit/s into a 10 Mbit/s last hop
-  // Sample while the burst lasts (~250 ms) and while the VOQ drains.
-  uint64_t sb3_max = 0, voq_max = 0, e_during = 0, es_during = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  bool halted = false;
-  json sa, sb;
-  while (std::chrono::steady_clock::now() - t0 < 1500ms) {
-    if (!halted && std::chrono::steady_clock::now() - t0 > 250ms) {
-      to_d.halt();
-      halted = true;
-      e_during = e.got() - e0;
-      es_during = to_e.sent() - es0;
-    }
-    sb = B_->state();
-    sa = A_->state();
-    sb3_max = std::max<uint64_t>(sb3_max,
-                                 SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
-    voq_max = std::max<uint64_t>(voq_max, voq_with(sa["logic_state"], "10.72.3.2").value("bytes", uint64_t{0}));
-    std::this_thread::sleep_for(20ms);
-  }
-  to_e.halt();
-  const uint64_t d_sent = to_d.sent(), e_sent = to_e.sent();
-  EXPECT_TRUE(eventually([&] { return d.got() >= d_sent && e.got() >= e_sent; }, 20s))
-      << "D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent;
-  EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s));
-  sa = A_->state();
-  sb = B_->state();
+  Burst b;
+  ASSERT_NO_FATAL_FAILURE(
+      burst([](const json& ls) { return voq_with(ls, "10.72.3.2").value("bytes", uint64_t{0}); }, &b));
+  const uint64_t d_sent = b.d_sent, e_sent = b.e_sent, e_during = b.e_during, es_during = b.es_during,
+                 sb3_max = b.sb3_max, voq_max = b.voq_max;
+  json sa = A_->state(), sb = B_->state();
   const json& la = sa["logic_state"];
   const json& lb = sb["logic_state"];
-  std::cout << "floodgate hold chain: D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent
+  std::cout << "floodgate hold chain: D " << b.d_got << "/" << d_sent << ", E " << b.e_got << "/" << e_sent
             << " (during the burst " << e_during << "/" << es_during << "), sa VOQ max " << voq_max
             << " B, sb last-hop queue max " << sb3_max << " B, window " << init << " B\nsa: " << la["counters"].dump()
             << "\nsb: " << lb["counters"].dump() << "\n";
@@ -294,8 +309,8 @@ TEST_F(FloodgateSwitch, HoldWindowVoqCreditsNoHolBlockingNothingLost) {
   RecordProperty("sb3_queue_max_bytes", std::to_string(sb3_max));
 
   // Nothing lost: every datagram arrived, no queue dropped one.
-  EXPECT_EQ(d.got(), d_sent);
-  EXPECT_EQ(e.got(), e_sent);
+  EXPECT_EQ(b.d_got, d_sent);
+  EXPECT_EQ(b.e_got, e_sent);
   EXPECT_EQ(queue_drops(sa), 0u) << sa.dump(2);
   EXPECT_EQ(queue_drops(sb), 0u) << sb.dump(2);
   EXPECT_EQ(la["counters"].value("dropped", 1), 0);
@@ -804,46 +819,20 @@ TEST_F(FloodgateSwitch, AgentVoqWindowCreditsNoHolBlockingNothingLost) {
   const int64_t init = sab.value("init_window_bytes", int64_t{0});
   ASSERT_EQ(init, 8750) << ls.dump(2);  // 12.5 B/us x (200 + 500) us
 
-  UdpSink d, e;
-  d.start(h3_, {kPort});
-  e.start(h4_, {kPort});
-  UdpSource to_e;
-  to_e.start(h1_, {{"10.72.4.2", kPort, 0, 1}});  // ~8 Mbit/s, below its 10 Mbit/s port
-  ASSERT_TRUE(eventually([&] { return e.got() > 50; }, 10s)) << A_->proc().log() << B_->proc().log();
-  const uint64_t e0 = e.got(), es0 = to_e.sent();
-  UdpSource to_d;
-  to_d.start(h1_, {{"10.72.3.2", kPort, 0, 5}});  // ~40 Mbit/s into a 10 Mbit/s last hop
-  uint64_t sb3_max = 0, held_max = 0, e_during = 0, es_during = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  bool halted = false;
-  json sa, sb;
-  while (std::chrono::steady_clock::now() - t0 < 1500ms) {
-    if (!halted && std::chrono::steady_clock::now() - t0 > 250ms) {
-      to_d.halt();
-      halted = true;
-      e_during = e.got() - e0;
-      es_during = to_e.sent() - es0;
-    }
-    sb = B_->state();
-    sa = A_->state();
-    sb3_max = std::max<uint64_t>(sb3_max,
-                                 SwitchAgent::port(sb, lab_->name("sb3"), false)["queues"][0].value("depth_bytes", 0));
-    held_max = std::max<uint64_t>(held_max, window_of(sa, "10.72.3.2").value("voq_held_bytes", uint64_t{0}));
-    std::this_thread::sleep_for(20ms);
-  }
-  to_e.halt();
-  const uint64_t d_sent = to_d.sent(), e_sent = to_e.sent();
-  EXPECT_TRUE(eventually([&] { return d.got() >= d_sent && e.got() >= e_sent; }, 20s))
-      << "D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent;
-  EXPECT_TRUE(eventually([&] { return A_->state()["logic_state"].value("voqs_in_use", 1) == 0; }, 10s))
-      << A_->state()["logic_state"].dump(2);
-  sa = A_->state();
-  sb = B_->state();
+  Burst b;
+  ASSERT_NO_FATAL_FAILURE(burst(
+      [](const json& ls) {
+        return window_of({{"logic_state", ls}}, "10.72.3.2").value("voq_held_bytes", uint64_t{0});
+      },
+      &b));
+  const uint64_t d_sent = b.d_sent, e_sent = b.e_sent, e_during = b.e_during, es_during = b.es_during,
+                 sb3_max = b.sb3_max, held_max = b.voq_max;
+  json sa = A_->state(), sb = B_->state();
   const json& la = sa["logic_state"];
   const json& lb = sb["logic_state"];
   const json& av = la["agent_voq"];
   const uint64_t port_max = port_state(la, lab_->name("sab")).value("voq_held_max_bytes", uint64_t{0});
-  std::cout << "floodgate agent VOQ chain: D " << d.got() << "/" << d_sent << ", E " << e.got() << "/" << e_sent
+  std::cout << "floodgate agent VOQ chain: D " << b.d_got << "/" << d_sent << ", E " << b.e_got << "/" << e_sent
             << " (during the burst " << e_during << "/" << es_during << "), sa VOQ for D max " << held_max
             << " B (port max " << port_max << " B), sb last-hop queue max " << sb3_max << " B, window " << init
             << " B\nsa agent_voq: " << av.dump() << "\nsa voq: " << la["voq"].dump()
@@ -854,8 +843,8 @@ TEST_F(FloodgateSwitch, AgentVoqWindowCreditsNoHolBlockingNothingLost) {
 
   // Nothing lost: every datagram arrived, no queue and no VOQ dropped one,
   // every stolen frame was sent again.
-  EXPECT_EQ(d.got(), d_sent);
-  EXPECT_EQ(e.got(), e_sent);
+  EXPECT_EQ(b.d_got, d_sent);
+  EXPECT_EQ(b.e_got, e_sent);
   EXPECT_EQ(queue_drops(sa), 0u) << sa.dump(2);
   EXPECT_EQ(queue_drops(sb), 0u) << sb.dump(2);
   EXPECT_EQ(av.value("dropped", 1), 0) << av.dump(2);
