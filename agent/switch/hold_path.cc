@@ -632,10 +632,21 @@ void HoldPath::arm_watchdog() {
 }
 
 // Stop: every held frame to the port, paused or not (the logic is going
-// away), as fast as the root qdisc's limit lets it drain, for at most ~2 s;
-// then the root is removed once its backlog has left.
+// away), as fast as the root qdisc's limit lets it drain; then the root is
+// removed once its backlog has left. Each phase gives up after kFlushStallNs
+// without progress (a frame sent, the root's backlog shrinking), the whole
+// stop after kFlushMaxNs: a slow machine (a loaded host, an emulated CPU)
+// gets the time it needs, a stuck port does not hold the exit for good.
+// Frames not sent, and frames still in the root when it goes, are counted
+// lost and logged.
 void HoldPath::flush(Port& p) {
-  const uint64_t deadline = monotonic_ns() + 2'000'000'000ull;
+  constexpr uint64_t kFlushStallNs = 1'000'000'000ull, kFlushMaxNs = 10'000'000'000ull;
+  const uint64_t deadline = monotonic_ns() + kFlushMaxNs;
+  uint64_t progress_at = monotonic_ns();
+  auto stalled = [&] {
+    const uint64_t now = monotonic_ns();
+    return now > deadline || now - progress_at > kFlushStallNs;
+  };
   const uint64_t room = std::max<uint64_t>(1, p.spec.buffer_bytes / 1514 / 2);
   for (uint16_t q = 0; q < p.model->num_queues(); ++q) p.model->set_paused(q, false);
   uint64_t idle_polls = 0;
@@ -645,12 +656,12 @@ void HoldPath::flush(Port& p) {
       // Shaper-held queues: let them go too.
       bool any = false;
       for (uint16_t i = 0; i < p.model->num_queues(); ++i) any |= p.model->depth(i).pkts > 0;
-      if (!any || monotonic_ns() > deadline) break;
+      if (!any || stalled()) break;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
     if (kernel_backlog(p) >= room) {
-      if (monotonic_ns() > deadline) break;
+      if (stalled()) break;
       if (++idle_polls % 8 == 0) sync(p);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
@@ -663,20 +674,34 @@ void HoldPath::flush(Port& p) {
     __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
     if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) < 0)
       __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
-    else ++p.flushed;
+    else {
+      ++p.flushed;
+      progress_at = monotonic_ns();
+    }
     p.frames.erase(it);
   }
   p.flush_lost = p.frames.size();
   // Let the root's backlog leave before the root (and with it what it
   // holds) is deleted.
-  while (monotonic_ns() < deadline) {
+  progress_at = monotonic_ns();
+  uint64_t left = UINT64_MAX;
+  for (;;) {
     sync(p);
-    if (record(p).qlen == 0) break;
+    const uint64_t qlen = record(p).qlen;
+    if (qlen == 0) {
+      left = 0;
+      break;
+    }
+    if (qlen < left) progress_at = monotonic_ns();
+    left = qlen;
+    if (stalled()) break;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+  p.flush_lost += left;
   if (p.flushed || p.flush_lost)
-    SLOG_INFO("SWITCH_HOLD_FLUSHED", "{}: {} held frame(s) sent to the port on stop, {} lost", p.name, p.flushed,
-              p.flush_lost);
+    SLOG_INFO("SWITCH_HOLD_FLUSHED",
+              "{}: {} held frame(s) sent to the port on stop, {} lost ({} still in the root qdisc)", p.name, p.flushed,
+              p.flush_lost, left);
 }
 
 QueueDepth HoldPath::depth(PortId p, QueueId q) const {

@@ -149,7 +149,7 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   EXPECT_GT(held, 100u);
   EXPECT_EQ(agent_->stop(), 0) << agent_->proc().log();
   EXPECT_NE(agent_->proc().log().find("SWITCH_HOLD_FLUSHED"), std::string::npos) << agent_->proc().log();
-  EXPECT_TRUE(eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 3s))
+  EXPECT_TRUE(eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 10s))
       << "lost: flow A " << src_.sent(0) - sink_.got(0) << " of " << src_.sent(0) << " (" << held
       << " held at the stop), flow B " << src_.sent(1) - sink_.got(1) << " of " << src_.sent(1) << "\n"
       << agent_->proc().log();
