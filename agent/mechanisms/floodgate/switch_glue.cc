@@ -134,11 +134,17 @@ struct Stats {
   // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
   uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
            agent_dropped_bytes = 0, agent_unknown = 0, agent_ce_marked = 0, agent_not_ect_over_k = 0;
+  // Stolen -> sent again, per frame (the time a frame waited in the VOQ).
+  uint64_t agent_wait_sum_us = 0, agent_wait_max_us = 0;
 };
 
 // voq = "agent": one destination's VOQ on one egress port, in sluiced.
 struct AgentVoq {
-  std::deque<std::vector<uint8_t>> frames;
+  struct Frame {
+    std::vector<uint8_t> bytes;
+    uint64_t stolen_ns = 0;  // when fg_egress took it (CLOCK_MONOTONIC, as now_ns())
+  };
+  std::deque<Frame> frames;
   uint64_t bytes = 0;
 };
 
@@ -195,7 +201,7 @@ class SwitchFloodgate final : public Logic {
     if (!ring_) return;
     ring_buffer__consume(ring_);
     for (auto& [k, v] : avoq_)
-      for (auto& f : v.frames) reinj_[k.first]->send(f.data(), f.size());
+      for (auto& f : v.frames) reinj_[k.first]->send(f.bytes.data(), f.bytes.size());
     ring_buffer__free(ring_);
   }
   SwitchFloodgate(const SwitchFloodgate&) = delete;
@@ -344,7 +350,11 @@ class SwitchFloodgate final : public Logic {
                         {"unknown", st_.agent_unknown},
                         {"ecn_packets", cfg_.voq_ecn_packets},
                         {"ce_marked", st_.agent_ce_marked},
-                        {"not_ect_over_k", st_.agent_not_ect_over_k}};
+                        {"not_ect_over_k", st_.agent_not_ect_over_k},
+                        {"wait_us_mean", st_.agent_sent + st_.agent_send_errors
+                                             ? st_.agent_wait_sum_us / (st_.agent_sent + st_.agent_send_errors)
+                                             : 0},
+                        {"wait_us_max", st_.agent_wait_max_us}};
     }
     return v;
   }
@@ -421,11 +431,12 @@ class SwitchFloodgate final : public Logic {
     }
     AgentVoq& v = avoq_[k];
     const bool over_k = cfg_.voq_ecn_packets && v.frames.size() > cfg_.voq_ecn_packets;
-    v.frames.emplace_back(ev.frame, ev.frame + ev.len);
+    v.frames.push_back({std::vector<uint8_t>(ev.frame, ev.frame + ev.len), ev.tx_ns});
     if (over_k) {
       // DCTCP step marking in the VOQ (no qdisc AQM sees it), as the held
       // data path marks its queues.
-      const int r = mark_ce_frame(v.frames.back().data(), v.frames.back().size());
+      auto& f = v.frames.back().bytes;
+      const int r = mark_ce_frame(f.data(), f.size());
       if (r > 0) ++st_.agent_ce_marked;
       else if (r < 0) ++st_.agent_not_ect_over_k;
     }
@@ -449,8 +460,11 @@ class SwitchFloodgate final : public Logic {
       int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
       bool sent = false;
       while (!v.frames.empty() && window > 0) {
-        std::vector<uint8_t>& f = v.frames.front();
+        std::vector<uint8_t>& f = v.frames.front().bytes;
         const uint64_t len = f.size();
+        const uint64_t waited_us = now_ > v.frames.front().stolen_ns ? (now_ - v.frames.front().stolen_ns) / 1000 : 0;
+        st_.agent_wait_sum_us += waited_us;
+        st_.agent_wait_max_us = std::max(st_.agent_wait_max_us, waited_us);
         // A frame the kernel refuses (its queue full) is lost at this port
         // as a direct one dropped there would be: it counts as sent, and a
         // switchSYN repairs the window (§4.3).

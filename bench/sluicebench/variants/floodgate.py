@@ -8,6 +8,9 @@
 - dctcp-hold: the same held switches with logic fifo (one queue, DCTCP
   marking in it): what the held data path alone does to DCTCP, the
   baseline floodgate is compared with on its own data path.
+- dctcp-tree: the same for design A's data path (queue trees, logic fifo,
+  one queue, the aqm mechanism marking): floodgate-voq's baseline on its
+  own data path.
 - floodgate-dstpause: floodgate's switches with the switch part of
   dstPause on (`dst_pause = true`: a first-hop ToR whose VOQ for D passes
   thre_off tells the hosts that fed it to pause D, §4.3) and every host
@@ -208,6 +211,9 @@ class Floodgate(SluiceSwitch):
                                ("fg_voq_send_errors", "send_errors"), ("fg_voq_ce_marked", "ce_marked")):
                     out[k] = out.get(k, 0) + v[src]
                 out["fg_voq_passed"] = out.get("fg_voq_passed", 0) + v["too_big_passed"] + v["ring_full_passed"]
+                # Per frame, stolen -> sent again: mean weighted by frames, max.
+                out["fg_voq_wait_us_sum"] = out.get("fg_voq_wait_us_sum", 0) + v["wait_us_mean"] * v["sent"]
+                out["fg_voq_wait_us_max"] = max(out.get("fg_voq_wait_us_max", 0), v["wait_us_max"])
             if "voq" in s:  # design A's glue
                 out["fg_voq_engaged"] += s["voq"]["engaged"]
                 out["fg_releases"] += s["voq"]["releases"]
@@ -215,6 +221,8 @@ class Floodgate(SluiceSwitch):
             else:  # the model logic
                 out["fg_voq_engaged"] += s["counters"]["voq_enqueued"]
                 out["fg_releases"] += s["counters"]["voq_released"]
+        if out.get("fg_voq_sent"):
+            out["fg_voq_wait_us_mean"] = round(out.pop("fg_voq_wait_us_sum") / out["fg_voq_sent"], 1)
         if hold:
             out["hold_ports"] = hold
             # Divert -> agent, per frame: the ring, a queue no logic sees.
@@ -262,6 +270,14 @@ class DctcpHold(Floodgate):
     @classmethod
     def add_args(cls, parser):
         pass  # floodgate's options serve it (--floodgate-no-ecn)
+
+
+@variant
+class DctcpTree(FloodgateTree):
+    name = "dctcp-tree"
+    help = ("the dctcp variant's hosts through sluice switches on the design-A data path ([switch] datapath = "
+            "\"tree\", logic fifo, one queue, the aqm mechanism marking): floodgate-voq's baseline on its own data path")
+    logic = "fifo"
 
 
 @variant
