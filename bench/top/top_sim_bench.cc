@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   double load = 0.6;
   int flows = 1000, senders = 4, receivers = 4;
   unsigned seed = 1;
+  std::string flows_out;
+  double p_pkts = 0, prio_a = 1, prio_b = 1, min_rate = RateParams{}.min_rate;
   app.add_option("--cdf", cdf_path)->required();
   app.add_option("--load", load);
   app.add_option("--flows", flows);
@@ -31,6 +33,25 @@ int main(int argc, char** argv) {
   app.add_option("--senders", senders);
   app.add_option("--receivers", receivers);
   app.add_option("--seed", seed);
+  app.add_option("--flows-out", flows_out, "write one line per flow: src dst size_bytes start_us fct_us ideal_us");
+  app.add_option("--p-pkts", p_pkts, "log base p of the FCT classes, packets (0: the CDF's largest flow)");
+  int classes = 6;
+  double rate_mbit = 1000, prop_us = 5, rtt_us = 100;
+  app.add_option("--rate-mbit", rate_mbit, "every link's rate");
+  app.add_option("--prop-us", prop_us, "propagation per link");
+  app.add_option("--rtt-us", rtt_us, "receivers' and senders' rtt_ns (rate-control period, NACK spacing)");
+  bool verbose = false;
+  app.add_option("--classes", classes, "token classes K (top)");
+  std::string fct_class = "remaining";
+  bool no_spare = false;
+  app.add_option("--fct-class", fct_class, "x of the FCT classes (top): the flow's remaining or total size")
+      ->check(CLI::IsMember({"remaining", "size"}));
+  app.add_flag("--no-spare-slots", no_spare, "leave slots no flow's rate allows unused (top)");
+  app.add_flag("--verbose", verbose, "per-class token counts on stderr");
+  app.add_option("--prio-a", prio_a);
+  app.add_option("--prio-b", prio_b);
+  app.add_option("--min-rate", min_rate, "ExpressPass rate floor (1: no rate control)");
+
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::pair<double, double>> cdf;  // bytes, probability
@@ -62,35 +83,52 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 100000; i++) mean += draw();
   mean /= 100000;
 
-  const double rate = 1e9;
+  const double rate = rate_mbit * 1e6;
   sim::NetConfig nc;
   nc.rate_bps = rate;
   nc.expiry = variant == "top";
+  nc.prop_ns = static_cast<uint64_t>(prop_us * 1000);
   ReceiverConfig rc;
   // One token and one full data frame per slot, as charged on the wire: the
   // simulated token group (NetConfig::token_share) passes exactly that.
   rc.slot_ns = pacing_slot_ns(rate / 1e6, kDefaultMss);
-  rc.rtt_ns = 100'000;
+  rc.rtt_ns = static_cast<uint64_t>(rtt_us * 1000);
   rc.objective = variant == "tokens" ? Objective::kFair : Objective::kFct;
-  rc.prio.p = std::ceil(cdf.back().first / kDefaultMss);
+  rc.prio.p = p_pkts > 0 ? p_pkts : std::ceil(cdf.back().first / kDefaultMss);
+  rc.prio.a = prio_a;
+  rc.prio.classes = classes;
+  rc.fct_class_remaining = fct_class == "remaining";
+  rc.spare_slots = !no_spare;
+  rc.prio.b = prio_b;
+  rc.rate.min_rate = min_rate;
+  if (auto e = rc.validate()) {
+    std::fprintf(stderr, "%s\n", e->c_str());
+    return 2;
+  }
   rc.max_flows = 100000;
   SenderConfig sc;
-  sc.rtt_ns = 100'000;
+  sc.rtt_ns = rc.rtt_ns;
   sc.max_flows = 100000;
   sim::Net net(nc, senders + receivers, rc, sc);
   double lambda = load * receivers * rate / (8 * mean);  // flows per second
   std::exponential_distribution<double> gap(lambda);
   double t = 0;
-  std::vector<uint64_t> sizes;
+  std::vector<std::vector<int>> dst_of(senders);  // per sender, in the order its flows open
   for (int i = 0; i < flows; i++) {
     t += gap(rng);
     FlowSpec f;
     f.size_bytes = static_cast<uint64_t>(draw());
     int s = static_cast<int>(rng() % senders), r = senders + static_cast<int>(rng() % receivers);
     net.open(s, r, f, static_cast<uint64_t>(t * 1e9));
+    dst_of[s].push_back(r);
   }
   bool all = net.run_all(static_cast<uint64_t>((t + 120) * 1e9));
   std::vector<double> fct, slow, short_fct;
+  FILE* fo = flows_out.empty() ? nullptr : std::fopen(flows_out.c_str(), "w");
+  if (!flows_out.empty() && !fo) {
+    std::fprintf(stderr, "cannot write %s\n", flows_out.c_str());
+    return 2;
+  }
   for (int h = 0; h < senders; h++) {
     for (auto& c : net.sender(h).take_completions()) {
       double us = (c.done_ns - c.start_ns) / 1e3;
@@ -100,8 +138,14 @@ int main(int argc, char** argv) {
       fct.push_back(us);
       slow.push_back(us / ideal);
       if (c.size_bytes < 100'000) short_fct.push_back(us);
+      // Flow IDs count up from the sender's base in the order its flows open.
+      uint64_t k = c.flow - (static_cast<uint64_t>(h + 1) << 32);
+      if (fo)
+        std::fprintf(fo, "%d %d %lu %.3f %.3f %.3f\n", h, k < dst_of[h].size() ? dst_of[h][k] : -1,
+                     (unsigned long)c.size_bytes, c.start_ns / 1e3, us, ideal);
     }
   }
+  if (fo) std::fclose(fo);
   auto p99 = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
@@ -113,6 +157,23 @@ int main(int argc, char** argv) {
     return v.empty() ? 0.0 : s / v.size();
   };
   auto tot = net.totals();
+  if (verbose) {
+    uint64_t slots = 0, idle = 0, unused = 0;
+    std::array<uint64_t, kPriorities> sent{}, recv{};
+    for (int h = 0; h < senders + receivers; h++) {
+      const auto& rs = net.receiver(h).stats();
+      slots += rs.slots;
+      idle += rs.slots_idle;
+      const auto& ss = net.sender(h).stats();
+      unused += ss.tokens_unused;
+      for (int c = 0; c < kPriorities; c++) sent[c] += rs.tokens_sent[c], recv[c] += ss.tokens_received[c];
+    }
+    std::fprintf(stderr, "slots %lu idle %lu unused-tokens %lu\n", (unsigned long)slots, (unsigned long)idle,
+                 (unsigned long)unused);
+    for (int c = 0; c < kPriorities; c++)
+      std::fprintf(stderr, "class %d sent %lu dropped %lu expired %lu received %lu\n", c, (unsigned long)sent[c],
+                   (unsigned long)tot.token_drops[c], (unsigned long)tot.tokens_expired[c], (unsigned long)recv[c]);
+  }
   uint64_t expired = 0;
   for (auto e : tot.tokens_expired) expired += e;
   std::printf(

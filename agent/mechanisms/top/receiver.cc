@@ -89,7 +89,7 @@ int Receiver::priority_of(const Flow& f, uint64_t now) const {
     case Objective::kFct:
       // §3.2: a clairvoyant flow's class comes from its size; without a
       // size the flow falls back to LAS (§3.2 non-clairvoyant).
-      if (f.sized) return fct_priority(f.total, cfg_.prio);
+      if (f.sized) return fct_priority(cfg_.fct_class_remaining ? f.total - f.received : f.total, cfg_.prio);
       return las_priority(f.received, cfg_.prio);
     case Objective::kLas: return las_priority(f.received, cfg_.prio);
     case Objective::kDeadline:
@@ -276,6 +276,9 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   Flow* best = nullptr;
   int best_prio = 0;
   uint64_t best_key = 0;
+  Flow* spare = nullptr;
+  int spare_prio = 0;
+  uint64_t spare_key = 0;
   std::vector<Flow*> snapshot = order_;  // tail NACKs never close a flow, but stay safe
   for (Flow* f : snapshot) {
     while (!f->outstanding.empty() && now - f->outstanding.front().second > cfg_.token_timeout_ns) {
@@ -296,7 +299,7 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
     uint64_t needed = f->total ? f->total - f->received : std::numeric_limits<uint32_t>::max();
     bool wants = needed > f->outstanding.size();
     f->bucket = std::min(f->bucket + f->rc.rate(), wants ? 2.0 : 1.0);
-    if (!wants || f->bucket < 1.0) continue;
+    if (!wants) continue;
     int prio = priority_of(*f, now);
     uint64_t key = 0;
     switch (cfg_.objective) {
@@ -305,12 +308,30 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
       case Objective::kDeadline: key = f->deadline_abs ? f->deadline_abs : UINT64_MAX; break;
       case Objective::kFair: key = 0; break;
     }
-    if (!best || prio < best_prio || (prio == best_prio && key < best_key) ||
-        (prio == best_prio && key == best_key && f->last_served < best->last_served)) {
+    auto better = [&](Flow* b, int bp, uint64_t bk) {
+      return !b || prio < bp || (prio == bp && key < bk) || (prio == bp && key == bk && f->last_served < b->last_served);
+    };
+    if (better(spare, spare_prio, spare_key)) {
+      spare = f;
+      spare_prio = prio;
+      spare_key = key;
+    }
+    if (f->bucket < 1.0) continue;
+    if (better(best, best_prio, best_key)) {
       best = f;
       best_prio = prio;
       best_key = key;
     }
+  }
+  // A slot no flow's rate allows goes to the best flow that wants a token
+  // (spare_slots); the flow's bucket is left as it is, so the slots its
+  // rate gives it are not reduced by the spare ones.
+  bool from_spare = false;
+  if (!best && spare && cfg_.spare_slots && cfg_.objective != Objective::kFair) {
+    best = spare;
+    best_prio = spare_prio;
+    from_spare = true;
+    stats_.slots_spare++;
   }
   if (!best) {
     stats_.slots_idle++;
@@ -324,7 +345,7 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   t.tstamp_ns = now;
   out.push_back(t);
   best->outstanding.emplace_back(t.seq, now);
-  best->bucket -= 1.0;
+  if (!from_spare) best->bucket -= 1.0;
   best->last_served = ++serve_counter_;
   best->tokens_sent++;
   best->last_token_at = now;

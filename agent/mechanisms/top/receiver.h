@@ -24,6 +24,24 @@ namespace sluice::top {
 struct ReceiverConfig {
   uint64_t slot_ns = 12'000;  // token pacing slot: one data packet's time on the access link
   Objective objective = Objective::kFct;
+  // §3.2 gives a flow the class floor(K log_p(a x + b)) of its size x.
+  // true: x is the packets the flow still misses (its remaining size, as
+  // SRPT ranks), so a flow climbs the classes as it completes and, where
+  // tokens of several receivers meet, the flow nearest completion wins; a
+  // new flow's class is the paper's. false: the total size (until
+  // 2026-11-29). docs/top.md "Mean FCT against tokens".
+  bool fct_class_remaining = true;
+  // true: a slot in which no flow's ExpressPass rate allows a token still
+  // carries one, for the best-ranked flow that wants tokens, in its own
+  // class (not for kFair, the one-class ExpressPass-like baseline). The
+  // rate still decides how the receiver's flows share its slots; what it
+  // no longer does is leave a slot unused while a flow waits, so a flow
+  // whose rate was cut while higher classes held a shared token group
+  // takes the group back the slot they leave it, not after several rate
+  // periods of ramp-up. The extra token costs no data: the group passes
+  // one token per slot, highest class first, and drops the rest (R1).
+  // docs/top.md "Mean FCT against tokens".
+  bool spare_slots = true;
   PriorityParams prio;
   RateParams rate;
   uint64_t rtt_ns = 100'000;  // base RTT: rate-control period, NACK spacing
@@ -53,6 +71,7 @@ struct ReceiverStats {
   uint64_t flows_rejected = 0;
   uint64_t slots = 0;        // on_slot calls
   uint64_t slots_idle = 0;   // no flow wanted or was allowed a token
+  uint64_t slots_spare = 0;  // no flow's rate allowed one; spare_slots gave it to the best flow
   uint64_t bad_packets = 0;  // wrong direction / inconsistent
 };
 

@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
   std::string ptp_uds;
   uint64_t bound_us = 1000;
   uint32_t token_queue = 8;
+  std::string fct_class = "remaining";
+  bool no_spare_slots = false;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
   recv->add_option("--bind", bind, "local address[:port]")->required();
@@ -175,6 +177,11 @@ int main(int argc, char** argv) {
                    "deadline objective: the largest slack its classes tell apart (log base, as --p-pkts for FCT)");
   recv->add_option("--token-queue", token_queue,
                    "tokens per switch token queue: an unanswered token is lost after 2 RTT + 2 such queues");
+  recv->add_option("--fct-class", fct_class,
+                   "x of the FCT classes: the flow's remaining packets (default) or its total size (§3.2)")
+      ->check(CLI::IsMember({"remaining", "size"}));
+  recv->add_flag("--no-spare-slots", no_spare_slots,
+                 "leave a slot unused when no flow's token rate allows one (ExpressPass's rule alone)");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
   auto* send = app.add_subcommand("send", "send flows; answer each valid token with one data packet");
   send->add_option("--bind", bind, "local address[:port]")->required();
@@ -229,6 +236,8 @@ int main(int argc, char** argv) {
       rc.prio.a = a;
       rc.prio.b = b;
       rc.prio.deadline_span_us = deadline_span_us;
+      rc.fct_class_remaining = fct_class == "remaining";
+      rc.spare_slots = !no_spare_slots;
       if (auto e = rc.validate()) throw std::runtime_error("receiver config: " + *e);
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);
@@ -249,6 +258,7 @@ int main(int argc, char** argv) {
                 ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
                 ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
                 ",\"slots_idle\":" + std::to_string(s.slots_idle) +
+                ",\"slots_spare\":" + std::to_string(s.slots_spare) +
                 ",\"slots_missed\":" + std::to_string(node.slots_missed()) +
                 ",\"slot_ns\":" + std::to_string(r.config().slot_ns) +
                 ",\"flows_closed\":" + std::to_string(s.flows_closed) +

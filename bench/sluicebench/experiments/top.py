@@ -284,7 +284,8 @@ class TopExp(Experiment):
             recvs.append(ctx.spawn(r.ns, [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
                                           f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
                                           "--deadline-span-us", str(span),
-                                          "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine))],
+                                          "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine)),
+                                          *getattr(v, "recv_args", [])],
                                    f"{tag}-recv{i}"))
             path = os.path.join(ctx.tmp, f"{tag}-sched{i}.txt")
             with open(path, "w") as f:

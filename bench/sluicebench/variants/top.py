@@ -10,6 +10,10 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 every host: senders drop tokens older than T (§4.3)
   top-noexpiry  the same classes; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
+  top-paper     top as it ran until 2026-11-29: classes from the flow's total
+                size, and ExpressPass's rate alone decides when a flow gets a
+                token (sluice-top recv --fct-class size --no-spare-slots);
+                docs/top.md "Mean FCT against tokens"
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -43,6 +47,7 @@ class _Top(Variant):
     cc = ""
     objective = "fct"
     expire = None        # None: no sluiced; True/False: [top] expire
+    recv_args: list = []  # more `sluice-top recv` options
 
     @classmethod
     def add_args(cls, parser):
@@ -160,3 +165,13 @@ class TopEdf(_Top):
     help = "TOP with the deadline objective (token class from each flow's slack), expiry on; use with --deadlines"
     objective = "deadline"
     expire = True
+
+
+@variant
+class TopPaper(_Top):
+    name = "top-paper"
+    help = ("TOP with classes from the flow's total size and no spare slots (as until 2026-11-29), "
+            "expiry on: what top's receiver changes")
+    objective = "fct"
+    expire = True
+    recv_args = ["--fct-class", "size", "--no-spare-slots"]
