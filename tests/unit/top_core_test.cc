@@ -519,3 +519,137 @@ TEST(TopFloor, ALoneFlowFillsItsSlotsThroughTheTokenGroup) {
   uint64_t fct = done[0].done_ns - done[0].start_ns;
   EXPECT_LT(fct, pkts(3'000'000) * rcfg().slot_ns * 103 / 100 + 500 * kUs);
 }
+
+// Mean FCT against the one-class baseline (docs/top.md "Mean FCT against
+// tokens"): the class comes from what a flow still needs, and a slot that no
+// flow's rate allows still carries a token.
+
+namespace {
+// A data packet for `flow` with ID `seq`, answering no particular token.
+Packet data_of(uint64_t flow, uint32_t seq) {
+  Packet d;
+  d.type = Type::kData;
+  d.flow = flow;
+  d.seq = seq;
+  d.len = 1440;
+  return d;
+}
+int token_class(Receiver& r, uint64_t now) {
+  std::vector<Packet> out;
+  r.on_slot(now, out);
+  for (auto& p : out)
+    if (p.type == Type::kToken) return p.priority;
+  return -1;
+}
+}  // namespace
+
+TEST(TopMeanFct, ClassComesFromThePacketsStillMissing) {
+  // 3000 packets: floor(6 ln 3001 / ln 20000) = 4; with 10 left,
+  // floor(6 ln 11 / ln 20000) = 1. The total size keeps it at 4.
+  for (bool remaining : {true, false}) {
+    ReceiverConfig c = rcfg();
+    c.fct_class_remaining = remaining;
+    Receiver r(c);
+    std::vector<Packet> out;
+    r.on_packet(sync_of(5, 3000ull * 1440), 0, out);
+    EXPECT_EQ(token_class(r, 0), 4);
+    for (uint32_t i = 0; i < 2990; i++) r.on_packet(data_of(5, i), 1000, out);
+    EXPECT_EQ(token_class(r, c.slot_ns), remaining ? 1 : 4) << (remaining ? "remaining" : "size");
+  }
+}
+
+TEST(TopMeanFct, ASlotNoFlowsRateAllowsStillCarriesAToken) {
+  // One flow whose tokens are never answered: the rate control cuts it to
+  // its floor (1/64) and keeps it there. With spare slots the receiver still
+  // sends a token every slot (nothing else wants one); without, or for the
+  // one-class baseline, about one in 64.
+  struct Case {
+    Objective o;
+    bool spare;
+    bool every_slot;
+  };
+  for (Case k : {Case{Objective::kFct, true, true}, Case{Objective::kFct, false, false},
+                 Case{Objective::kFair, true, false}}) {
+    ReceiverConfig c = rcfg(k.o);
+    c.spare_slots = k.spare;
+    Receiver r(c);
+    std::vector<Packet> out;
+    r.on_packet(sync_of(3, 100000ull * 1440), 0, out);
+    int tokens = 0, slots = 0;
+    for (uint64_t now = 0; now < 30 * kMs; now += c.slot_ns) {
+      out.clear();
+      r.on_slot(now, out);
+      if (now < 20 * kMs) continue;
+      slots++;
+      for (auto& p : out) tokens += p.type == Type::kToken;
+    }
+    auto v = r.flows(30 * kMs);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_LT(v[0].rate, 0.05) << "the rate control still cuts the rate";
+    if (k.every_slot)
+      EXPECT_EQ(tokens, slots);
+    else
+      EXPECT_LT(tokens, slots / 16) << objective_name(k.o) << " spare " << k.spare;
+    EXPECT_EQ(r.stats().slots_spare > 0, k.every_slot);
+  }
+}
+
+TEST(TopMeanFct, TheRateStillSharesTheSlotsAmongAReceiversFlows) {
+  // Flow 1 (3000 packets, class 4) is never answered; flow 2 (20000, class
+  // 5) is answered at once. Flow 1 ranks first, but its rate is cut to the
+  // floor while flow 2's allows a token every slot: the slots go to flow 2,
+  // spare slots or not (a spare slot is one no flow's rate allows).
+  ReceiverConfig c = rcfg();
+  Receiver r(c);
+  std::vector<Packet> out;
+  r.on_packet(sync_of(1, 3000ull * 1440), 0, out);
+  r.on_packet(sync_of(2, 20000ull * 1440), 0, out);
+  uint32_t next2 = 0;
+  std::map<uint64_t, int> late;  // tokens of each flow in the last 10 ms
+  for (uint64_t now = 0; now < 30 * kMs; now += c.slot_ns) {
+    out.clear();
+    r.on_slot(now, out);
+    for (auto& p : out) {
+      if (p.type != Type::kToken) continue;
+      if (now >= 20 * kMs) late[p.flow]++;
+      if (p.flow == 2) {
+        Packet d = data_of(2, next2++);
+        d.aux = p.seq;
+        std::vector<Packet> o2;
+        r.on_packet(d, now + 1, o2);
+      }
+    }
+  }
+  EXPECT_GT(late[2], 10 * late[1]) << "flow 1 " << late[1] << " flow 2 " << late[2];
+  EXPECT_EQ(r.stats().slots_spare, 0u);
+}
+
+TEST(TopMeanFct, APreemptedFlowTakesTheGroupBackWhenTheHigherClassEnds) {
+  // Two receivers' tokens meet at one sender's downlink (its token group):
+  // a 3 MB flow to host 1 from 0 ms, a 300 KB flow (a higher class) to host
+  // 2 from 5 ms. The group passes one token per slot, the short flow's
+  // first; its tokens cut the long flow's rate to the floor. When it ends
+  // the long flow's receiver, with spare slots, has the group back in the
+  // next slot: both flows together take close to their packets' slots. With
+  // ExpressPass's rate alone the long flow climbs back over several rate
+  // periods.
+  uint64_t fct[2] = {0, 0};
+  for (bool spare : {true, false}) {
+    ReceiverConfig c = rcfg();
+    c.spare_slots = spare;
+    sim::Net net({}, 3, c, scfg());
+    net.open(0, 1, flow(3'000'000), 0);
+    net.open(0, 2, flow(300'000), 5 * kMs);
+    ASSERT_TRUE(net.run_all(500 * kMs));
+    auto done = net.sender(0).take_completions();
+    ASSERT_EQ(done.size(), 2u);
+    for (auto& d : done)
+      if (d.size_bytes == 3'000'000) fct[spare ? 0 : 1] = d.done_ns - d.start_ns;
+    EXPECT_EQ(net.totals().data_drops, 0u);
+  }
+  uint64_t both = (pkts(3'000'000) + pkts(300'000)) * rcfg().slot_ns;
+  EXPECT_LT(fct[0], both * 105 / 100) << "spare " << fct[0] << " no spare " << fct[1] << " both " << both;
+  EXPECT_LT(fct[0] * 105 / 100, fct[1]) << "spare " << fct[0] << " no spare " << fct[1];
+  std::printf("3 MB flow preempted by 300 KB: %.2f ms with spare slots, %.2f ms without; both flows' slots %.2f ms\n",
+              fct[0] / 1e6, fct[1] / 1e6, both / 1e6);
+}
