@@ -568,8 +568,8 @@ TEST(TopMeanFct, ASlotNoFlowsRateAllowsStillCarriesAToken) {
     bool spare;
     bool every_slot;
   };
-  for (Case k : {Case{Objective::kFct, true, true}, Case{Objective::kFct, false, false},
-                 Case{Objective::kFair, true, false}}) {
+  for (Case k :
+       {Case{Objective::kFct, true, true}, Case{Objective::kFct, false, false}, Case{Objective::kFair, true, false}}) {
     ReceiverConfig c = rcfg(k.o);
     c.spare_slots = k.spare;
     Receiver r(c);
@@ -586,10 +586,8 @@ TEST(TopMeanFct, ASlotNoFlowsRateAllowsStillCarriesAToken) {
     auto v = r.flows(30 * kMs);
     ASSERT_EQ(v.size(), 1u);
     EXPECT_LT(v[0].rate, 0.05) << "the rate control still cuts the rate";
-    if (k.every_slot)
-      EXPECT_EQ(tokens, slots);
-    else
-      EXPECT_LT(tokens, slots / 16) << objective_name(k.o) << " spare " << k.spare;
+    if (k.every_slot) EXPECT_EQ(tokens, slots);
+    else EXPECT_LT(tokens, slots / 16) << objective_name(k.o) << " spare " << k.spare;
     EXPECT_EQ(r.stats().slots_spare > 0, k.every_slot);
   }
 }

@@ -309,7 +309,8 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
       case Objective::kFair: key = 0; break;
     }
     auto better = [&](Flow* b, int bp, uint64_t bk) {
-      return !b || prio < bp || (prio == bp && key < bk) || (prio == bp && key == bk && f->last_served < b->last_served);
+      return !b || prio < bp || (prio == bp && key < bk) ||
+             (prio == bp && key == bk && f->last_served < b->last_served);
     };
     if (better(spare, spare_prio, spare_key)) {
       spare = f;
