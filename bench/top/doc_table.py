@@ -40,16 +40,17 @@ def main(path):
                   f"{cell(row, 'slowdown_mean', '{:.2f}')} | {cell(row, 'data_lost_packets', '{:.0f}')} | "
                   f"{cell(row, 'tokens_expired', '{:.0f}')} | {cell(row, 'max_data_queue_bytes', '{:.0f}')} |")
     rat = r.get("ratios", {})
-    if rat.get("to") == "tokens" and "top" in rat.get("variants", {}):
-        print("\ntop / tokens, per repeat (median [min, max]); goals: FCT mean <= 0.70, slowdown mean <= 0.40\n")
+    if rat.get("to") != "tokens":
+        return
+    for name, per_load in rat.get("variants", {}).items():
+        print(f"\n{name} / tokens, per repeat (median [min, max]); goals: FCT mean <= 0.70, slowdown mean <= 0.40\n")
         print("| load | FCT mean | slowdown mean | short p99 | FCT p99 |")
         print("|---|---|---|---|---|")
-        for i, d in enumerate(rat["variants"]["top"]):
-            load = r["variants"]["top"][i]["load"]
+        for i, d in enumerate(per_load):
+            load = r["variants"][name][i]["load"]
             f = lambda k: (f"{d[k]['median']:.2f} [{d[k]['min']:.2f}, {d[k]['max']:.2f}]" if k in d else "–")
             print(f"| {load} | {f('fct_mean_us')} | {f('slowdown_mean')} | {f('short_fct_p99_us')} | "
                   f"{f('fct_p99_us')} |")
-
 
 if __name__ == "__main__":
     main(sys.argv[1])
