@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_option("--classes", classes, "token classes K (top)");
   std::string fct_class = "remaining";
-  bool no_spare = false;
+  bool spare = false;
   app.add_option("--fct-class", fct_class, "x of the FCT classes (top): the flow's remaining or total size")
       ->check(CLI::IsMember({"remaining", "size"}));
-  app.add_flag("--no-spare-slots", no_spare, "leave slots no flow's rate allows unused (top)");
+  app.add_flag("--spare-slots", spare, "a slot no flow's rate allows goes to the best flow (top)");
   app.add_flag("--verbose", verbose, "per-class token counts on stderr");
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   rc.prio.a = prio_a;
   rc.prio.classes = classes;
   rc.fct_class_remaining = fct_class == "remaining";
-  rc.spare_slots = !no_spare;
+  rc.spare_slots = spare;
   rc.prio.b = prio_b;
   rc.rate.min_rate = min_rate;
   if (auto e = rc.validate()) {

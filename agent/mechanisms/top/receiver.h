@@ -34,14 +34,14 @@ struct ReceiverConfig {
   // true: a slot in which no flow's ExpressPass rate allows a token still
   // carries one, for the best-ranked flow that wants tokens, in its own
   // class (not for kFair, the one-class ExpressPass-like baseline). The
-  // rate still decides how the receiver's flows share its slots; what it
-  // no longer does is leave a slot unused while a flow waits, so a flow
-  // whose rate was cut while higher classes held a shared token group
-  // takes the group back the slot they leave it, not after several rate
-  // periods of ramp-up. The extra token costs no data: the group passes
-  // one token per slot, highest class first, and drops the rest (R1).
-  // docs/top.md "Mean FCT against tokens".
-  bool spare_slots = true;
+  // rate still decides how the receiver's flows share its slots; a flow
+  // whose rate was cut while higher classes held a shared token group takes
+  // the group back the slot they leave it, not after several rate periods
+  // of ramp-up. Off by default: every receiver then offers a token every
+  // slot to a shared group, and in the lab (HTB on a loaded machine) the
+  // bottleneck's data queue reached the whole buffer and lost data in 2 of
+  // 9 web search runs. docs/top.md "Mean FCT against tokens".
+  bool spare_slots = false;
   PriorityParams prio;
   RateParams rate;
   uint64_t rtt_ns = 100'000;  // base RTT: rate-control period, NACK spacing

@@ -11,9 +11,10 @@ port") and run the sluice-top transport (the `top` experiment starts it):
   top-noexpiry  the same classes; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
   top-paper     top as it ran until 2026-11-29: classes from the flow's total
-                size, and ExpressPass's rate alone decides when a flow gets a
-                token (sluice-top recv --fct-class size --no-spare-slots);
-                docs/top.md "Mean FCT against tokens"
+                size (sluice-top recv --fct-class size)
+  top-spare     top with spare slots (sluice-top recv --spare-slots): a slot no
+                flow's rate allows still carries a token; docs/top.md "Mean FCT
+                against tokens"
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -170,8 +171,16 @@ class TopEdf(_Top):
 @variant
 class TopPaper(_Top):
     name = "top-paper"
-    help = ("TOP with classes from the flow's total size and no spare slots (as until 2026-11-29), "
-            "expiry on: what top's receiver changes")
+    help = "TOP with classes from the flow's total size (as until 2026-11-29), expiry on"
     objective = "fct"
     expire = True
-    recv_args = ["--fct-class", "size", "--no-spare-slots"]
+    recv_args = ["--fct-class", "size"]
+
+
+@variant
+class TopSpare(_Top):
+    name = "top-spare"
+    help = "TOP with spare slots (a slot no flow's token rate allows still carries a token), expiry on"
+    objective = "fct"
+    expire = True
+    recv_args = ["--spare-slots"]
