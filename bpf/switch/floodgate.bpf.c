@@ -4,9 +4,9 @@
  *
  * fg_egress (tc egress of every switch port, after the substrate's
  * classifier sw_egress):
- *  - credits: a packet that came in on a switch-facing port is counted per
- *    (ingress port, dst) in sl_fg_rx_v1; the agent returns it upstream
- *    every T;
+ *  - credits: a packet that came in on a switch port is counted per
+ *    (ingress port, dst) in sl_fg_rx_v1; the agent returns what came from
+ *    switch-facing ports upstream every T;
  *  - window: on a windowed (switch-facing) egress port, a destination held
  *    in a VOQ (sl_fg_ag_v1.voq) keeps using it; otherwise a packet passes
  *    while init_window - (direct + voq_out - credit_psn) > 0 (it may take
@@ -154,12 +154,16 @@ int fg_egress(struct __sk_buff *skb)
 	__u64 len = skb->len;
 	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
 
-	/* Credits (§4.1): forwarded per ingress port and destination. */
+	/* Credits (§4.1): forwarded per ingress port and destination. Every
+	 * configured port is counted, a host-facing one too: its bytes share
+	 * the egress queues with what came from switches, and the agent splits
+	 * a queue by FIFO order over all of them (only switch-facing ports'
+	 * are credited). */
 	__u32 out_ifindex = skb->ifindex;
 	struct sl_fg_port *out = bpf_map_lookup_elem(&sl_fg_port_v1, &out_ifindex);
 	__u32 in_ifindex = skb->ingress_ifindex;
 	struct sl_fg_port *in = bpf_map_lookup_elem(&sl_fg_port_v1, &in_ifindex);
-	if (in && in->credits) {
+	if (in) {
 		k.port_id = in->port_id;
 		struct sl_fg_rx *rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
 		if (!rx) {

@@ -513,7 +513,9 @@ class SwitchFloodgate final : public Logic {
       TxState& t = it->second;
       if (fresh) t.last_credit_ns = now;
       t.direct = v.direct_bytes;
-      direct[cur.port_id][k.second] = v.direct_bytes;
+      // What entered the default queue: with window, and (voq = "agent")
+      // sent again from the VOQ, which takes the same queue.
+      direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
       t.voq_in = v.voq_bytes;
       t.voq_in_pkts = v.voq_pkts;
       if (!ring_ && !t.voq && t.pending() && v.voq_q) {
@@ -688,7 +690,9 @@ class SwitchFloodgate final : public Logic {
     std::map<uint32_t, std::vector<CreditRec>> out;
     for (auto& [k, x] : rx_) {
       uint64_t have = x.counted + x.adj;
-      if (have <= x.credited) continue;
+      // Host-facing ingress ports are counted (read_rx's FIFO shares) but
+      // return no credits.
+      if (have <= x.credited || k.first >= fp_.size() || !fp_[k.first].credits) continue;
       // delayCredit (§4.1): none for D while its VOQ here is long.
       auto it = tx_.find(Key{x.out_port, k.second});
       if (it != tx_.end() && it->second.pending() > thre_credit(PortId(x.out_port))) {
