@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_option("--fct-class", fct_class, "x of the FCT classes (top): the flow's remaining or total size")
       ->check(CLI::IsMember({"remaining", "size"}));
   app.add_flag("--spare-slots", spare, "a slot no flow's rate allows goes to the best flow (top)");
+  bool probe = false;
+  app.add_flag("--spare-probe", probe, "spare slots as one probe at a time (top)");
   app.add_flag("--verbose", verbose, "per-class token counts on stderr");
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
@@ -98,7 +100,8 @@ int main(int argc, char** argv) {
   rc.prio.a = prio_a;
   rc.prio.classes = classes;
   rc.fct_class_remaining = fct_class == "remaining";
-  rc.spare_slots = spare;
+  rc.spare_slots = spare || probe;
+  rc.spare_probe = probe;
   rc.prio.b = prio_b;
   rc.rate.min_rate = min_rate;
   if (auto e = rc.validate()) {

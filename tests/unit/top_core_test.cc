@@ -649,3 +649,42 @@ TEST(TopMeanFct, APreemptedFlowTakesTheGroupBackWhenTheHigherClassEnds) {
   std::printf("3 MB flow preempted by 300 KB: %.2f ms with spare slots, %.2f ms without; both flows' slots %.2f ms\n",
               fct[0] / 1e6, fct[1] / 1e6, both / 1e6);
 }
+
+TEST(TopMeanFct, SpareProbeIsOneTokenAtATimeAndItsAnswerRestoresTheRate) {
+  // The flow of ASlotNoFlowsRateAllowsStillCarriesAToken, tokens never
+  // answered: with spare_probe the receiver sends a spare token only when
+  // none is outstanding (answered or older than the token timeout), so far
+  // fewer than one per slot; answering the probe puts the rate back to 1.
+  ReceiverConfig c = rcfg();
+  c.spare_slots = true;
+  c.spare_probe = true;
+  Receiver r(c);
+  std::vector<Packet> out;
+  r.on_packet(sync_of(3, 100000ull * 1440), 0, out);
+  int tokens = 0, slots = 0;
+  uint64_t now = 0;
+  for (; now < 30 * kMs; now += c.slot_ns) {
+    out.clear();
+    r.on_slot(now, out);
+    if (now < 20 * kMs) continue;
+    slots++;
+    for (auto& p : out) tokens += p.type == Type::kToken;
+  }
+  EXPECT_GT(r.stats().slots_spare, 0u);
+  EXPECT_LT(tokens, slots / 8) << tokens << " tokens in " << slots << " slots";
+  EXPECT_LT(r.flows(now)[0].rate, 0.05);
+  // The next spare token is a probe; its answer restores the full rate.
+  uint64_t spare_before = r.stats().slots_spare;
+  Packet probe;
+  for (; r.stats().slots_spare == spare_before; now += c.slot_ns) {
+    out.clear();
+    r.on_slot(now, out);
+    for (auto& p : out)
+      if (p.type == Type::kToken) probe = p;
+  }
+  Packet d = data_of(3, 0);
+  d.aux = probe.seq;
+  out.clear();
+  r.on_packet(d, now, out);
+  EXPECT_DOUBLE_EQ(r.flows(now)[0].rate, 1.0);
+}

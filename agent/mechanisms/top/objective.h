@@ -58,6 +58,12 @@ class RateControl {
   // One update period's measured token loss (0..1).
   void update(double loss);
   double rate() const { return rate_; }
+  // Back to the full token rate: a probe found the path free (receiver.h
+  // spare_probe); the next lossy period cuts it as before.
+  void restore() {
+    rate_ = 1.0;
+    increasing_ = true;
+  }
   double w() const { return w_; }
 
  private:

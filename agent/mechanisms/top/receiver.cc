@@ -173,6 +173,11 @@ void Receiver::on_data(Flow& f, const Packet& p, uint64_t now, std::vector<Packe
     return;
   }
   if (p.aux > f.max_echo) f.max_echo = p.aux;
+  // The receiver's probe (spare_probe) came back: the path had room.
+  if (probe_out_ && probe_flow_ == f.id && p.aux == probe_seq_) {
+    f.rc.restore();
+    probe_out_ = false;
+  }
   f.echoes++;
   while (!f.outstanding.empty() && f.outstanding.front().first <= p.aux) f.outstanding.pop_front();
 
@@ -328,7 +333,8 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   // (spare_slots); the flow's bucket is left as it is, so the slots its
   // rate gives it are not reduced by the spare ones.
   bool from_spare = false;
-  if (!best && spare && cfg_.spare_slots && cfg_.objective != Objective::kFair) {
+  if (probe_out_ && now - probe_at_ > cfg_.token_timeout_ns) probe_out_ = false;
+  if (!best && spare && cfg_.spare_slots && cfg_.objective != Objective::kFair && !(cfg_.spare_probe && probe_out_)) {
     best = spare;
     best_prio = spare_prio;
     from_spare = true;
@@ -347,6 +353,12 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   out.push_back(t);
   best->outstanding.emplace_back(t.seq, now);
   if (!from_spare) best->bucket -= 1.0;
+  if (from_spare && cfg_.spare_probe) {
+    probe_out_ = true;
+    probe_flow_ = best->id;
+    probe_seq_ = t.seq;
+    probe_at_ = now;
+  }
   best->last_served = ++serve_counter_;
   best->tokens_sent++;
   best->last_token_at = now;

@@ -42,6 +42,14 @@ struct ReceiverConfig {
   // bottleneck's data queue reached the whole buffer and lost data in 2 of
   // 9 web search runs. docs/top.md "Mean FCT against tokens".
   bool spare_slots = false;
+  // With spare_slots: at most one spare token outstanding per receiver (a
+  // probe, until answered or token_timeout_ns), and its answer sets that
+  // flow's rate back to the full token rate. A blocked receiver then
+  // offers the shared group about one extra token per token timeout
+  // instead of one per slot, and still takes the group back within about
+  // an RTT of the higher class leaving. Model only (docs/top.md "Mean FCT
+  // against tokens"); not measured in the lab.
+  bool spare_probe = false;
   PriorityParams prio;
   RateParams rate;
   uint64_t rtt_ns = 100'000;  // base RTT: rate-control period, NACK spacing
@@ -161,6 +169,10 @@ class Receiver {
   std::deque<uint64_t> closed_fifo_;
   std::vector<Completion> done_;
   uint64_t serve_counter_ = 0;
+  bool probe_out_ = false;  // spare_probe: a probe outstanding
+  uint64_t probe_flow_ = 0;
+  uint32_t probe_seq_ = 0;
+  uint64_t probe_at_ = 0;
 };
 
 }  // namespace sluice::top

@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   uint64_t bound_us = 1000;
   uint32_t token_queue = 8;
   std::string fct_class = "remaining";
-  bool spare_slots = false;
+  bool spare_slots = false, spare_probe = false;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
   recv->add_option("--bind", bind, "local address[:port]")->required();
@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"remaining", "size"}));
   recv->add_flag("--spare-slots", spare_slots,
                  "a slot no flow's token rate allows goes to the best flow (off: ExpressPass's rate alone)");
+  recv->add_flag("--spare-probe", spare_probe,
+                 "spare slots, one spare token outstanding at a time; its answer restores the flow's rate");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
   auto* send = app.add_subcommand("send", "send flows; answer each valid token with one data packet");
   send->add_option("--bind", bind, "local address[:port]")->required();
@@ -237,7 +239,8 @@ int main(int argc, char** argv) {
       rc.prio.b = b;
       rc.prio.deadline_span_us = deadline_span_us;
       rc.fct_class_remaining = fct_class == "remaining";
-      rc.spare_slots = spare_slots;
+      rc.spare_slots = spare_slots || spare_probe;
+      rc.spare_probe = spare_probe;
       if (auto e = rc.validate()) throw std::runtime_error("receiver config: " + *e);
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);

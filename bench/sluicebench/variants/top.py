@@ -15,6 +15,8 @@ port") and run the sluice-top transport (the `top` experiment starts it):
   top-spare     top with spare slots (sluice-top recv --spare-slots): a slot no
                 flow's rate allows still carries a token; docs/top.md "Mean FCT
                 against tokens"
+  top-probe     top with spare slots as one probe at a time (sluice-top recv
+                --spare-probe); not yet run in the lab
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -184,3 +186,12 @@ class TopSpare(_Top):
     objective = "fct"
     expire = True
     recv_args = ["--spare-slots"]
+
+
+@variant
+class TopProbe(_Top):
+    name = "top-probe"
+    help = "TOP with spare slots as one probe at a time, its answer restoring the flow's rate; expiry on"
+    objective = "fct"
+    expire = True
+    recv_args = ["--spare-probe"]
