@@ -85,9 +85,6 @@ static __always_inline __u32 fg_dst_hash(const __u8 *d)
 	return h;
 }
 
-/* voq_agent: the frame to the agent's VOQ; 0 when it cannot be copied
- * (the caller lets it pass). The agent polls the ring (every T and on
- * every credit), so no wake-up. */
 /* The port's counters. The mask keeps the verifier's bound on the index;
  * the empty asm keeps the compiler from dropping it (it knows the caller's
  * check) and then reloading the id from the map value, unbounded. */
@@ -97,6 +94,9 @@ static __always_inline struct sl_fg_voq_cnt *fg_cnt(__u32 port_id)
 	return &fg_voq_cnt[port_id & (SLUICE_SW_MAX_PORTS - 1)];
 }
 
+/* voq_agent: the frame to the agent's VOQ; 0 when it cannot be copied
+ * (the caller lets it pass). The agent polls the ring (every T and on
+ * every credit), so no wake-up. */
 static __always_inline int fg_steal(struct __sk_buff *skb, const struct sl_fg_key *k, struct sl_fg_voq_cnt *cnt)
 {
 	__u32 len = skb->len;
