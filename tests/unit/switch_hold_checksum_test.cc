@@ -7,6 +7,7 @@
 
 #include "lib/packet.h"
 #include "switch/hold_path.h"
+#include "switch/ecn.h"
 
 using namespace sluice;
 using namespace sluice::test;
@@ -127,4 +128,49 @@ TEST(HoldEcn, MarksEctPacketsAndKeepsTheHeaderChecksum) {
       EXPECT_EQ(f, want);
     }
   }
+}
+
+// mark_ce_frame (the agent's Floodgate VOQs): the same mark found from the
+// Ethernet header, behind one 802.1Q tag too; not IP or cut short: -1,
+// the frame unchanged.
+TEST(HoldEcn, MarksAWholeFrameTaggedOrNot) {
+  for (bool tagged : {false, true}) {
+    for (bool v6 : {false, true}) {
+      SCOPED_TRACE(std::string(tagged ? "802.1Q " : "") + (v6 ? "v6" : "v4"));
+      PacketSpec s;
+      s.ipv6 = v6;
+      if (v6) {
+        s.src = "2001:db8::1";
+        s.dst = "2001:db8::2";
+      }
+      s.proto = 6;
+      s.payload = 100;
+      s.tos = uint8_t(0xb8 | 2);
+      PacketSpec ce = s;
+      ce.tos = uint8_t(0xb8 | 3);
+      Bytes f = build(s), want = build(ce);
+      if (tagged) {
+        const uint8_t tag[4] = {0x81, 0x00, 0x00, 0x07};
+        f.insert(f.begin() + 12, tag, tag + 4);
+        want.insert(want.begin() + 12, tag, tag + 4);
+      }
+      EXPECT_EQ(sw::mark_ce_frame(f.data(), f.size()), 1);
+      EXPECT_EQ(f, want);
+      EXPECT_EQ(sw::mark_ce_frame(f.data(), f.size()), 0) << "already CE";
+    }
+  }
+  PacketSpec s;
+  s.proto = 6;
+  s.tos = 2;
+  Bytes f = build(s);
+  f[12] = 0x08;
+  f[13] = 0x06;  // ARP
+  const Bytes arp = f;
+  EXPECT_EQ(sw::mark_ce_frame(f.data(), f.size()), -1);
+  EXPECT_EQ(f, arp);
+  Bytes cut = build(s);
+  cut.resize(14 + 10);  // the IPv4 header cut short
+  const Bytes cut0 = cut;
+  EXPECT_EQ(sw::mark_ce_frame(cut.data(), cut.size()), -1);
+  EXPECT_EQ(cut, cut0);
 }
