@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/bpf_util.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/event_loop.h"
 #include "core/heartbeat.h"
@@ -84,79 +85,7 @@ constexpr size_t kMaxSpare = 256;
 // Per-millisecond maxima of the held bytes kept per port (10 minutes).
 constexpr size_t kHeldMsCap = 600'000;
 
-// RFC 1071 sum of p[0..n) in network order, unfolded. Summed as native
-// 32-bit words (the one's-complement sum is byte-order independent, RFC 1071
-// §2(B)), then folded and swapped: one pass, no per-byte loop.
-uint64_t csum_add(uint64_t s, const uint8_t* p, size_t n) {
-  uint64_t acc = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    uint32_t w;
-    std::memcpy(&w, p + i, 4);
-    acc += w;
-  }
-  if (i + 2 <= n) {
-    uint16_t w;
-    std::memcpy(&w, p + i, 2);
-    acc += w;
-    i += 2;
-  }
-  if (i < n) {
-    uint8_t last[2] = {p[i], 0};
-    uint16_t w;
-    std::memcpy(&w, last, 2);
-    acc += w;
-  }
-  while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
-  return s + ntohs(uint16_t(acc));
-}
-uint16_t csum_fold(uint64_t s) {
-  while (s >> 16) s = (s & 0xffff) + (s >> 16);
-  return uint16_t(s);
-}
-
 }  // namespace
-
-// A frame taken at tc egress may carry a TCP/UDP checksum the device was to
-// complete (CHECKSUM_PARTIAL: the field holds only the pseudo-header sum;
-// veth and offloading NICs leave it so). Sent again as raw bytes it would
-// reach the receiver with a wrong checksum, so a checksum that does not
-// verify is completed here (RFC 1071 sum, RFC 768 / RFC 9293 pseudo
-// header). A checksum that verifies is left alone; an IPv4 UDP datagram
-// without one (0) and fragments are left as they are.
-bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto) {
-  const size_t field = proto == IPPROTO_TCP ? 16 : proto == IPPROTO_UDP ? 6 : 0;
-  if (!field || l3 >= l4 || l4 >= len) return false;
-  size_t end;
-  uint64_t pseudo = 0;
-  if (family == 4) {
-    if (l3 + 20 > len || (f[l3] >> 4) != 4) return false;
-    if (((uint32_t(f[l3 + 6]) << 8 | f[l3 + 7]) & 0x3fff) != 0) return false;  // a fragment
-    end = l3 + (uint32_t(f[l3 + 2]) << 8 | f[l3 + 3]);
-    pseudo = csum_add(0, f + l3 + 12, 8);
-  } else if (family == 6) {
-    if (l3 + 40 > len || (f[l3] >> 4) != 6) return false;
-    end = l3 + 40 + (uint32_t(f[l3 + 4]) << 8 | f[l3 + 5]);
-    pseudo = csum_add(0, f + l3 + 8, 32);
-  } else {
-    return false;
-  }
-  if (end > len || end < l4 + field + 2) return false;
-  const size_t l4len = end - l4;
-  uint8_t* c = f + l4 + field;
-  if (proto == IPPROTO_UDP && family == 4 && c[0] == 0 && c[1] == 0) return false;
-  pseudo += proto + uint32_t(l4len);
-  // One pass: the sum with the field as it is verifies (0xffff), or the
-  // complete checksum is that sum without the field, complemented.
-  const uint16_t old = uint16_t(c[0] << 8 | c[1]);
-  const uint64_t all = csum_add(pseudo, f + l4, l4len);
-  if (csum_fold(all) == 0xffff) return false;  // verifies
-  uint16_t sum = uint16_t(~csum_fold(all + uint16_t(~old)));
-  if (proto == IPPROTO_UDP && sum == 0) sum = 0xffff;
-  c[0] = uint8_t(sum >> 8);
-  c[1] = uint8_t(sum);
-  return true;
-}
 
 struct HoldPath::Obj {
   Skeleton<swhold> skel;

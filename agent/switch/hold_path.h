@@ -66,11 +66,6 @@ class FdWatch;
 
 namespace sluice::sw {
 
-// Completes the TCP/UDP checksum of the IP packet at f[l3..] (L4 header at
-// f[l4..], family 4 or 6) when it does not verify (a frame taken before the
-// device completed it: CHECKSUM_PARTIAL). True if it changed the frame.
-bool complete_l4_checksum(uint8_t* f, size_t len, size_t l3, size_t l4, int family, uint8_t proto);
-
 class HoldPath {
  public:
   struct PortSpec {

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "core/bpf_util.h"
+#include "core/checksum.h"
 #include "mechanisms/pac/pac_core.h"
 #include "mechanisms/pac/reinject.h"
 #include "sluice/pac.h"
@@ -87,7 +88,7 @@ std::vector<uint8_t> frame(bool to_receiver, uint32_t seq, uint32_t ack, uint16_
   th[15] = uint8_t(window);
   uint8_t opt[12] = {1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2};
   std::memcpy(th + 20, opt, 12);
-  pac::complete_l4_checksum(f.data(), f.size());
+  complete_frame_checksum(f.data(), f.size());
   return f;
 }
 
@@ -326,7 +327,7 @@ int main(int argc, char** argv) {
       syn[14 + 20 + 13] = 0x02;
       uint8_t synopt[12] = {2, 4, 0x05, 0xb4, 1, 3, 3, 7, 0, 0, 0, 0};
       std::memcpy(syn.data() + 14 + 20 + 20, synopt, sizeof(synopt));
-      pac::complete_l4_checksum(syn.data(), syn.size());
+      complete_frame_checksum(syn.data(), syn.size());
       run_ns(ceg, syn, 1);
       run_ns(cin, data, 1);
       auto wide = frame(false, 1, 2448, 0, 0xffff);

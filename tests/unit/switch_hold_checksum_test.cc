@@ -1,11 +1,12 @@
 // The held data path completes a TCP/UDP checksum the device was to fill
 // (a frame taken at tc egress as CHECKSUM_PARTIAL) before re-injecting it
-// (agent/switch/hold_path.h, complete_l4_checksum): a checksum that verifies
+// (complete_l4_checksum, agent/core/checksum.h): a checksum that verifies
 // is left alone; any other value is replaced by the complete one (what a
 // NIC would write); IPv4 UDP without a checksum and fragments are left.
 #include <gtest/gtest.h>
 
 #include "lib/packet.h"
+#include "core/checksum.h"
 #include "switch/hold_path.h"
 #include "switch/ecn.h"
 
@@ -46,14 +47,14 @@ TEST(HoldChecksum, CompletesWhatDoesNotVerifyAndLeavesTheRest) {
     const int family = c.ipv6 ? 6 : 4;
 
     Bytes f = good;
-    EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << "it verifies";
+    EXPECT_FALSE(complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << "it verifies";
     EXPECT_EQ(f, good);
     for (uint16_t partial : {0x0001, 0x1234, 0xfffe, 0x8000}) {
       f = good;
       f[field] = uint8_t(partial >> 8);
       f[field + 1] = uint8_t(partial);
       if (f == good) continue;
-      EXPECT_TRUE(sw::complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << partial;
+      EXPECT_TRUE(complete_l4_checksum(f.data(), f.size(), l3, l4, family, c.proto)) << partial;
       EXPECT_EQ(f, good) << "field " << partial;
     }
   }
@@ -66,28 +67,28 @@ TEST(HoldChecksum, LeavesUdpWithoutChecksumFragmentsAndOtherProtocols) {
   Bytes f = build(s);
   f[14 + 20 + 6] = f[14 + 20 + 7] = 0;  // IPv4 UDP: no checksum
   Bytes before = f;
-  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
+  EXPECT_FALSE(complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
   EXPECT_EQ(f, before);
 
   s.frag_off = 0x2000;  // more fragments
   f = build(s);
   f[14 + 20 + 6] ^= 0xff;
   before = f;
-  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
+  EXPECT_FALSE(complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 17));
   EXPECT_EQ(f, before);
 
   s.frag_off = 0;
   s.proto = 1;
   f = build(s);
   before = f;
-  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 1));
+  EXPECT_FALSE(complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 1));
   EXPECT_EQ(f, before);
   // Truncated: the IP length says more than the frame holds.
   s.proto = 6;
   f = build(s);
   f.resize(f.size() - 10);
   before = f;
-  EXPECT_FALSE(sw::complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 6));
+  EXPECT_FALSE(complete_l4_checksum(f.data(), f.size(), 14, 34, 4, 6));
   EXPECT_EQ(f, before);
 }
 

@@ -10,19 +10,6 @@
 
 namespace sluice::pac {
 
-// At tc egress a locally generated TCP segment or UDP datagram is
-// CHECKSUM_PARTIAL: its checksum field holds only the pseudo-header sum, the
-// NIC (or the stack, on veth) completes it. A copy sent back through
-// AF_PACKET is not completed by anyone, so the TCP or UDP checksum is
-// recomputed here over pseudo-header, header and payload (a complete one
-// comes out the same). Handles Ethernet (+ one 802.1Q/802.1ad tag), IPv4 and
-// IPv6. Other frames (not IP, another protocol, an IPv4 fragment, an IPv4
-// UDP datagram sent without a checksum: nothing left to the device) are
-// left as they are. sw::complete_l4_checksum (switch/hold_path.h) does the
-// same for frames already parsed in BPF; this one parses the frame itself. Returns false (frame unchanged) only for a
-// truncated or malformed IP frame or TCP/UDP header.
-bool complete_l4_checksum(uint8_t* frame, size_t len);
-
 class Reinjector {
  public:
   // Opens the socket bound to `ifname` (transmit only) with SO_MARK `mark`.
@@ -31,7 +18,9 @@ class Reinjector {
   Reinjector(const Reinjector&) = delete;
   Reinjector& operator=(const Reinjector&) = delete;
 
-  // Completes the checksum and sends; false when the kernel refused it.
+  // Completes the TCP/UDP checksum (complete_frame_checksum,
+  // core/checksum.h: tc egress copies CHECKSUM_PARTIAL segments) and sends;
+  // false for a malformed frame or when the kernel refused it.
   bool send(uint8_t* frame, size_t len);
   int last_errno() const { return last_errno_; }
 

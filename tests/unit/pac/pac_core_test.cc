@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "core/checksum.h"
 #include "core/config.h"
 #include "mechanisms/mechanisms.h"
 #include "mechanisms/pac/pac_config.h"
@@ -651,7 +652,7 @@ TEST(PacReinject, CompletesPartialChecksums) {
       f[l4 + 17] = 0x34;
       std::string why;
       EXPECT_FALSE(test::checksums_ok(f, &why));
-      ASSERT_TRUE(complete_l4_checksum(f.data(), f.size()));
+      ASSERT_TRUE(complete_frame_checksum(f.data(), f.size()));
       EXPECT_TRUE(test::checksums_ok(f, &why)) << why << " v6=" << v6 << " vlan=" << vlan;
     }
   }
@@ -678,7 +679,7 @@ TEST(PacReinject, CompletesUdpLeavesOtherProtocolsRefusesTruncated) {
     f[l4 + 7] = 0x34;
     std::string why;
     EXPECT_FALSE(test::checksums_ok(f, &why));
-    ASSERT_TRUE(complete_l4_checksum(f.data(), f.size()));
+    ASSERT_TRUE(complete_frame_checksum(f.data(), f.size()));
     EXPECT_TRUE(test::checksums_ok(f, &why)) << why << " v6=" << v6;
     EXPECT_EQ(f, good) << "a complete checksum comes out the same";
   }
@@ -686,7 +687,7 @@ TEST(PacReinject, CompletesUdpLeavesOtherProtocolsRefusesTruncated) {
   icmp.proto = 1;
   test::Bytes f = test::build(icmp);
   test::Bytes orig = f;
-  EXPECT_TRUE(complete_l4_checksum(f.data(), f.size()));
+  EXPECT_TRUE(complete_frame_checksum(f.data(), f.size()));
   EXPECT_EQ(f, orig);
   // An IPv4 fragment (MF set) is never CHECKSUM_PARTIAL; past its first
   // bytes it carries no UDP header: left alone, whatever its bytes 6-7 hold.
@@ -697,10 +698,10 @@ TEST(PacReinject, CompletesUdpLeavesOtherProtocolsRefusesTruncated) {
   g[14 + 6] |= 0x20;
   g[14 + 20 + 6] = 0x12;
   test::Bytes gorig = g;
-  EXPECT_TRUE(complete_l4_checksum(g.data(), g.size()));
+  EXPECT_TRUE(complete_frame_checksum(g.data(), g.size()));
   EXPECT_EQ(g, gorig);
   test::Bytes shortf = test::truncate(test::build(test::PacketSpec{}), 30);
-  EXPECT_FALSE(complete_l4_checksum(shortf.data(), shortf.size()));
+  EXPECT_FALSE(complete_frame_checksum(shortf.data(), shortf.size()));
 }
 
 // ---- [pac] configuration ----------------------------------------------------
