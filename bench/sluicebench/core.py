@@ -534,6 +534,43 @@ def load_plugins():
 
 
 # ---------------------------------------------------------------------------
+# The hosts' own TCP counters (per namespace, /proc/net/snmp and netstat):
+# what the kernel TCP of the endpoints did during a point, so a slow FCT can
+# be told apart as queueing (no retransmission), loss, timeouts or
+# reordering.
+
+HOST_TCP_COUNTERS = {
+    "host_retrans_segs": "Tcp.RetransSegs",
+    "host_tcp_timeouts": "TcpExt.TCPTimeouts",
+    "host_syn_retrans": "TcpExt.TCPSynRetrans",
+    "host_loss_probes": "TcpExt.TCPLossProbes",
+    "host_spurious_rtos": "TcpExt.TCPSpuriousRTOs",
+    "host_fast_retrans": "TcpExt.TCPFastRetrans",
+    "host_sack_reorder": "TcpExt.TCPSACKReorder",
+    "host_ts_reorder": "TcpExt.TCPTSReorder",
+    "host_ofo_queue": "TcpExt.TCPOFOQueue",
+    "host_dsack_recv": "TcpExt.TCPDSACKRecv",
+    "host_in_csum_errors": "Tcp.InCsumErrors",
+}
+
+
+def host_tcp_snapshot(hosts: list) -> dict:
+    """The MIB counters of every host's namespace (before a point)."""
+    return {h.ns: sluicelab.netns_counters(h.ns) for h in hosts}
+
+
+def host_tcp_delta(before: dict, hosts: list) -> dict:
+    """Row fields (HOST_TCP_COUNTERS) summed over `hosts`: how much each
+    counter grew since host_tcp_snapshot() returned `before`."""
+    row = {k: 0 for k in HOST_TCP_COUNTERS}
+    for h in hosts:
+        d = sluicelab.counters_delta(before.get(h.ns, {}), sluicelab.netns_counters(h.ns))
+        for k, mib in HOST_TCP_COUNTERS.items():
+            row[k] += d.get(mib, 0)
+    return row
+
+
+# ---------------------------------------------------------------------------
 # Repeats, sample counts, spread (docs/lab.md "Reading a result")
 
 def percentiles(values: list, base: str, qs=(50, 99), unit: str = "", digits: int = 1) -> dict:

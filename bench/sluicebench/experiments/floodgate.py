@@ -29,6 +29,7 @@ switch ports sent), and CDF points of both FCTs for the plot.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import statistics
@@ -77,6 +78,26 @@ def add_held(qmon: dict, held: list) -> tuple:
         c["drops"] += p["tc"].get("drops", 0)
         c["ports"] += 1
     return classes, ports
+
+
+def read_flow_tcp(path: str) -> list:
+    """(fct_us, retrans_segs, rto) per flow of a `sluice-tg flows --records`
+    CSV; rto is None when the sender's kernel does not count RTOs."""
+    with open(path) as f:
+        return [(float(r["fct_us"]), int(r["retrans_segs"] or 0), int(r["rto"]) if r.get("rto") else None)
+                for r in csv.DictReader(f)]
+
+
+def flow_tcp_fields(flows: list) -> dict:
+    """Row fields from the Poisson flows' own TCP counts (the data sender's
+    tcp_info over each flow): how many retransmitted or waited for an RTO,
+    and the median FCT of the flows that did neither (queueing alone)."""
+    clean = [fct for fct, re, rto in flows if re == 0 and not rto]
+    known = [rto for _, _, rto in flows if rto is not None]
+    return {"other_flows_retrans": sum(1 for _, re, _ in flows if re),
+            "other_flows_rto": sum(1 for r in known if r) if known else None,
+            "other_flows_clean": len(clean),
+            "other_fct_clean_p50_us": round(statistics.median(clean), 1) if clean else None}
 
 
 @experiment
@@ -183,6 +204,7 @@ class FloodgateExp(Experiment):
         per = max(1, a.flows // len(self.others))
         with core.Measurement(ctx, topo, v, tag) as m:
             m.start(self.others, topo.switch_ports())
+            tcp0 = core.host_tcp_snapshot(topo.hosts)
             procs = []
             for i, h in enumerate(self.others):
                 rec = os.path.join(ctx.tmp, f"{tag}-flows{i}.csv")
@@ -195,7 +217,7 @@ class FloodgateExp(Experiment):
                 ctx, self.incast_hosts, len(self.incast_hosts), self.rounds, pr["rate"], inc_out, a.timeout,
                 bytes_per_conn=a.incast_bytes, gap_ms=a.incast_gap_ms, cc=v.cc, window_clamp=a.host_window),
                 f"{tag}-incast")
-            other = []
+            other, flow_rows = [], []
             for rec, p in procs + [(None, inc)]:
                 try:
                     rc = p.wait(timeout=a.timeout + 60)
@@ -206,6 +228,8 @@ class FloodgateExp(Experiment):
                     raise BenchError(f"{p.name} failed ({rc}): {ctx.lab.log_of(p)[-1500:]}")
                 if rec:
                     other += [fct for _, fct, _ in traffic.read_records(rec)]
+                    flow_rows += read_flow_tcp(rec)
+            tcp = core.host_tcp_delta(tcp0, topo.hosts)
             ctx.save_artifacts(*[f"{tag}-flows{i}.csv" for i in range(len(self.others))], f"{tag}-incast.json")
             m.finish()
         topo.check_switches()
@@ -240,6 +264,8 @@ class FloodgateExp(Experiment):
         row["credit_bytes_fraction"] = round(ctrl / row["wire_bytes"], 6) if row["wire_bytes"] else None
         row["other_fct_cdf_us"] = cdf_points(other)
         row["incast_fct_cdf_us"] = cdf_points(incast)
+        row.update(tcp)
+        row.update(flow_tcp_fields(flow_rows))
         row.update(m.faults)
         row.update(m.extra)
         # The machine is shared: its 1-minute load average as the point ended.
