@@ -865,6 +865,13 @@ TEST_F(FloodgateSwitch, AgentVoqWindowCreditsNoHolBlockingNothingLost) {
   EXPECT_GT(la["credits_received"].value("frames", 0), 50);
   EXPECT_GT(la["voq"].value("releases", 0), 10);
   EXPECT_GE(la["voq"].value("drained", 0), 1);
+  // A credit frame releases its own destinations only: both tables are read
+  // whole once a tick, not once more per credit frame (which kept four
+  // agents at SCHED_FIFO busy for 1.2-2.9 cores in bench/run floodgate and
+  // starved the traffic's own processes, docs/floodgate.md).
+  const json up = la.value("updates", json::object());
+  EXPECT_GT(up.value("on_credit", 0), 50) << la.dump(2);
+  EXPECT_LE(up.value("full", uint64_t{1} << 40), up.value("ticks", uint64_t{0})) << up.dump();
   // E passed while D was held.
   EXPECT_GE(e_during * 10, es_during * 9) << "E " << e_during << " of " << es_during << " during D's burst";
   EXPECT_EQ(A_->stop(), 0) << A_->proc().log();

@@ -130,6 +130,9 @@ struct Stats {
   uint64_t credit_frames_in = 0, credit_recs_in = 0, credit_bytes_in = 0, stale_credits = 0;
   uint64_t delayed_credits = 0, syns_sent = 0, syns_answered = 0, syn_lost_bytes = 0;
   uint64_t voq_engaged = 0, voq_drained = 0, releases = 0, release_failed = 0, ticks = 0;
+  // Whole updates (both tables read, every destination) and, with voq =
+  // "agent", releases on a credit frame (only its destinations).
+  uint64_t full_updates = 0, credit_releases = 0;
   // voq = "agent": frames taken from the ring, sent again, refused by the
   // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
   uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
@@ -223,6 +226,7 @@ class SwitchFloodgate final : public Logic {
     uint64_t now = sw_->now_ns();
     if (f.type == CtrlType::kCredit) {
       ++st_.credit_frames_in;
+      std::vector<Key> credited;
       for (const auto& r : f.credits) {
         ++st_.credit_recs_in;
         Key k{port, r.dst};
@@ -241,8 +245,10 @@ class SwitchFloodgate final : public Logic {
         st_.credit_bytes_in += psn - t.credit_psn;
         t.credit_psn = psn;  // §4.3: the window follows the PSN, a lost credit is repaired by the next
         write_ag(k, t);
+        credited.push_back(k);
       }
-      update_voqs(now);
+      if (ring_) release_credited(now, credited);
+      else update_voqs(now);
     } else if (f.type == CtrlType::kSwitchSyn) {
       // §4.3: answer at once with our PSN; bytes the upstream sent that never
       // arrived are counted as forwarded so its window is not lost for ever.
@@ -314,6 +320,7 @@ class SwitchFloodgate final : public Logic {
           {"bytes", st_.credit_bytes_in},
           {"stale", st_.stale_credits}}},
         {"delayed_credits", st_.delayed_credits},
+        {"updates", {{"ticks", st_.ticks}, {"full", st_.full_updates}, {"on_credit", st_.credit_releases}}},
         {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
         {"voq",
          {{"engaged", st_.voq_engaged},
@@ -416,9 +423,8 @@ class SwitchFloodgate final : public Logic {
     }
     Key k{pit->second, {}};
     std::memcpy(k.second.data(), ev.dst.addr, 16);
-    auto [it, fresh] = tx_.try_emplace(k);
-    TxState& t = it->second;
-    if (fresh) t.last_credit_ns = now_;
+    TxState& t = tx_state(k, now_);
+    arrived_.push_back(k);
     ++st_.agent_frames_in;
     st_.agent_bytes_in += ev.len;
     if (held_[k.first] + ev.len > cfg_.voq_limit_bytes) {
@@ -455,38 +461,79 @@ class SwitchFloodgate final : public Logic {
   // A VOQ whose frames are all out and whose stolen bytes are all seen is
   // given up: the destination goes back to the kernel's window check.
   void release_agent() {
-    for (auto& [k, v] : avoq_) {
-      TxState& t = tx_[k];
-      int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
-      bool sent = false;
-      while (!v.frames.empty() && window > 0) {
-        std::vector<uint8_t>& f = v.frames.front().bytes;
-        const uint64_t len = f.size();
-        const uint64_t waited_us = now_ > v.frames.front().stolen_ns ? (now_ - v.frames.front().stolen_ns) / 1000 : 0;
-        st_.agent_wait_sum_us += waited_us;
-        st_.agent_wait_max_us = std::max(st_.agent_wait_max_us, waited_us);
-        // A frame the kernel refuses (its queue full) is lost at this port
-        // as a direct one dropped there would be: it counts as sent, and a
-        // switchSYN repairs the window (§4.3).
-        if (reinj_[k.first]->send(f.data(), len)) ++st_.agent_sent;
-        else ++st_.agent_send_errors;
-        t.voq_out += len;
-        window -= int64_t(len);
-        v.bytes -= len;
-        held_[k.first] -= len;
-        v.frames.pop_front();
-        sent = true;
-      }
-      if (sent) ++st_.releases;
-      if (t.voq && v.frames.empty() && t.voq_in <= t.voq_out + t.voq_dropped) {
-        t.voq = 0;
-        ++st_.voq_drained;
-      }
-      write_ag(k, t);
-    }
+    arrived_.clear();
+    for (auto& [k, v] : avoq_) release_one(k, v);
     // Destinations dropped before they had a VOQ here still finished bytes.
     for (auto& [k, t] : tx_)
       if (t.voq_dropped && !avoq_.count(k)) write_ag(k, t);
+  }
+
+  // voq = "agent", on a credit frame: only the credited destinations and
+  // those whose frames just arrived from the ring are released (§4.1: a
+  // credit releases at once), each one's BPF counts read by its key; the
+  // rest of update_voqs (every destination's counts, the FIFO snapshots,
+  // switchSYN) waits for the next tick. A whole update per credit frame
+  // read both tables entry by entry and kept the agents busy for most of
+  // the run (docs/floodgate.md "Why the Poisson flows were slow").
+  void release_credited(uint64_t now, std::vector<Key> keys) {
+    now_ = now;
+    ++st_.credit_releases;
+    ring_buffer__consume(ring_);
+    keys.insert(keys.end(), arrived_.begin(), arrived_.end());
+    arrived_.clear();
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    const int fd = bpf_map__fd(skel_->maps.sl_fg_tx_v1);
+    for (const Key& k : keys) {
+      auto v = avoq_.find(k);
+      if (v == avoq_.end() || v->second.frames.empty()) continue;
+      const sl_fg_key bk = bpf_key(k);
+      sl_fg_tx tx{};
+      if (bpf_map_lookup_elem(fd, &bk, &tx) == 0) take_tx(tx_state(k, now), tx);
+      release_one(k, v->second);
+    }
+  }
+
+  TxState& tx_state(const Key& k, uint64_t now) {
+    auto [it, fresh] = tx_.try_emplace(k);
+    if (fresh) it->second.last_credit_ns = now;
+    return it->second;
+  }
+  static void take_tx(TxState& t, const sl_fg_tx& v) {
+    t.direct = v.direct_bytes;
+    t.voq_in = v.voq_bytes;
+    t.voq_in_pkts = v.voq_pkts;
+  }
+
+  // One destination's VOQ: frames from its head while its window is open.
+  void release_one(const Key& k, AgentVoq& v) {
+    TxState& t = tx_[k];
+    int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+    bool sent = false;
+    while (!v.frames.empty() && window > 0) {
+      std::vector<uint8_t>& f = v.frames.front().bytes;
+      const uint64_t len = f.size();
+      const uint64_t waited_us = now_ > v.frames.front().stolen_ns ? (now_ - v.frames.front().stolen_ns) / 1000 : 0;
+      st_.agent_wait_sum_us += waited_us;
+      st_.agent_wait_max_us = std::max(st_.agent_wait_max_us, waited_us);
+      // A frame the kernel refuses (its queue full) is lost at this port
+      // as a direct one dropped there would be: it counts as sent, and a
+      // switchSYN repairs the window (§4.3).
+      if (reinj_[k.first]->send(f.data(), len)) ++st_.agent_sent;
+      else ++st_.agent_send_errors;
+      t.voq_out += len;
+      window -= int64_t(len);
+      v.bytes -= len;
+      held_[k.first] -= len;
+      v.frames.pop_front();
+      sent = true;
+    }
+    if (sent) ++st_.releases;
+    if (t.voq && v.frames.empty() && t.voq_in <= t.voq_out + t.voq_dropped) {
+      t.voq = 0;
+      ++st_.voq_drained;
+    }
+    write_ag(k, t);
   }
 
   // Reads the BPF counters, accounts what left each VOQ, engages and drains
@@ -496,35 +543,29 @@ class SwitchFloodgate final : public Logic {
     // The ring before the map: BPF counts a frame before it submits it, so
     // the map then counts every frame the agent holds.
     now_ = now;
+    ++st_.full_updates;
     if (ring_) ring_buffer__consume(ring_);
-    int fd = bpf_map__fd(skel_->maps.sl_fg_tx_v1);
-    sl_fg_key cur{}, next{};
-    sl_fg_key* prev = nullptr;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
     std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      cur = next;
-      prev = &cur;
-      sl_fg_tx v{};
-      if (bpf_map_lookup_elem(fd, &cur, &v) || cur.port_id >= fp_.size()) continue;
-      Key k{cur.port_id, {}};
-      std::memcpy(k.second.data(), cur.dst, 16);
-      auto [it, fresh] = tx_.try_emplace(k);
-      TxState& t = it->second;
-      if (fresh) t.last_credit_ns = now;
-      t.direct = v.direct_bytes;
-      // What entered the default queue: with window, and (voq = "agent")
-      // sent again from the VOQ, which takes the same queue.
-      direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
-      t.voq_in = v.voq_bytes;
-      t.voq_in_pkts = v.voq_pkts;
-      if (!ring_ && !t.voq && t.pending() && v.voq_q) {
-        t.voq = v.voq_q;
-        ++st_.voq_engaged;
-        write_ag(k, t);
-      }
-      if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
-    }
+    // Batched (for_each_entry): one entry at a time cost two syscalls an
+    // entry on every tick and every credit frame.
+    for_each_entry<sl_fg_key, sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
+                                        [&](const sl_fg_key& cur, const sl_fg_tx& v) {
+                                          if (cur.port_id >= fp_.size()) return;
+                                          Key k{cur.port_id, {}};
+                                          std::memcpy(k.second.data(), cur.dst, 16);
+                                          TxState& t = tx_state(k, now);
+                                          take_tx(t, v);
+                                          // What entered the default queue: with window, and (voq = "agent")
+                                          // sent again from the VOQ, which takes the same queue.
+                                          direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
+                                          if (!ring_ && !t.voq && t.pending() && v.voq_q) {
+                                            t.voq = v.voq_q;
+                                            ++st_.voq_engaged;
+                                            write_ag(k, t);
+                                          }
+                                          if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
+                                        });
     for (const auto& [p, parts] : direct) q0_[p].snap(parts);
     if (ring_) release_agent();
     for (auto& [pq, keys] : groups) {
@@ -612,22 +653,17 @@ class SwitchFloodgate final : public Logic {
 
   void read_rx() {
     std::map<Addr, std::map<uint32_t, uint64_t>> by_dst;  // per dst: forwarded per ingress port
-    int fd = bpf_map__fd(skel_->maps.sl_fg_rx_v1);
-    sl_fg_key cur{}, next{};
-    sl_fg_key* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      cur = next;
-      prev = &cur;
-      sl_fg_rx v{};
-      if (bpf_map_lookup_elem(fd, &cur, &v) || cur.port_id >= fp_.size()) continue;
-      Key k{cur.port_id, {}};
-      std::memcpy(k.second.data(), cur.dst, 16);
-      RxState& x = rx_[k];
-      x.counted = v.bytes;
-      x.pkts = v.pkts;
-      x.out_port = v.out_port;
-      by_dst[k.second][k.first] = v.bytes;
-    }
+    for_each_entry<sl_fg_key, sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
+                                        [&](const sl_fg_key& cur, const sl_fg_rx& v) {
+                                          if (cur.port_id >= fp_.size()) return;
+                                          Key k{cur.port_id, {}};
+                                          std::memcpy(k.second.data(), cur.dst, 16);
+                                          RxState& x = rx_[k];
+                                          x.counted = v.bytes;
+                                          x.pkts = v.pkts;
+                                          x.out_port = v.out_port;
+                                          by_dst[k.second][k.first] = v.bytes;
+                                        });
     for (const auto& [d, parts] : by_dst) in_[d].snap(parts);
   }
 
@@ -719,6 +755,7 @@ class SwitchFloodgate final : public Logic {
   std::vector<std::unique_ptr<pac::Reinjector>> reinj_;
   std::vector<uint64_t> held_, held_max_, dropped_;  // bytes, bytes, frames
   std::map<Key, AgentVoq> avoq_;
+  std::vector<Key> arrived_;  // destinations with frames from the ring since the last release
   uint64_t now_ = 0;
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;

@@ -57,7 +57,8 @@ floodgate-voq adds fg_voq_stolen (frames out of window taken by the
 agents), fg_voq_sent, fg_voq_dropped (at voq_limit_bytes), fg_voq_send_errors,
 fg_voq_passed (could not be copied: too big, ring full); its ports' most
 bytes held in the agents go to the experiment as the held data path's do
-(hold_ports).
+(hold_ports). Every variant here adds switch_agent_cpu_s and
+switch_agent_cores: the CPU the switches' sluiced used (agent_cpu()).
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -65,6 +66,8 @@ them to qmon's per-port figures.
 """
 
 from __future__ import annotations
+
+import os
 
 from ..agents import Agents, aqm_port, host_interface
 from ..core import BenchError, variant
@@ -81,6 +84,29 @@ def frame_bytes(frames: int, records: int, rec: int) -> int:
     if not frames:
         return 0
     return max(frames * ETH_MIN, frames * (ETH_HDR + CTRL_HDR) + records * rec)
+
+
+def agent_cpu(topo) -> dict:
+    """CPU the switches' sluiced used since they started (user + system,
+    all threads, /proc/PID/stat), summed: switch_agent_cpu_s, and
+    switch_agent_cores = that over their lifetimes (1.0 = one core busy;
+    they run at SCHED_FIFO above the traffic generator, so what they take
+    the applications and the kernel's own packet work do not get)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    cpu = wall = 0.0
+    for p, _ in topo.sluice_procs:
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        v = st[st.rindex(")") + 2:].split()
+        cpu += (int(v[11]) + int(v[12])) / hz
+        wall += max(1e-3, up - int(v[19]) / hz)
+    return {"switch_agent_cpu_s": round(cpu, 2), "switch_agent_cores": round(cpu / wall * len(topo.sluice_procs), 3)
+            if wall else None}
 
 
 @variant
@@ -221,6 +247,7 @@ class Floodgate(SluiceSwitch):
             else:  # the model logic
                 out["fg_voq_engaged"] += s["counters"]["voq_enqueued"]
                 out["fg_releases"] += s["counters"]["voq_released"]
+        out.update(agent_cpu(topo))
         if out.get("fg_voq_sent"):
             out["fg_voq_wait_us_mean"] = round(out.pop("fg_voq_wait_us_sum") / out["fg_voq_sent"], 1)
         if hold:
