@@ -40,12 +40,19 @@ const volatile __u32 reinject_mark = 0;
 const volatile __s32 divert_verdict = SL_TC_SHOT;
 
 struct sl_fg_voq_cnt fg_voq_cnt[SLUICE_SW_MAX_PORTS] = {};
+/* New keys the ring sl_fg_keys_v1 could not take (the agent then walks). */
+__u64 fg_keys_lost = 0;
 _Static_assert((SLUICE_SW_MAX_PORTS & (SLUICE_SW_MAX_PORTS - 1)) == 0, "fg_cnt masks the port id");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 * 1024 * 1024);
 } sl_fg_voq_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} sl_fg_keys_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -83,6 +90,20 @@ static __always_inline __u32 fg_dst_hash(const __u8 *d)
 		h *= 16777619u;
 	}
 	return h;
+}
+
+/* A key this program just added to a table, for the agent (it reads the
+ * tables by key; floodgate_sw.h sl_fg_new_key). Polled every T: no wake-up. */
+static __always_inline void fg_new_key(__u32 table, const struct sl_fg_key *k)
+{
+	struct sl_fg_new_key *ev = bpf_ringbuf_reserve(&sl_fg_keys_v1, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&fg_keys_lost, 1);
+		return;
+	}
+	ev->table = table;
+	__builtin_memcpy(&ev->key, k, sizeof(*k));
+	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 }
 
 /* The port's counters. The mask keeps the verifier's bound on the index;
@@ -168,7 +189,8 @@ int fg_egress(struct __sk_buff *skb)
 		struct sl_fg_rx *rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
 		if (!rx) {
 			struct sl_fg_rx zero = {};
-			bpf_map_update_elem(&sl_fg_rx_v1, &k, &zero, BPF_NOEXIST);
+			if (!bpf_map_update_elem(&sl_fg_rx_v1, &k, &zero, BPF_NOEXIST))
+				fg_new_key(SL_FG_KEY_RX, &k);
 			rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
 		}
 		if (rx) {
@@ -186,7 +208,8 @@ int fg_egress(struct __sk_buff *skb)
 	struct sl_fg_tx *tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
 	if (!tx) {
 		struct sl_fg_tx zero = {};
-		bpf_map_update_elem(&sl_fg_tx_v1, &k, &zero, BPF_NOEXIST);
+		if (!bpf_map_update_elem(&sl_fg_tx_v1, &k, &zero, BPF_NOEXIST))
+			fg_new_key(SL_FG_KEY_TX, &k);
 		tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
 		if (!tx)
 			return SL_TC_NEXT; /* table full: fail open */

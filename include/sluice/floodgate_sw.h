@@ -80,11 +80,24 @@ struct sl_fg_rx {
 	__u32 pad;
 };
 
+/* sl_fg_keys_v1 (BPF ring): a key fg_egress has just added to sl_fg_tx_v1
+ * or sl_fg_rx_v1. The agent reads both tables every T by key (a lookup per
+ * key it knows) instead of walking their SL_FG_SW_TABLE buckets, which cost
+ * the agents most of their time; a key the ring could not take is counted
+ * in fg_keys_lost (.bss), and the agent then walks the tables once. */
+#define SL_FG_KEY_TX 1
+#define SL_FG_KEY_RX 2
+struct sl_fg_new_key {
+	__u32 table; /* SL_FG_KEY_TX or SL_FG_KEY_RX */
+	struct sl_fg_key key;
+};
+
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_port) == 32, "sl_fg_port size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_key) == 20, "sl_fg_key size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_tx) == 40, "sl_fg_tx size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_ag) == 32, "sl_fg_ag size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_voq_cnt) == 32, "sl_fg_voq_cnt size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_rx) == 24, "sl_fg_rx size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_new_key) == 24, "sl_fg_new_key size");
 
 #endif

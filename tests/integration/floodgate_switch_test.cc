@@ -865,13 +865,18 @@ TEST_F(FloodgateSwitch, AgentVoqWindowCreditsNoHolBlockingNothingLost) {
   EXPECT_GT(la["credits_received"].value("frames", 0), 50);
   EXPECT_GT(la["voq"].value("releases", 0), 10);
   EXPECT_GE(la["voq"].value("drained", 0), 1);
-  // A credit frame releases its own destinations only: both tables are read
-  // whole once a tick, not once more per credit frame (which kept four
-  // agents at SCHED_FIFO busy for 1.2-2.9 cores in bench/run floodgate and
-  // starved the traffic's own processes, docs/floodgate.md).
+  // A credit frame releases its own destinations only: the tables are read
+  // once a tick, not once more per credit frame (which, with the tables
+  // walked whole, kept four agents at SCHED_FIFO busy for more than a core
+  // in bench/run floodgate and starved the traffic's own processes,
+  // docs/floodgate.md "Why the Poisson flows were slow").
   const json up = la.value("updates", json::object());
   EXPECT_GT(up.value("on_credit", 0), 50) << la.dump(2);
   EXPECT_LE(up.value("full", uint64_t{1} << 40), up.value("ticks", uint64_t{0})) << up.dump();
+  // Nor walked whole: read by the keys BPF announced (D and E toward sb).
+  const json keys = la.value("keys", json::object());
+  EXPECT_GE(keys.value("tx", 0), 2) << keys.dump();
+  EXPECT_EQ(keys.value("walks", 1), 0) << keys.dump();
   // E passed while D was held.
   EXPECT_GE(e_during * 10, es_during * 9) << "E " << e_during << " of " << es_during << " during D's burst";
   EXPECT_EQ(A_->stop(), 0) << A_->proc().log();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "core/bpf_util.h"
@@ -133,6 +134,7 @@ struct Stats {
   // Whole updates (both tables read, every destination) and, with voq =
   // "agent", releases on a credit frame (only its destinations).
   uint64_t full_updates = 0, credit_releases = 0;
+  uint64_t key_walks = 0;  // walks of both tables for keys the ring lost
   // voq = "agent": frames taken from the ring, sent again, refused by the
   // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
   uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
@@ -192,6 +194,8 @@ class SwitchFloodgate final : public Logic {
     held_.assign(fp_.size(), 0);
     held_max_.assign(fp_.size(), 0);
     dropped_.assign(fp_.size(), 0);
+    keys_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_fg_keys_v1), &SwitchFloodgate::on_key, this, nullptr);
+    if (!keys_) throw SysError("floodgate: key ring", errno);
     if (agent) {
       ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_fg_voq_v1), &SwitchFloodgate::on_ring, this, nullptr);
       if (!ring_) throw SysError("floodgate: VOQ ring", errno);
@@ -201,6 +205,7 @@ class SwitchFloodgate final : public Logic {
     // fg_egress detached first (nothing more is stolen), then every frame
     // still held goes out, window or not: nothing is lost on the way out.
     att_.clear();
+    ring_buffer__free(keys_);
     if (!ring_) return;
     ring_buffer__consume(ring_);
     for (auto& [k, v] : avoq_)
@@ -321,6 +326,11 @@ class SwitchFloodgate final : public Logic {
           {"stale", st_.stale_credits}}},
         {"delayed_credits", st_.delayed_credits},
         {"updates", {{"ticks", st_.ticks}, {"full", st_.full_updates}, {"on_credit", st_.credit_releases}}},
+        {"keys",
+         {{"tx", tx_keys_.size()},
+          {"rx", rx_keys_.size()},
+          {"lost", __atomic_load_n(&skel_->bss->fg_keys_lost, __ATOMIC_RELAXED)},
+          {"walks", st_.key_walks}}},
         {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
         {"voq",
          {{"engaged", st_.voq_engaged},
@@ -404,6 +414,44 @@ class SwitchFloodgate final : public Logic {
     if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sl_fg_ag_v1), &bk, &a, BPF_ANY)) return;
     t.written = a;
     t.ever_written = true;
+  }
+
+  // The tables' keys, from the ring fg_egress announces each new one on
+  // (sl_fg_keys_v1). Reading a table by key costs a lookup per key; a walk
+  // (bpf_map_get_next_key or a batched lookup) visits all SL_FG_SW_TABLE
+  // buckets, and twice every T that was most of what the agents did
+  // (docs/floodgate.md "Why the Poisson flows were slow"). A key the ring
+  // could not take (fg_keys_lost grew) is found by one walk of both tables.
+  static int on_key(void* ctx, void* data, size_t size) {
+    if (size >= sizeof(sl_fg_new_key)) {
+      const auto& e = *static_cast<const sl_fg_new_key*>(data);
+      static_cast<SwitchFloodgate*>(ctx)->know(e.table, e.key);
+    }
+    return 0;
+  }
+  void know(uint32_t table, const sl_fg_key& bk) {
+    Key k{bk.port_id, {}};
+    std::memcpy(k.second.data(), bk.dst, 16);
+    if (table == SL_FG_KEY_TX && tx_known_.insert(k).second) tx_keys_.push_back(bk);
+    if (table == SL_FG_KEY_RX && rx_known_.insert(k).second) rx_keys_.push_back(bk);
+  }
+  void learn_keys() {
+    ring_buffer__consume(keys_);
+    const uint64_t lost = __atomic_load_n(&skel_->bss->fg_keys_lost, __ATOMIC_RELAXED);
+    if (lost == keys_lost_seen_) return;
+    keys_lost_seen_ = lost;
+    ++st_.key_walks;
+    for_each_entry<sl_fg_key, sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
+                                        [&](const sl_fg_key& k, const sl_fg_tx&) { know(SL_FG_KEY_TX, k); });
+    for_each_entry<sl_fg_key, sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
+                                        [&](const sl_fg_key& k, const sl_fg_rx&) { know(SL_FG_KEY_RX, k); });
+  }
+  template <class V, class F>
+  static void each(int fd, const std::vector<sl_fg_key>& keys, F&& fn) {
+    for (const sl_fg_key& k : keys) {
+      V v{};
+      if (bpf_map_lookup_elem(fd, &k, &v) == 0) fn(k, v);
+    }
   }
 
   // voq = "agent": a frame fg_egress stole (its window was exhausted, or
@@ -545,27 +593,27 @@ class SwitchFloodgate final : public Logic {
     now_ = now;
     ++st_.full_updates;
     if (ring_) ring_buffer__consume(ring_);
+    learn_keys();
     std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
     std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
     // Batched (for_each_entry): one entry at a time cost two syscalls an
     // entry on every tick and every credit frame.
-    for_each_entry<sl_fg_key, sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
-                                        [&](const sl_fg_key& cur, const sl_fg_tx& v) {
-                                          if (cur.port_id >= fp_.size()) return;
-                                          Key k{cur.port_id, {}};
-                                          std::memcpy(k.second.data(), cur.dst, 16);
-                                          TxState& t = tx_state(k, now);
-                                          take_tx(t, v);
-                                          // What entered the default queue: with window, and (voq = "agent")
-                                          // sent again from the VOQ, which takes the same queue.
-                                          direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
-                                          if (!ring_ && !t.voq && t.pending() && v.voq_q) {
-                                            t.voq = v.voq_q;
-                                            ++st_.voq_engaged;
-                                            write_ag(k, t);
-                                          }
-                                          if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
-                                        });
+    each<sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1), tx_keys_, [&](const sl_fg_key& cur, const sl_fg_tx& v) {
+      if (cur.port_id >= fp_.size()) return;
+      Key k{cur.port_id, {}};
+      std::memcpy(k.second.data(), cur.dst, 16);
+      TxState& t = tx_state(k, now);
+      take_tx(t, v);
+      // What entered the default queue: with window, and (voq = "agent")
+      // sent again from the VOQ, which takes the same queue.
+      direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
+      if (!ring_ && !t.voq && t.pending() && v.voq_q) {
+        t.voq = v.voq_q;
+        ++st_.voq_engaged;
+        write_ag(k, t);
+      }
+      if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
+    });
     for (const auto& [p, parts] : direct) q0_[p].snap(parts);
     if (ring_) release_agent();
     for (auto& [pq, keys] : groups) {
@@ -653,17 +701,17 @@ class SwitchFloodgate final : public Logic {
 
   void read_rx() {
     std::map<Addr, std::map<uint32_t, uint64_t>> by_dst;  // per dst: forwarded per ingress port
-    for_each_entry<sl_fg_key, sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
-                                        [&](const sl_fg_key& cur, const sl_fg_rx& v) {
-                                          if (cur.port_id >= fp_.size()) return;
-                                          Key k{cur.port_id, {}};
-                                          std::memcpy(k.second.data(), cur.dst, 16);
-                                          RxState& x = rx_[k];
-                                          x.counted = v.bytes;
-                                          x.pkts = v.pkts;
-                                          x.out_port = v.out_port;
-                                          by_dst[k.second][k.first] = v.bytes;
-                                        });
+    learn_keys();
+    each<sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1), rx_keys_, [&](const sl_fg_key& cur, const sl_fg_rx& v) {
+      if (cur.port_id >= fp_.size()) return;
+      Key k{cur.port_id, {}};
+      std::memcpy(k.second.data(), cur.dst, 16);
+      RxState& x = rx_[k];
+      x.counted = v.bytes;
+      x.pkts = v.pkts;
+      x.out_port = v.out_port;
+      by_dst[k.second][k.first] = v.bytes;
+    });
     for (const auto& [d, parts] : by_dst) in_[d].snap(parts);
   }
 
@@ -756,6 +804,11 @@ class SwitchFloodgate final : public Logic {
   std::vector<uint64_t> held_, held_max_, dropped_;  // bytes, bytes, frames
   std::map<Key, AgentVoq> avoq_;
   std::vector<Key> arrived_;  // destinations with frames from the ring since the last release
+  // The tables' keys (learn_keys): in the order they came, and as a set.
+  ring_buffer* keys_ = nullptr;
+  std::vector<sl_fg_key> tx_keys_, rx_keys_;
+  std::set<Key> tx_known_, rx_known_;
+  uint64_t keys_lost_seen_ = 0;
   uint64_t now_ = 0;
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;
