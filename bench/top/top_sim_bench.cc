@@ -43,12 +43,15 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_option("--classes", classes, "token classes K (top)");
   std::string fct_class = "remaining";
-  bool spare = false;
+  std::string spare = "probe";
+  bool spare_slots = false;
   app.add_option("--fct-class", fct_class, "x of the FCT classes (top): the flow's remaining or total size")
       ->check(CLI::IsMember({"remaining", "size"}));
-  app.add_flag("--spare-slots", spare, "a slot no flow's rate allows goes to the best flow (top)");
+  app.add_option("--spare", spare, "a slot no flow's rate allows (top): off, probe (default) or every")
+      ->check(CLI::IsMember({"off", "probe", "every"}));
+  app.add_flag("--spare-slots", spare_slots, "the same as --spare every");
   bool probe = false;
-  app.add_flag("--spare-probe", probe, "spare slots as one probe at a time (top)");
+  app.add_flag("--spare-probe", probe, "the same as --spare probe");
   app.add_flag("--verbose", verbose, "per-class token counts on stderr");
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
@@ -100,8 +103,7 @@ int main(int argc, char** argv) {
   rc.prio.a = prio_a;
   rc.prio.classes = classes;
   rc.fct_class_remaining = fct_class == "remaining";
-  rc.spare_slots = spare || probe;
-  rc.spare_probe = probe;
+  rc.spare = *parse_spare(probe ? "probe" : spare_slots ? "every" : spare);
   rc.prio.b = prio_b;
   rc.rate.min_rate = min_rate;
   if (auto e = rc.validate()) {

@@ -74,6 +74,9 @@ class Net {
   void set_clock_offset(int h, int64_t off) { hosts_[h]->clock_offset = off; }
   void set_correction(int h, int64_t c) { hosts_[h]->correction = c; }
   void set_drop(DropHook d) { drop_ = std::move(d); }
+  // Sees every packet as its host hands it to the NIC (before the NIC's
+  // queue), with now() the host's send time.
+  void set_sent(std::function<void(int host, const Packet&)> f) { sent_ = std::move(f); }
 
   // Opens a flow from src to dst at time `at`.
   void open(int src, int dst, FlowSpec spec, uint64_t at) {
@@ -175,6 +178,7 @@ class Net {
   }
   void emit(int h, const std::vector<Packet>& out) {
     for (const Packet& p : out) {
+      if (sent_) sent_(h, p);
       Packet q = p;
       enqueue(hosts_[h]->nic, q, [this, h, q] { at_switch(h, q); });
     }
@@ -343,6 +347,7 @@ class Net {
   int pending_opens_ = 0;
   uint64_t rng_ = 1;
   DropHook drop_;
+  std::function<void(int, const Packet&)> sent_;
 };
 
 }  // namespace sluice::top::sim

@@ -59,7 +59,7 @@ class RateControl {
   void update(double loss);
   double rate() const { return rate_; }
   // Back to the full token rate: a probe found the path free (receiver.h
-  // spare_probe); the next lossy period cuts it as before.
+  // Spare::kProbe); the next lossy period cuts it as before.
   void restore() {
     rate_ = 1.0;
     increasing_ = true;

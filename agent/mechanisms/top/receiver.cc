@@ -11,6 +11,22 @@ constexpr uint32_t kMaxNackScan = 65536;  // IDs looked at per check
 constexpr uint64_t kMaxFlowPackets = 1ull << 26;
 }  // namespace
 
+const char* spare_name(Spare s) {
+  switch (s) {
+    case Spare::kOff: return "off";
+    case Spare::kProbe: return "probe";
+    case Spare::kEvery: return "every";
+  }
+  return "?";
+}
+
+std::optional<Spare> parse_spare(const std::string& s) {
+  if (s == "off") return Spare::kOff;
+  if (s == "probe") return Spare::kProbe;
+  if (s == "every") return Spare::kEvery;
+  return std::nullopt;
+}
+
 std::optional<std::string> ReceiverConfig::validate() const {
   if (slot_ns == 0) return "slot_ns must be > 0";
   if (rtt_ns == 0) return "rtt_ns must be > 0";
@@ -173,7 +189,7 @@ void Receiver::on_data(Flow& f, const Packet& p, uint64_t now, std::vector<Packe
     return;
   }
   if (p.aux > f.max_echo) f.max_echo = p.aux;
-  // The receiver's probe (spare_probe) came back: the path had room.
+  // The receiver's probe (Spare::kProbe) came back: the path had room.
   if (probe_out_ && probe_flow_ == f.id && p.aux == probe_seq_) {
     f.rc.restore();
     probe_out_ = false;
@@ -330,11 +346,13 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
     }
   }
   // A slot no flow's rate allows goes to the best flow that wants a token
-  // (spare_slots); the flow's bucket is left as it is, so the slots its
-  // rate gives it are not reduced by the spare ones.
+  // (ReceiverConfig::spare; with kProbe only while no probe is out); the
+  // flow's bucket is left as it is, so the slots its rate gives it are not
+  // reduced by the spare ones.
   bool from_spare = false;
   if (probe_out_ && now - probe_at_ > cfg_.token_timeout_ns) probe_out_ = false;
-  if (!best && spare && cfg_.spare_slots && cfg_.objective != Objective::kFair && !(cfg_.spare_probe && probe_out_)) {
+  bool spare_ok = cfg_.spare == Spare::kEvery || (cfg_.spare == Spare::kProbe && !probe_out_);
+  if (!best && spare && spare_ok && cfg_.objective != Objective::kFair) {
     best = spare;
     best_prio = spare_prio;
     from_spare = true;
@@ -353,7 +371,7 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   out.push_back(t);
   best->outstanding.emplace_back(t.seq, now);
   if (!from_spare) best->bucket -= 1.0;
-  if (from_spare && cfg_.spare_probe) {
+  if (from_spare && cfg_.spare == Spare::kProbe) {
     probe_out_ = true;
     probe_flow_ = best->id;
     probe_seq_ = t.seq;

@@ -21,6 +21,11 @@
 
 namespace sluice::top {
 
+// What a slot no flow's token rate allows carries (ReceiverConfig::spare).
+enum class Spare { kOff, kProbe, kEvery };
+const char* spare_name(Spare s);
+std::optional<Spare> parse_spare(const std::string& s);
+
 struct ReceiverConfig {
   uint64_t slot_ns = 12'000;  // token pacing slot: one data packet's time on the access link
   Objective objective = Objective::kFct;
@@ -31,25 +36,28 @@ struct ReceiverConfig {
   // new flow's class is the paper's. false: the total size (until
   // 2026-11-29). docs/top.md "Mean FCT against tokens".
   bool fct_class_remaining = true;
-  // true: a slot in which no flow's ExpressPass rate allows a token still
-  // carries one, for the best-ranked flow that wants tokens, in its own
-  // class (not for kFair, the one-class ExpressPass-like baseline). The
-  // rate still decides how the receiver's flows share its slots; a flow
-  // whose rate was cut while higher classes held a shared token group takes
-  // the group back the slot they leave it, not after several rate periods
-  // of ramp-up. Off by default: every receiver then offers a token every
-  // slot to a shared group, and in the lab (HTB on a loaded machine) the
-  // bottleneck's data queue reached the whole buffer and lost data in 2 of
-  // 9 web search runs. docs/top.md "Mean FCT against tokens".
-  bool spare_slots = false;
-  // With spare_slots: at most one spare token outstanding per receiver (a
-  // probe, until answered or token_timeout_ns), and its answer sets that
-  // flow's rate back to the full token rate. A blocked receiver then
-  // offers the shared group about one extra token per token timeout
-  // instead of one per slot, and still takes the group back within about
-  // an RTT of the higher class leaving. Model only (docs/top.md "Mean FCT
-  // against tokens"); not measured in the lab.
-  bool spare_probe = false;
+  // A slot in which no flow's ExpressPass rate (§3.1) allows a token:
+  //  kOff   stays empty: ExpressPass's rate alone decides, as §3.1 has it
+  //         (`sluice-top recv --spare off`, bench variant top-paper).
+  //  kProbe (default) carries one token, for the best-ranked flow that
+  //         wants tokens, in its own class (§3.2), if no such spare token of
+  //         this receiver is outstanding (until answered or
+  //         token_timeout_ns); its answer sets that flow's rate back to the
+  //         full token rate (RateControl::restore), the next lossy period
+  //         cuts it as §3.1 does. A flow whose rate was cut while higher
+  //         classes held a shared token group (§4.2) takes the group back
+  //         about an RTT after they leave it instead of after several rate
+  //         periods of ramp-up, while a blocked receiver offers the group
+  //         one extra token per token timeout, not one per slot. Lab,
+  //         2026-11-29: zero data lost, the data queue's peak within top's
+  //         range, 1.03-1.18 tokens offered per data packet.
+  //  kEvery carries one every such slot (opt-in, top-spare): the model's
+  //         largest gain, but every receiver then offers the group a token
+  //         every slot; in the lab (HTB, a loaded machine) the data queue
+  //         reached the whole buffer and lost data in 2 of 9 web search runs.
+  // Not for kFair (the one-class ExpressPass-like baseline), whatever the
+  // setting. docs/top.md "Mean FCT against tokens", "The spare probe in the lab".
+  Spare spare = Spare::kProbe;
   PriorityParams prio;
   RateParams rate;
   uint64_t rtt_ns = 100'000;  // base RTT: rate-control period, NACK spacing
@@ -79,7 +87,7 @@ struct ReceiverStats {
   uint64_t flows_rejected = 0;
   uint64_t slots = 0;        // on_slot calls
   uint64_t slots_idle = 0;   // no flow wanted or was allowed a token
-  uint64_t slots_spare = 0;  // no flow's rate allowed one; spare_slots gave it to the best flow
+  uint64_t slots_spare = 0;  // no flow's rate allowed one; `spare` gave it to the best flow
   uint64_t bad_packets = 0;  // wrong direction / inconsistent
 };
 
@@ -169,7 +177,7 @@ class Receiver {
   std::deque<uint64_t> closed_fifo_;
   std::vector<Completion> done_;
   uint64_t serve_counter_ = 0;
-  bool probe_out_ = false;  // spare_probe: a probe outstanding
+  bool probe_out_ = false;  // Spare::kProbe: a probe outstanding
   uint64_t probe_flow_ = 0;
   uint32_t probe_seq_ = 0;
   uint64_t probe_at_ = 0;

@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   uint64_t bound_us = 1000;
   uint32_t token_queue = 8;
   std::string fct_class = "remaining";
+  std::string spare = "probe";
   bool spare_slots = false, spare_probe = false;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
@@ -180,10 +181,12 @@ int main(int argc, char** argv) {
   recv->add_option("--fct-class", fct_class,
                    "x of the FCT classes: the flow's remaining packets (default) or its total size (§3.2)")
       ->check(CLI::IsMember({"remaining", "size"}));
-  recv->add_flag("--spare-slots", spare_slots,
-                 "a slot no flow's token rate allows goes to the best flow (off: ExpressPass's rate alone)");
-  recv->add_flag("--spare-probe", spare_probe,
-                 "spare slots, one spare token outstanding at a time; its answer restores the flow's rate");
+  recv->add_option("--spare", spare,
+                   "a slot no flow's token rate allows: off (ExpressPass's rate alone, §3.1), probe (default: one "
+                   "spare token outstanding, its answer restores the flow's rate) or every (a token every such slot)")
+      ->check(CLI::IsMember({"off", "probe", "every"}));
+  recv->add_flag("--spare-slots", spare_slots, "the same as --spare every");
+  recv->add_flag("--spare-probe", spare_probe, "the same as --spare probe");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
   auto* send = app.add_subcommand("send", "send flows; answer each valid token with one data packet");
   send->add_option("--bind", bind, "local address[:port]")->required();
@@ -239,8 +242,9 @@ int main(int argc, char** argv) {
       rc.prio.b = b;
       rc.prio.deadline_span_us = deadline_span_us;
       rc.fct_class_remaining = fct_class == "remaining";
-      rc.spare_slots = spare_slots || spare_probe;
-      rc.spare_probe = spare_probe;
+      if (int(spare_slots) + int(spare_probe) + int(recv->count("--spare") > 0) > 1)
+        throw std::runtime_error("--spare, --spare-slots and --spare-probe: give one");
+      rc.spare = *parse_spare(spare_slots ? "every" : spare_probe ? "probe" : spare);
       if (auto e = rc.validate()) throw std::runtime_error("receiver config: " + *e);
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);
@@ -256,15 +260,16 @@ int main(int argc, char** argv) {
                  }
                });
       auto& s = r.stats();
-      summary =
-          "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
-          ",\"data_received\":" + std::to_string(s.data_received) +
-          ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
-          ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
-          ",\"slots_idle\":" + std::to_string(s.slots_idle) + ",\"slots_spare\":" + std::to_string(s.slots_spare) +
-          ",\"slots_missed\":" + std::to_string(node.slots_missed()) +
-          ",\"slot_ns\":" + std::to_string(r.config().slot_ns) + ",\"flows_closed\":" + std::to_string(s.flows_closed) +
-          ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
+      summary = "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
+                ",\"data_received\":" + std::to_string(s.data_received) +
+                ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
+                ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
+                ",\"slots_idle\":" + std::to_string(s.slots_idle) +
+                ",\"slots_spare\":" + std::to_string(s.slots_spare) + ",\"spare\":\"" + spare_name(r.config().spare) +
+                "\",\"slots_missed\":" + std::to_string(node.slots_missed()) +
+                ",\"slot_ns\":" + std::to_string(r.config().slot_ns) +
+                ",\"flows_closed\":" + std::to_string(s.flows_closed) +
+                ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
     } else {
       std::vector<Sched> plan;
       if (!schedule.empty()) {

@@ -6,17 +6,24 @@ tc-scripts/top-switch.sh (signals first, the token group capped at
 tokens, data with the rest; an HTB approximation of R1, docs/top.md "Switch
 port") and run the sluice-top transport (the `top` experiment starts it):
   tokens        one token class, round robin, no expiry (ExpressPass-like)
-  top           FCT classes (§3.2) and sluiced with mechanisms = ["top"] on
-                every host: senders drop tokens older than T (§4.3)
-  top-noexpiry  the same classes; sluiced counts tokens older than T but
+  top           FCT classes (§3.2) from each flow's remaining size, and a
+                spare probe (sluice-top recv's default --spare probe: a slot no
+                flow's token rate allows carries one token if none of these is
+                outstanding, its answer restores the flow's rate); sluiced with
+                mechanisms = ["top"] on every host: senders drop tokens older
+                than T (§4.3)
+  top-noexpiry  the same receiver; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
-  top-paper     top as it ran until 2026-11-29: classes from the flow's total
-                size (sluice-top recv --fct-class size)
-  top-spare     top with spare slots (sluice-top recv --spare-slots): a slot no
-                flow's rate allows still carries a token; docs/top.md "Mean FCT
-                against tokens"
-  top-probe     top with spare slots as one probe at a time (sluice-top recv
-                --spare-probe); not yet run in the lab
+  top-nospare   top without the spare probe (--spare off): ExpressPass's rate
+                alone (§3.1): `top` as it ran before the probe became its
+                default (2026-11-29)
+  top-paper     the receiver as the paper has it, as until 2026-11-29: classes
+                from the flow's total size, no spare probe (--fct-class size
+                --spare off)
+  top-spare     top with a token in every spare slot (--spare every); lost
+                data in the lab (docs/top.md "Mean FCT against tokens")
+  top-probe     --spare probe spelled out: the same receiver as top since
+                2026-11-29 ("The spare probe in the lab")
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -173,10 +180,19 @@ class TopEdf(_Top):
 @variant
 class TopPaper(_Top):
     name = "top-paper"
-    help = "TOP with classes from the flow's total size (as until 2026-11-29), expiry on"
+    help = "TOP's receiver as the paper has it: classes from the flow's total size, no spare probe; expiry on"
     objective = "fct"
     expire = True
-    recv_args = ["--fct-class", "size"]
+    recv_args = ["--fct-class", "size", "--spare", "off"]
+
+
+@variant
+class TopNoSpare(_Top):
+    name = "top-nospare"
+    help = "TOP without the spare probe (ExpressPass's token rate alone, §3.1), expiry on"
+    objective = "fct"
+    expire = True
+    recv_args = ["--spare", "off"]
 
 
 @variant
@@ -185,13 +201,13 @@ class TopSpare(_Top):
     help = "TOP with spare slots (a slot no flow's token rate allows still carries a token), expiry on"
     objective = "fct"
     expire = True
-    recv_args = ["--spare-slots"]
+    recv_args = ["--spare", "every"]
 
 
 @variant
 class TopProbe(_Top):
     name = "top-probe"
-    help = "TOP with spare slots as one probe at a time, its answer restoring the flow's rate; expiry on"
+    help = "TOP with --spare probe spelled out (top's default since 2026-11-29); expiry on"
     objective = "fct"
     expire = True
-    recv_args = ["--spare-probe"]
+    recv_args = ["--spare", "probe"]
