@@ -42,6 +42,14 @@ const volatile __s32 divert_verdict = SL_TC_SHOT;
 struct sl_fg_voq_cnt fg_voq_cnt[SLUICE_SW_MAX_PORTS] = {};
 /* New keys the ring sl_fg_keys_v1 could not take (the agent then walks). */
 __u64 fg_keys_lost = 0;
+/* The counters, in .bss (the agent reads them through the skeleton's
+ * mapping, no syscall): a key's slot is in sl_fg_tx_v1 / sl_fg_rx_v1,
+ * taken from fg_tx_used / fg_rx_used when the key is added. */
+struct sl_fg_tx fg_tx[SL_FG_SW_TABLE] = {};
+struct sl_fg_rx fg_rx[SL_FG_SW_TABLE] = {};
+__u32 fg_tx_used = 0;
+__u32 fg_rx_used = 0;
+_Static_assert((SL_FG_SW_TABLE & (SL_FG_SW_TABLE - 1)) == 0, "slots are masked");
 _Static_assert((SLUICE_SW_MAX_PORTS & (SLUICE_SW_MAX_PORTS - 1)) == 0, "fg_cnt masks the port id");
 
 struct {
@@ -65,7 +73,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SL_FG_SW_TABLE);
 	__type(key, struct sl_fg_key);
-	__type(value, struct sl_fg_tx);
+	__type(value, __u32); /* slot in fg_tx */
 } sl_fg_tx_v1 SEC(".maps");
 
 struct {
@@ -79,7 +87,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SL_FG_SW_TABLE);
 	__type(key, struct sl_fg_key);
-	__type(value, struct sl_fg_rx);
+	__type(value, __u32); /* slot in fg_rx */
 } sl_fg_rx_v1 SEC(".maps");
 
 static __always_inline __u32 fg_dst_hash(const __u8 *d)
@@ -94,7 +102,7 @@ static __always_inline __u32 fg_dst_hash(const __u8 *d)
 
 /* A key this program just added to a table, for the agent (it reads the
  * tables by key; floodgate_sw.h sl_fg_new_key). Polled every T: no wake-up. */
-static __always_inline void fg_new_key(__u32 table, const struct sl_fg_key *k)
+static __always_inline void fg_new_key(__u32 table, __u32 slot, const struct sl_fg_key *k)
 {
 	struct sl_fg_new_key *ev = bpf_ringbuf_reserve(&sl_fg_keys_v1, sizeof(*ev), 0);
 	if (!ev) {
@@ -102,8 +110,25 @@ static __always_inline void fg_new_key(__u32 table, const struct sl_fg_key *k)
 		return;
 	}
 	ev->table = table;
+	ev->slot = slot;
 	__builtin_memcpy(&ev->key, k, sizeof(*k));
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+}
+
+/* The key's slot, added (and announced) if new; NULL when the table or the
+ * slots are full. Two CPUs adding one key both take a slot: the one whose
+ * insert lost leaves its slot unused (zero, never announced). */
+static __always_inline __u32 *fg_slot(void *map, __u32 *used, __u32 table, const struct sl_fg_key *k)
+{
+	__u32 *s = bpf_map_lookup_elem(map, k);
+	if (s)
+		return s;
+	__u32 n = __sync_fetch_and_add(used, 1);
+	if (n >= SL_FG_SW_TABLE)
+		return NULL;
+	if (!bpf_map_update_elem(map, k, &n, BPF_NOEXIST))
+		fg_new_key(table, n, k);
+	return bpf_map_lookup_elem(map, k);
 }
 
 /* The port's counters. The mask keeps the verifier's bound on the index;
@@ -186,14 +211,9 @@ int fg_egress(struct __sk_buff *skb)
 	struct sl_fg_port *in = bpf_map_lookup_elem(&sl_fg_port_v1, &in_ifindex);
 	if (in) {
 		k.port_id = in->port_id;
-		struct sl_fg_rx *rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
-		if (!rx) {
-			struct sl_fg_rx zero = {};
-			if (!bpf_map_update_elem(&sl_fg_rx_v1, &k, &zero, BPF_NOEXIST))
-				fg_new_key(SL_FG_KEY_RX, &k);
-			rx = bpf_map_lookup_elem(&sl_fg_rx_v1, &k);
-		}
-		if (rx) {
+		__u32 *rs = fg_slot(&sl_fg_rx_v1, &fg_rx_used, SL_FG_KEY_RX, &k);
+		if (rs) {
+			struct sl_fg_rx *rx = &fg_rx[*rs & (SL_FG_SW_TABLE - 1)];
 			__sync_fetch_and_add(&rx->bytes, len);
 			__sync_fetch_and_add(&rx->pkts, segs);
 			if (out)
@@ -205,15 +225,10 @@ int fg_egress(struct __sk_buff *skb)
 	if (!out || !out->windowed || (!out->nvoq && !out->voq_agent))
 		return SL_TC_NEXT;
 	k.port_id = out->port_id;
-	struct sl_fg_tx *tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
-	if (!tx) {
-		struct sl_fg_tx zero = {};
-		if (!bpf_map_update_elem(&sl_fg_tx_v1, &k, &zero, BPF_NOEXIST))
-			fg_new_key(SL_FG_KEY_TX, &k);
-		tx = bpf_map_lookup_elem(&sl_fg_tx_v1, &k);
-		if (!tx)
-			return SL_TC_NEXT; /* table full: fail open */
-	}
+	__u32 *ts = fg_slot(&sl_fg_tx_v1, &fg_tx_used, SL_FG_KEY_TX, &k);
+	if (!ts)
+		return SL_TC_NEXT; /* table full: fail open */
+	struct sl_fg_tx *tx = &fg_tx[*ts & (SL_FG_SW_TABLE - 1)];
 	struct sl_fg_ag *ag = bpf_map_lookup_elem(&sl_fg_ag_v1, &k);
 	if (out->voq_agent) {
 		/* §3.2 with the VOQ in the agent. A destination with stolen bytes

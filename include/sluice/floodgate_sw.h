@@ -45,7 +45,8 @@ struct sl_fg_key {
 	__u8 dst[16];
 };
 
-/* sl_fg_tx_v1 (BPF): what left toward the next hop, per (egress port, dst). */
+/* fg_tx[slot] (BPF .bss; its slot in sl_fg_tx_v1): what left toward the
+ * next hop, per (egress port, dst). */
 struct sl_fg_tx {
 	__u64 direct_bytes; /* passed with window, default queue */
 	__u64 direct_pkts;
@@ -72,7 +73,8 @@ struct sl_fg_voq_cnt {
 	__u64 reinjected; /* the agent's re-sent frames seen at egress */
 };
 
-/* sl_fg_rx_v1 (BPF): forwarded per (ingress port, dst), for credits. */
+/* fg_rx[slot] (BPF .bss; its slot in sl_fg_rx_v1): forwarded per
+ * (ingress port, dst), for credits. */
 struct sl_fg_rx {
 	__u64 bytes;
 	__u64 pkts;
@@ -81,14 +83,17 @@ struct sl_fg_rx {
 };
 
 /* sl_fg_keys_v1 (BPF ring): a key fg_egress has just added to sl_fg_tx_v1
- * or sl_fg_rx_v1. The agent reads both tables every T by key (a lookup per
- * key it knows) instead of walking their SL_FG_SW_TABLE buckets, which cost
- * the agents most of their time; a key the ring could not take is counted
- * in fg_keys_lost (.bss), and the agent then walks the tables once. */
+ * or sl_fg_rx_v1, with its slot. The counters (struct sl_fg_tx, sl_fg_rx)
+ * live in .bss arrays fg_tx[slot] / fg_rx[slot], which the agent reads
+ * through the skeleton's mapping every T: no syscall, no walk of the
+ * tables' SL_FG_SW_TABLE buckets (walked every T, that cost the agents
+ * most of their time). A key the ring could not take is counted in
+ * fg_keys_lost (.bss); the agent then walks the tables (key -> slot) once. */
 #define SL_FG_KEY_TX 1
 #define SL_FG_KEY_RX 2
 struct sl_fg_new_key {
 	__u32 table; /* SL_FG_KEY_TX or SL_FG_KEY_RX */
+	__u32 slot;  /* index into fg_tx / fg_rx */
 	struct sl_fg_key key;
 };
 
@@ -98,6 +103,6 @@ SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_tx) == 40, "sl_fg_tx size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_ag) == 32, "sl_fg_ag size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_voq_cnt) == 32, "sl_fg_voq_cnt size");
 SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_rx) == 24, "sl_fg_rx size");
-SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_new_key) == 24, "sl_fg_new_key size");
+SLUICE_STATIC_ASSERT(sizeof(struct sl_fg_new_key) == 28, "sl_fg_new_key size");
 
 #endif

@@ -63,11 +63,13 @@ class FloodgateSwTest : public ::testing::Test {
     std::memcpy(k.dst, a.data(), 16);
     return k;
   }
+  // The dst's counters: its slot in sl_fg_tx_v1, the counters in .bss.
   sl_fg_tx tx(const std::string& dst) {
-    sl_fg_tx v{};
+    uint32_t slot = 0;
     sl_fg_key k = key(dst);
-    bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fg_tx_v1), &k, &v);
-    return v;
+    if (bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fg_tx_v1), &k, &slot) != 0 || slot >= SL_FG_SW_TABLE)
+      return sl_fg_tx{};
+    return (*skel_)->bss->fg_tx[slot];
   }
   void ag(const std::string& dst, sl_fg_ag a) {
     sl_fg_key k = key(dst);
@@ -171,9 +173,10 @@ TEST_F(FloodgateSwTest, WithoutAgentVoqsOrWindowsNothingIsStolen) {
 }
 
 // Every key fg_egress adds to sl_fg_tx_v1 or sl_fg_rx_v1 is announced once on
-// sl_fg_keys_v1, so the agent reads the tables by key every T instead of
-// walking their 16 384 buckets (docs/floodgate.md "Why the Poisson flows
-// were slow").
+// sl_fg_keys_v1 with its slot, and its counters are in that slot of the .bss
+// arrays fg_tx / fg_rx, so the agent reads them every T without a syscall
+// instead of walking the tables' 16 384 buckets (docs/floodgate.md "Why the
+// Poisson flows were slow").
 TEST_F(FloodgateSwTest, NewKeysAreAnnouncedOnce) {
   RingRecords<sl_fg_new_key> keys(bpf_map__fd((*skel_)->maps.sl_fg_keys_v1));
   ASSERT_TRUE(keys.ok());
@@ -194,11 +197,18 @@ TEST_F(FloodgateSwTest, NewKeysAreAnnouncedOnce) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(keys.events[i].table, want_table[i]) << i;
     EXPECT_EQ(std::memcmp(&keys.events[i].key, want_key[i], sizeof(sl_fg_key)), 0) << i;
-    // The announced key finds the entry.
+    // The announced key finds the entry, and it holds the announced slot.
     const int map = want_table[i] == SL_FG_KEY_TX ? bpf_map__fd((*skel_)->maps.sl_fg_tx_v1)
                                                   : bpf_map__fd((*skel_)->maps.sl_fg_rx_v1);
-    uint8_t v[64] = {};
-    EXPECT_EQ(bpf_map_lookup_elem(map, &keys.events[i].key, v), 0) << i;
+    uint32_t slot = ~0u;
+    EXPECT_EQ(bpf_map_lookup_elem(map, &keys.events[i].key, &slot), 0) << i;
+    EXPECT_EQ(slot, keys.events[i].slot) << i;
   }
   EXPECT_EQ((*skel_)->bss->fg_keys_lost, 0u);
+  // The counters are in the slots: D's three frames, E's one, in and out.
+  const auto& b = *(*skel_)->bss;
+  EXPECT_EQ(b.fg_rx[keys.events[0].slot].pkts, 3u);
+  EXPECT_EQ(b.fg_tx[keys.events[1].slot].direct_bytes, 3 * fd.size());
+  EXPECT_EQ(b.fg_rx[keys.events[2].slot].bytes, fe.size());
+  EXPECT_EQ(b.fg_tx[keys.events[3].slot].direct_pkts, 1u);
 }

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "core/bpf_util.h"
@@ -416,24 +415,26 @@ class SwitchFloodgate final : public Logic {
     t.ever_written = true;
   }
 
-  // The tables' keys, from the ring fg_egress announces each new one on
-  // (sl_fg_keys_v1). Reading a table by key costs a lookup per key; a walk
-  // (bpf_map_get_next_key or a batched lookup) visits all SL_FG_SW_TABLE
-  // buckets, and twice every T that was most of what the agents did
-  // (docs/floodgate.md "Why the Poisson flows were slow"). A key the ring
-  // could not take (fg_keys_lost grew) is found by one walk of both tables.
+  // The tables' keys and their slots, from the ring fg_egress announces
+  // each new one on (sl_fg_keys_v1); the counters are read from the .bss
+  // arrays fg_tx / fg_rx through the skeleton's mapping, no syscall. The
+  // agent used to walk both tables every T (bpf_map_get_next_key visits all
+  // SL_FG_SW_TABLE buckets) and once more per credit frame: most of what
+  // the agents did (docs/floodgate.md "Why the Poisson flows were slow"). A
+  // key the ring could not take (fg_keys_lost grew) is found by one walk.
   static int on_key(void* ctx, void* data, size_t size) {
     if (size >= sizeof(sl_fg_new_key)) {
       const auto& e = *static_cast<const sl_fg_new_key*>(data);
-      static_cast<SwitchFloodgate*>(ctx)->know(e.table, e.key);
+      static_cast<SwitchFloodgate*>(ctx)->know(e.table, e.key, e.slot);
     }
     return 0;
   }
-  void know(uint32_t table, const sl_fg_key& bk) {
+  void know(uint32_t table, const sl_fg_key& bk, uint32_t slot) {
+    if (slot >= SL_FG_SW_TABLE) return;
     Key k{bk.port_id, {}};
     std::memcpy(k.second.data(), bk.dst, 16);
-    if (table == SL_FG_KEY_TX && tx_known_.insert(k).second) tx_keys_.push_back(bk);
-    if (table == SL_FG_KEY_RX && rx_known_.insert(k).second) rx_keys_.push_back(bk);
+    if (table == SL_FG_KEY_TX && tx_slot_.emplace(k, slot).second) tx_keys_.push_back({bk, slot});
+    if (table == SL_FG_KEY_RX && rx_slot_.emplace(k, slot).second) rx_keys_.push_back({bk, slot});
   }
   void learn_keys() {
     ring_buffer__consume(keys_);
@@ -441,17 +442,31 @@ class SwitchFloodgate final : public Logic {
     if (lost == keys_lost_seen_) return;
     keys_lost_seen_ = lost;
     ++st_.key_walks;
-    for_each_entry<sl_fg_key, sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
-                                        [&](const sl_fg_key& k, const sl_fg_tx&) { know(SL_FG_KEY_TX, k); });
-    for_each_entry<sl_fg_key, sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
-                                        [&](const sl_fg_key& k, const sl_fg_rx&) { know(SL_FG_KEY_RX, k); });
+    for_each_entry<sl_fg_key, uint32_t>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
+                                        [&](const sl_fg_key& k, const uint32_t& s) { know(SL_FG_KEY_TX, k, s); });
+    for_each_entry<sl_fg_key, uint32_t>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
+                                        [&](const sl_fg_key& k, const uint32_t& s) { know(SL_FG_KEY_RX, k, s); });
+  }
+  // One slot's counters as BPF last wrote them (atomic adds there).
+  static sl_fg_tx load(const sl_fg_tx& a) {
+    sl_fg_tx v{};
+    v.direct_bytes = __atomic_load_n(&a.direct_bytes, __ATOMIC_ACQUIRE);
+    v.direct_pkts = __atomic_load_n(&a.direct_pkts, __ATOMIC_ACQUIRE);
+    v.voq_bytes = __atomic_load_n(&a.voq_bytes, __ATOMIC_ACQUIRE);
+    v.voq_pkts = __atomic_load_n(&a.voq_pkts, __ATOMIC_ACQUIRE);
+    v.voq_q = __atomic_load_n(&a.voq_q, __ATOMIC_ACQUIRE);
+    return v;
+  }
+  static sl_fg_rx load(const sl_fg_rx& a) {
+    sl_fg_rx v{};
+    v.bytes = __atomic_load_n(&a.bytes, __ATOMIC_ACQUIRE);
+    v.pkts = __atomic_load_n(&a.pkts, __ATOMIC_ACQUIRE);
+    v.out_port = __atomic_load_n(&a.out_port, __ATOMIC_ACQUIRE);
+    return v;
   }
   template <class V, class F>
-  static void each(int fd, const std::vector<sl_fg_key>& keys, F&& fn) {
-    for (const sl_fg_key& k : keys) {
-      V v{};
-      if (bpf_map_lookup_elem(fd, &k, &v) == 0) fn(k, v);
-    }
+  static void each(const V* slots, const std::vector<std::pair<sl_fg_key, uint32_t>>& keys, F&& fn) {
+    for (const auto& [k, slot] : keys) fn(k, load(slots[slot]));
   }
 
   // voq = "agent": a frame fg_egress stole (its window was exhausted, or
@@ -531,13 +546,12 @@ class SwitchFloodgate final : public Logic {
     arrived_.clear();
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    const int fd = bpf_map__fd(skel_->maps.sl_fg_tx_v1);
+    learn_keys();
     for (const Key& k : keys) {
       auto v = avoq_.find(k);
       if (v == avoq_.end() || v->second.frames.empty()) continue;
-      const sl_fg_key bk = bpf_key(k);
-      sl_fg_tx tx{};
-      if (bpf_map_lookup_elem(fd, &bk, &tx) == 0) take_tx(tx_state(k, now), tx);
+      auto slot = tx_slot_.find(k);
+      if (slot != tx_slot_.end()) take_tx(tx_state(k, now), load(skel_->bss->fg_tx[slot->second]));
       release_one(k, v->second);
     }
   }
@@ -598,7 +612,7 @@ class SwitchFloodgate final : public Logic {
     std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
     // Batched (for_each_entry): one entry at a time cost two syscalls an
     // entry on every tick and every credit frame.
-    each<sl_fg_tx>(bpf_map__fd(skel_->maps.sl_fg_tx_v1), tx_keys_, [&](const sl_fg_key& cur, const sl_fg_tx& v) {
+    each(skel_->bss->fg_tx, tx_keys_, [&](const sl_fg_key& cur, const sl_fg_tx& v) {
       if (cur.port_id >= fp_.size()) return;
       Key k{cur.port_id, {}};
       std::memcpy(k.second.data(), cur.dst, 16);
@@ -702,7 +716,7 @@ class SwitchFloodgate final : public Logic {
   void read_rx() {
     std::map<Addr, std::map<uint32_t, uint64_t>> by_dst;  // per dst: forwarded per ingress port
     learn_keys();
-    each<sl_fg_rx>(bpf_map__fd(skel_->maps.sl_fg_rx_v1), rx_keys_, [&](const sl_fg_key& cur, const sl_fg_rx& v) {
+    each(skel_->bss->fg_rx, rx_keys_, [&](const sl_fg_key& cur, const sl_fg_rx& v) {
       if (cur.port_id >= fp_.size()) return;
       Key k{cur.port_id, {}};
       std::memcpy(k.second.data(), cur.dst, 16);
@@ -804,10 +818,10 @@ class SwitchFloodgate final : public Logic {
   std::vector<uint64_t> held_, held_max_, dropped_;  // bytes, bytes, frames
   std::map<Key, AgentVoq> avoq_;
   std::vector<Key> arrived_;  // destinations with frames from the ring since the last release
-  // The tables' keys (learn_keys): in the order they came, and as a set.
+  // The tables' keys and slots (learn_keys): in the order they came, and by key.
   ring_buffer* keys_ = nullptr;
-  std::vector<sl_fg_key> tx_keys_, rx_keys_;
-  std::set<Key> tx_known_, rx_known_;
+  std::vector<std::pair<sl_fg_key, uint32_t>> tx_keys_, rx_keys_;
+  std::map<Key, uint32_t> tx_slot_, rx_slot_;
   uint64_t keys_lost_seen_ = 0;
   uint64_t now_ = 0;
   std::map<Key, TxState> tx_;
