@@ -117,12 +117,17 @@ static __always_inline void fg_new_key(__u32 table, __u32 slot, const struct sl_
 
 /* The key's slot, added (and announced) if new; NULL when the table or the
  * slots are full. Two CPUs adding one key both take a slot: the one whose
- * insert lost leaves its slot unused (zero, never announced). */
+ * insert lost leaves its slot unused (zero, never announced). Once the
+ * slots are gone the counter is only read: no atomic add per packet of a
+ * key that will never get one, and no wrap of the counter back into slots
+ * already taken. */
 static __always_inline __u32 *fg_slot(void *map, __u32 *used, __u32 table, const struct sl_fg_key *k)
 {
 	__u32 *s = bpf_map_lookup_elem(map, k);
 	if (s)
 		return s;
+	if (*(volatile __u32 *)used >= SL_FG_SW_TABLE)
+		return NULL;
 	__u32 n = __sync_fetch_and_add(used, 1);
 	if (n >= SL_FG_SW_TABLE)
 		return NULL;

@@ -610,8 +610,8 @@ class SwitchFloodgate final : public Logic {
     learn_keys();
     std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
     std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
-    // Batched (for_each_entry): one entry at a time cost two syscalls an
-    // entry on every tick and every credit frame.
+    // The counters of every key learn_keys knows, read from .bss (no
+    // syscall; walking the table cost two an entry on every tick).
     each(skel_->bss->fg_tx, tx_keys_, [&](const sl_fg_key& cur, const sl_fg_tx& v) {
       if (cur.port_id >= fp_.size()) return;
       Key k{cur.port_id, {}};
