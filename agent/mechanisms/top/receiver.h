@@ -38,7 +38,8 @@ struct ReceiverConfig {
   bool fct_class_remaining = true;
   // A slot in which no flow's ExpressPass rate (§3.1) allows a token:
   //  kOff   stays empty: ExpressPass's rate alone decides, as §3.1 has it
-  //         (`sluice-top recv --spare off`, bench variant top-paper).
+  //         (`sluice-top recv --spare off`, bench variant top-nospare;
+  //         top-paper also takes the class from the total size).
   //  kProbe (default) carries one token, for the best-ranked flow that
   //         wants tokens, in its own class (§3.2), if no such spare token of
   //         this receiver is outstanding (until answered or
@@ -50,7 +51,7 @@ struct ReceiverConfig {
   //         periods of ramp-up, while a blocked receiver offers the group
   //         one extra token per token timeout, not one per slot. Lab,
   //         2026-11-29: zero data lost, the data queue's peak within top's
-  //         range, 1.03-1.18 tokens offered per data packet.
+  //         range, 1.01-1.21 tokens offered per data packet.
   //  kEvery carries one every such slot (opt-in, top-spare): the model's
   //         largest gain, but every receiver then offers the group a token
   //         every slot; in the lab (HTB, a loaded machine) the data queue
