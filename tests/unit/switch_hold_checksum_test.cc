@@ -92,6 +92,20 @@ TEST(HoldChecksum, LeavesUdpWithoutChecksumFragmentsAndOtherProtocols) {
   EXPECT_EQ(f, before);
 }
 
+// A TCP packet of 100 payload bytes with DSCP 46 and the ECN bits `ecn`.
+PacketSpec ecn_tcp(bool v6, uint8_t ecn) {
+  PacketSpec s;
+  s.ipv6 = v6;
+  if (v6) {
+    s.src = "2001:db8::1";
+    s.dst = "2001:db8::2";
+  }
+  s.proto = 6;
+  s.payload = 100;
+  s.tos = uint8_t(0xb8 | ecn);
+  return s;
+}
+
 }  // namespace
 
 // [switch] hold_backlog_us as frames in the root qdisc: that much link time
@@ -111,19 +125,8 @@ TEST(HoldEcn, MarksEctPacketsAndKeepsTheHeaderChecksum) {
   for (bool v6 : {false, true}) {
     for (uint8_t ecn : {0, 1, 2, 3}) {
       SCOPED_TRACE(std::string(v6 ? "v6" : "v4") + " ecn " + std::to_string(ecn));
-      PacketSpec s;
-      s.ipv6 = v6;
-      if (v6) {
-        s.src = "2001:db8::1";
-        s.dst = "2001:db8::2";
-      }
-      s.proto = 6;
-      s.payload = 100;
-      s.tos = uint8_t(0xb8 | ecn);  // DSCP 46 kept
-      Bytes f = build(s);
-      PacketSpec ce = s;
-      ce.tos = uint8_t(0xb8 | 3);
-      const Bytes want = ecn ? build(ce) : f;
+      Bytes f = build(ecn_tcp(v6, ecn));
+      const Bytes want = ecn ? build(ecn_tcp(v6, 3)) : f;  // DSCP 46 kept
       const int r = sw::mark_ce(f.data(), f.size(), 14, v6 ? 6 : 4);
       EXPECT_EQ(r, ecn == 0 ? -1 : ecn == 3 ? 0 : 1);
       EXPECT_EQ(f, want);
@@ -138,18 +141,7 @@ TEST(HoldEcn, MarksAWholeFrameTaggedOrNot) {
   for (bool tagged : {false, true}) {
     for (bool v6 : {false, true}) {
       SCOPED_TRACE(std::string(tagged ? "802.1Q " : "") + (v6 ? "v6" : "v4"));
-      PacketSpec s;
-      s.ipv6 = v6;
-      if (v6) {
-        s.src = "2001:db8::1";
-        s.dst = "2001:db8::2";
-      }
-      s.proto = 6;
-      s.payload = 100;
-      s.tos = uint8_t(0xb8 | 2);
-      PacketSpec ce = s;
-      ce.tos = uint8_t(0xb8 | 3);
-      Bytes f = build(s), want = build(ce);
+      Bytes f = build(ecn_tcp(v6, 2)), want = build(ecn_tcp(v6, 3));
       if (tagged) {
         const uint8_t tag[4] = {0x81, 0x00, 0x00, 0x07};
         f.insert(f.begin() + 12, tag, tag + 4);
