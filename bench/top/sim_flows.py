@@ -19,7 +19,7 @@ BUCKETS = [(0, 10e3, "< 10 KB"), (10e3, 100e3, "10-100 KB"), (100e3, 1e6, "0.1-1
 def load(path):
     out = []
     for line in open(path):
-        s, d, sz, st, f, i = line.split()
+        s, d, sz, st, f, i = line.split()[:6]
         out.append((int(s), int(d), int(sz), float(st), float(f), float(i)))
     return out
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -33,7 +34,9 @@ int main(int argc, char** argv) {
   app.add_option("--senders", senders);
   app.add_option("--receivers", receivers);
   app.add_option("--seed", seed);
-  app.add_option("--flows-out", flows_out, "write one line per flow: src dst size_bytes start_us fct_us ideal_us");
+  app.add_option("--flows-out", flows_out,
+                 "write one line per flow: src dst size_bytes start_us fct_us ideal_us, then (after the start, us) "
+                 "the SYNC at the receiver, its first token sent, received, its first data received");
   app.add_option("--p-pkts", p_pkts, "log base p of the FCT classes, packets (0: the CDF's largest flow)");
   int classes = 6;
   double rate_mbit = 1000, prop_us = 5, rtt_us = 100;
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
   app.add_option("--min-rate", min_rate, "ExpressPass rate floor (1: no rate control)");
+  double token_burst = sim::NetConfig{}.token_burst;
+  app.add_option("--token-burst", token_burst,
+                 "tokens the switches' token group passes back to back (HTB's default in the lab: 16)");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -93,6 +99,7 @@ int main(int argc, char** argv) {
   nc.rate_bps = rate;
   nc.expiry = variant == "top";
   nc.prop_ns = static_cast<uint64_t>(prop_us * 1000);
+  nc.token_burst = std::max(1.0, token_burst);
   ReceiverConfig rc;
   // One token and one full data frame per slot, as charged on the wire: the
   // simulated token group (NetConfig::token_share) passes exactly that.
@@ -134,6 +141,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", flows_out.c_str());
     return 2;
   }
+  // The receivers' view of each flow (the SYNC's arrival, the first token,
+  // the first data), as `sluice-top recv` logs it.
+  std::map<uint64_t, Completion> rdone;
+  for (int h = 0; h < senders + receivers; h++)
+    for (auto& c : net.receiver(h).take_completions()) rdone[c.flow] = c;
   for (int h = 0; h < senders; h++) {
     for (auto& c : net.sender(h).take_completions()) {
       double us = (c.done_ns - c.start_ns) / 1e3;
@@ -145,9 +157,12 @@ int main(int argc, char** argv) {
       if (c.size_bytes < 100'000) short_fct.push_back(us);
       // Flow IDs count up from the sender's base in the order its flows open.
       uint64_t k = c.flow - (static_cast<uint64_t>(h + 1) << 32);
+      auto since = [&](uint64_t t) { return t ? (double(t) - double(c.start_ns)) / 1e3 : -1.0; };
+      const Completion& rc = rdone[c.flow];
       if (fo)
-        std::fprintf(fo, "%d %d %lu %.3f %.3f %.3f\n", h, k < dst_of[h].size() ? dst_of[h][k] : -1,
-                     (unsigned long)c.size_bytes, c.start_ns / 1e3, us, ideal);
+        std::fprintf(fo, "%d %d %lu %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", h, k < dst_of[h].size() ? dst_of[h][k] : -1,
+                     (unsigned long)c.size_bytes, c.start_ns / 1e3, us, ideal, since(rc.sync_ns),
+                     since(rc.first_token_ns), since(c.first_token_ns), since(rc.first_data_ns));
     }
   }
   if (fo) std::fclose(fo);

@@ -695,3 +695,40 @@ TEST(TopMeanFct, SpareProbeIsOneTokenAtATimeAndItsAnswerRestoresTheRate) {
   r.on_packet(d, now, out);
   EXPECT_DOUBLE_EQ(r.flows(now)[0].rate, 1.0);
 }
+
+// Where a flow's time goes (docs/top.md "Data mining in the lab against the
+// model"): the receiver tells when the SYNC arrived, its first token left
+// and its first data came back, and how long each data packet took since
+// its token left; the sender when the first token arrived.
+
+TEST(TopTimeline, ReceiverAndSenderTellWhereAFlowsTimeWent) {
+  // One 10-packet flow alone at 1 Gbit/s, 5 us per link, from 1 ms.
+  sim::Net net({}, 2, rcfg(), scfg());
+  net.open(0, 1, flow(10 * 1440), 1 * kMs);
+  ASSERT_TRUE(net.run_all(100 * kMs));
+  auto r = net.receiver(1).take_completions();
+  auto s = net.sender(0).take_completions();
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_EQ(s.size(), 1u);
+  const Completion& c = r[0];
+  // SYNC: two links and a small frame; then the first token within a slot
+  // or so (the simulated pacer's first slot), then the token's two links,
+  // then a data frame over two links.
+  EXPECT_GT(c.sync_ns, c.start_ns + 10 * kUs);
+  EXPECT_LT(c.sync_ns, c.start_ns + 15 * kUs);
+  EXPECT_GT(c.first_token_ns, c.sync_ns);
+  EXPECT_LE(c.first_token_ns, c.sync_ns + 2 * rcfg().slot_ns);
+  EXPECT_GT(s[0].first_token_ns, c.first_token_ns + 10 * kUs);
+  EXPECT_LT(s[0].first_token_ns, c.first_token_ns + 15 * kUs);
+  EXPECT_GT(c.first_data_ns, s[0].first_token_ns + 2 * 12 * kUs);  // 1538 B twice at 1 Gbit/s
+  EXPECT_LT(c.first_data_ns, s[0].first_token_ns + 2 * 12 * kUs + 15 * kUs);
+  EXPECT_LT(c.first_data_ns, c.done_ns);
+  // Every data packet: token path + data path, 35-60 us here (a token may
+  // wait for the group's credit): bins of 25 us.
+  const auto& st = net.receiver(1).stats();
+  EXPECT_EQ(st.token_data_ns[0], 0u);
+  EXPECT_EQ(st.token_data_ns[1] + st.token_data_ns[2], 10u);
+  EXPECT_EQ(st.token_data_quantile(0.5), 50 * kUs);
+  EXPECT_LE(st.token_data_quantile(0.99), 75 * kUs);
+  EXPECT_EQ(ReceiverStats{}.token_data_quantile(0.5), 0u);
+}

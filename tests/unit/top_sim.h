@@ -30,6 +30,9 @@ struct NetConfig {
   // group passes one token per receiver pacing slot, as top-switch.sh does.
   double token_share = token_group_share();
   size_t token_queue = 8;
+  // Tokens the group passes back to back after a quiet spell (its bucket);
+  // HTB's default burst in the lab's tree is 16 (tc-scripts/top-switch.sh).
+  double token_burst = 2;
   uint64_t data_queue_bytes = 1 << 20;
   bool expiry = true;
   uint64_t expiry_threshold_ns = 0;  // 0: derived as §5.1 does
@@ -143,7 +146,7 @@ class Net {
     std::deque<Packet> signal, data;
     std::array<std::deque<Packet>, kPriorities> tokens;
     uint64_t data_bytes = 0;
-    double credit = 2 * kTok;  // token bytes allowed now
+    double credit = -1;  // token bytes allowed now (< 0: a full bucket, set on first use)
     uint64_t credit_at = 0;
     PortStats stats;
     bool top = false;  // switch port (TOP queues) or host NIC (FIFO)
@@ -234,7 +237,8 @@ class Net {
   }
   void refill(Port& port) {
     double add = (now_ - port.credit_at) * port.rate_bps * nc_.token_share / 8e9;
-    port.credit = std::min(2.0 * kTok, port.credit + add);
+    if (port.credit < 0) port.credit = nc_.token_burst * kTok, add = 0;
+    port.credit = std::min(nc_.token_burst * kTok, port.credit + add);
     port.credit_at = now_;
   }
   void port_next(int to) {

@@ -67,7 +67,20 @@ struct Receiver::Flow {
   uint64_t last_served = 0;
   uint32_t tokens_sent = 0;
   uint64_t last_token_at = 0;
+  uint64_t sync_at = 0, first_token_at = 0, first_data_at = 0;
 };
+
+uint64_t ReceiverStats::token_data_quantile(double q) const {
+  uint64_t n = 0;
+  for (uint64_t c : token_data_ns) n += c;
+  if (!n) return 0;
+  uint64_t want = static_cast<uint64_t>(q * static_cast<double>(n)), seen = 0;
+  for (size_t i = 0; i < token_data_ns.size(); i++) {
+    seen += token_data_ns[i];
+    if (seen > want || seen == n) return (i + 1) * kTokenDataBinNs;
+  }
+  return token_data_ns.size() * kTokenDataBinNs;
+}
 
 Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {
   if (cfg_.token_timeout_ns == 0) cfg_.token_timeout_ns = 2 * cfg_.rtt_ns + 2ull * cfg_.token_queue * cfg_.slot_ns;
@@ -145,6 +158,7 @@ void Receiver::on_packet(const Packet& p, uint64_t now, std::vector<Packet>& out
       f->got.assign(f->total, false);
       f->period_start = now;
       f->last_progress = now;
+      f->sync_at = now;
       order_.push_back(f.get());
       flows_.emplace(p.flow, std::move(f));
       stats_.flows_opened++;
@@ -189,6 +203,11 @@ void Receiver::on_data(Flow& f, const Packet& p, uint64_t now, std::vector<Packe
     return;
   }
   if (p.aux > f.max_echo) f.max_echo = p.aux;
+  if (!f.first_data_at) f.first_data_at = now;
+  if (now >= p.tstamp_ns) {
+    uint64_t bin = (now - p.tstamp_ns) / ReceiverStats::kTokenDataBinNs;
+    stats_.token_data_ns[std::min<uint64_t>(bin, stats_.token_data_ns.size() - 1)]++;
+  }
   // The receiver's probe (Spare::kProbe) came back: the path had room.
   if (probe_out_ && probe_flow_ == f.id && p.aux == probe_seq_) {
     f.rc.restore();
@@ -273,6 +292,9 @@ void Receiver::maybe_close(Flow& f, uint64_t now, std::vector<Packet>& out) {
   c.done_ns = now;
   c.deadline_ns = f.deadline_abs;
   c.deadline_met = !f.deadline_abs || now <= f.deadline_abs;
+  c.sync_ns = f.sync_at;
+  c.first_token_ns = f.first_token_at;
+  c.first_data_ns = f.first_data_at;
   done_.push_back(c);
   stats_.flows_closed++;
   remember_closed(f.id);
@@ -380,6 +402,7 @@ void Receiver::on_slot(uint64_t now, std::vector<Packet>& out) {
   best->last_served = ++serve_counter_;
   best->tokens_sent++;
   best->last_token_at = now;
+  if (!best->first_token_at) best->first_token_at = now;
   stats_.tokens_sent[best_prio]++;
 }
 

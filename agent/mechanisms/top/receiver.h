@@ -90,6 +90,14 @@ struct ReceiverStats {
   uint64_t slots_idle = 0;   // no flow wanted or was allowed a token
   uint64_t slots_spare = 0;  // no flow's rate allowed one; `spare` gave it to the best flow
   uint64_t bad_packets = 0;  // wrong direction / inconsistent
+  // Each data packet's delay since the token it answers left this receiver
+  // (the token's path, the sender's answer, the data's path and queues), in
+  // bins of kTokenDataBinNs; the last bin holds everything above.
+  static constexpr uint64_t kTokenDataBinNs = 25'000;
+  std::array<uint64_t, 400> token_data_ns{};
+  // The delay below which `q` (0..1) of the data packets arrived, ns (a
+  // bin's upper edge); 0 without any.
+  uint64_t token_data_quantile(double q) const;
 };
 
 struct Completion {
@@ -99,6 +107,9 @@ struct Completion {
   uint64_t done_ns = 0;
   uint64_t deadline_ns = 0;  // absolute, 0 none
   bool deadline_met = true;
+  // Where a flow's time went, on this receiver's clock: the SYNC's arrival,
+  // the first token sent and the first data packet's arrival (0: none).
+  uint64_t sync_ns = 0, first_token_ns = 0, first_data_ns = 0;
 };
 
 // One flow as sluicectl shows it.

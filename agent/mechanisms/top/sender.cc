@@ -28,6 +28,7 @@ struct Sender::Flow {
   bool fin_sent = false;
   uint64_t tokens = 0;
   uint32_t sync_retries = 0;
+  uint64_t first_token_at = 0;
 };
 
 Sender::Sender(const SenderConfig& cfg) : cfg_(cfg), next_id_(cfg.flow_id_base) {}
@@ -89,6 +90,7 @@ void Sender::on_packet(const Packet& p, uint64_t now, std::vector<Packet>& out) 
       return;
     }
     Flow& f = *it->second;
+    if (!f.got_token) f.first_token_at = now;
     f.got_token = true;
     f.last_activity = now;
     f.tokens++;
@@ -151,7 +153,7 @@ void Sender::on_packet(const Packet& p, uint64_t now, std::vector<Packet>& out) 
   if (p.type == Type::kDone) {
     if (it == flows_.end()) return;
     Flow& f = *it->second;
-    done_.push_back({f.id, f.spec.size_bytes, f.start_ns, now});
+    done_.push_back({f.id, f.spec.size_bytes, f.start_ns, now, f.first_token_at});
     stats_.flows_done++;
     flows_.erase(it);
     return;

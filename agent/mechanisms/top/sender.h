@@ -54,6 +54,7 @@ struct SenderCompletion {
   uint64_t size_bytes = 0;
   uint64_t start_ns = 0;
   uint64_t done_ns = 0;
+  uint64_t first_token_ns = 0;  // the first valid token's arrival (0: none)
 };
 
 struct SenderFlowView {

@@ -253,9 +253,15 @@ int main(int argc, char** argv) {
                [&] {
                  for (auto& c : r.take_completions()) {
                    closed++;
-                   std::printf("{\"flow\":%lu,\"size\":%lu,\"fct_us\":%.1f,\"deadline\":%s,\"deadline_met\":%s}\n",
-                               (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.done_ns - c.start_ns) / 1e3,
-                               c.deadline_ns ? "true" : "false", c.deadline_met ? "true" : "false");
+                   // sync/token/data_us: the SYNC's arrival, the first token
+                   // and the first data packet, after the flow's start.
+                   auto since = [&](uint64_t t) { return t ? (double(t) - double(c.start_ns)) / 1e3 : -1.0; };
+                   std::printf(
+                       "{\"flow\":%lu,\"size\":%lu,\"fct_us\":%.1f,\"deadline\":%s,\"deadline_met\":%s,"
+                       "\"sync_us\":%.1f,\"token_us\":%.1f,\"data_us\":%.1f}\n",
+                       (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.done_ns - c.start_ns) / 1e3,
+                       c.deadline_ns ? "true" : "false", c.deadline_met ? "true" : "false", since(c.sync_ns),
+                       since(c.first_token_ns), since(c.first_data_ns));
                    std::fflush(stdout);
                  }
                });
@@ -269,6 +275,9 @@ int main(int argc, char** argv) {
                 "\",\"slots_missed\":" + std::to_string(node.slots_missed()) +
                 ",\"slot_ns\":" + std::to_string(r.config().slot_ns) +
                 ",\"flows_closed\":" + std::to_string(s.flows_closed) +
+                ",\"token_data_us\":[" + std::to_string(s.token_data_quantile(0.5) / 1000) + "," +
+                std::to_string(s.token_data_quantile(0.9) / 1000) + "," +
+                std::to_string(s.token_data_quantile(0.99) / 1000) + "]" +
                 ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
     } else {
       std::vector<Sched> plan;
@@ -345,8 +354,11 @@ int main(int argc, char** argv) {
         if (next < plan.size()) node.wake_at(t0 + plan[next].start_us * 1000);
         for (auto& c : s.take_completions()) {
           done++;
-          std::printf("{\"flow\":%lu,\"size\":%lu,\"start_us\":%.1f,\"fct_us\":%.1f}\n", (unsigned long)c.flow,
-                      (unsigned long)c.size_bytes, (c.start_ns - t0) / 1e3, (c.done_ns - c.start_ns) / 1e3);
+          // token_us: the first token's arrival after the flow opened.
+          std::printf("{\"flow\":%lu,\"size\":%lu,\"start_us\":%.1f,\"fct_us\":%.1f,\"token_us\":%.1f}\n",
+                      (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.start_ns - t0) / 1e3,
+                      (c.done_ns - c.start_ns) / 1e3,
+                      c.first_token_ns ? (double(c.first_token_ns) - double(c.start_ns)) / 1e3 : -1.0);
           std::fflush(stdout);
         }
       };

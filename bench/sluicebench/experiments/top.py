@@ -151,6 +151,7 @@ class TopExp(Experiment):
                 "flows": a.flows, "size_scale": a.size_scale, "max_size": a.max_size, "seed": a.seed,
                 "pairs": a.pairs, "rate_mbit": a.rate, "buffer": a.buffer, "short_bytes": a.short_bytes,
                 "token_queue": getattr(a, "top_token_queue", 8),
+                "token_burst": getattr(a, "top_token_burst", 0),
                 "base_one_way_us": getattr(a, "top_base_one_way_us", 100),
                 "deadlines": a.deadlines or None,
                 "switch_side": "tc-scripts/top-switch.sh HTB tree on every switch port (R1 approximated)"}

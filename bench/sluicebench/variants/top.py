@@ -67,6 +67,9 @@ class _Top(Variant):
         g = parser.add_argument_group("tokens/top/top-noexpiry variants (TOP switch tree, sluice-top, sluiced)")
         g.add_argument("--top-token-queue", type=int, default=8,
                        help="tokens per switch token queue (ExpressPass's 8; the paper's testbed 6)")
+        g.add_argument("--top-token-burst", type=int, default=0,
+                       help="tokens the switches' token group passes back to back (top-switch.sh TOKEN_BURST; "
+                            "0: HTB's default burst, 16 tokens)")
         g.add_argument("--top-base-one-way-us", type=int, default=100,
                        help="[top] base_one_way_us: T = this + 2 x token_queue x 98 B / (5.99%% of the port)")
         g.add_argument("--top-threshold-us", type=int, default=0, help="[top] threshold_us (0: derived)")
@@ -84,7 +87,8 @@ class _Top(Variant):
                 raise BenchError(f"{p.ifname}: not shaped, no rate for the TOP tree")
             buf = p.shape.buffer if p.shape.buffer is not None else 1000000
             r = subprocess.run(["ip", "netns", "exec", p.ns, script, "add", p.ifname, str(int(p.shape.rate_mbit)),
-                                str(self.args.top_token_queue), str(buf)],
+                                str(self.args.top_token_queue), str(buf),
+                                str(getattr(self.args, "top_token_burst", 0))],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if r.returncode != 0:
                 raise BenchError(f"top-switch.sh add {p.ifname}: {r.stdout[-800:]}")
