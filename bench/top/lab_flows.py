@@ -25,6 +25,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tc-scripts", "lab"))
 
 BUCKETS = [(0, 10e3, "< 10 KB"), (10e3, 100e3, "10-100 KB"), (100e3, 1e6, "0.1-1 MB"), (1e6, 1e18, ">= 1 MB")]
 MSS = 1440
@@ -56,13 +57,10 @@ def read_run(prefix):
     return flows, send_sum, recv_sum
 
 
-def schedule_t0(params, load, rep):
-    """First flow's start (us) per pair in the run's schedule (the experiment's
-    own generator), or None when it cannot be rebuilt."""
-    try:
-        from sluicebench.experiments import top as topexp
-    except Exception:
-        return None
+def schedule_of(params, load, rep):
+    """The run's schedule, (start_us, size, pair, deadline_us) per flow, from
+    the experiment's own generator."""
+    from sluicebench.experiments import top as topexp
     import types
     cdf = os.path.join(HERE, "..", "..", params["cdf"])
     pts = topexp.read_cdf(cdf)
@@ -74,7 +72,16 @@ def schedule_t0(params, load, rep):
     fake = types.SimpleNamespace(args=a, pts=pts, base_rtt_us=100.0)
     fake.deadline_range = lambda: topexp.TopExp.deadline_range(fake)
     fake.ideal_us = lambda s: topexp.TopExp.ideal_us(fake, s)
-    sched = topexp.TopExp.schedule(fake, load, rep)
+    return topexp.TopExp.schedule(fake, load, rep)
+
+
+def schedule_t0(params, load, rep):
+    """First flow's start (us) per pair in the run's schedule, or None when
+    it cannot be rebuilt."""
+    try:
+        sched = schedule_of(params, load, rep)
+    except Exception:
+        return None
     t0 = {}
     for t, _s, p, _d in sched:
         t0.setdefault(p, t)
@@ -126,13 +133,35 @@ def med(v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
-    ap.add_argument("--json", required=True, help="the run's --json result (base RTT, rate, schedule)")
+    ap.add_argument("--json", help="the run's --json result (base RTT, rate, schedule's parameters)")
+    ap.add_argument("--params", help="without --json: the schedule's parameters as JSON, e.g. "
+                    "'{\"cdf\": \"bench/cdf/datamining.cdf\", \"max_size\": 10000000, \"seed\": 1, \"flows\": 1000, "
+                    "\"rate_mbit\": 100, \"size_scale\": 1, \"pairs\": 3, \"loads\": [0.6]}'")
+    ap.add_argument("--base-rtt-us", type=float, help="without --json: the run's base RTT (its log says it)")
     ap.add_argument("--variants", default="")
     ap.add_argument("--per-repeat", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3, help="with --schedule-out")
+    ap.add_argument("--schedule-out", help="write each repeat's schedule (start_us size pair) to PREFIX-<load>-r<rep>.txt "
+                    "for sluice-top-sim-bench --schedule, and stop")
     a = ap.parse_args()
-    res = json.load(open(a.json))
+    if a.json:
+        res = json.load(open(a.json))
+    else:
+        if not (a.params and a.base_rtt_us and a.variants):
+            ap.error("without --json: --params, --base-rtt-us and --variants")
+        pr = json.loads(a.params)
+        res = {"params": pr, "variants": {v: [{"load": l, "base_rtt_us": a.base_rtt_us} for l in pr["loads"]]
+                                          for v in a.variants.split(",")}}
     params = res["params"]
     rate = params["rate_mbit"]
+    if a.schedule_out:
+        for load in sorted({row["load"] for rows in res["variants"].values() for row in rows}):
+            for rep in range(a.repeats):
+                sched = schedule_of(params, load, rep)
+                with open(f"{a.schedule_out}-{load}-r{rep}.txt", "w") as f:
+                    for t, sz, p, _d in sched:
+                        f.write(f"{t} {sz} {p}\n")
+        return
     names = [v for v in (a.variants.split(",") if a.variants else res["variants"]) if v in res["variants"]]
     for v in names:
         for row in res["variants"][v]:
@@ -160,6 +189,10 @@ def main():
                 st["resent"] = sum(s.get("data_resent", 0) for s in ss)
                 st["unused"] = sum(s.get("tokens_unused", 0) for s in ss)
                 st["rep"] = rep
+                st["q_mean"] = st["q_busy"] = None
+                qj = os.path.join(a.dir, f"qmon-top-{v}-{load}-r{rep}.json")
+                if os.path.exists(qj):
+                    st["q_mean"] = json.load(open(qj))["ports"][0].get("mean_backlog_bytes")
                 per.append(st)
             if not per:
                 continue
@@ -168,7 +201,8 @@ def main():
                   f"bottleneck busy while open {med([p['busy'] for p in per])}, receivers' slots idle "
                   f"{med([p['recv_idle'] for p in per])} spare {med([p['recv_spare'] for p in per])} missed "
                   f"{med([p['recv_missed'] for p in per])}, tokens per data packet {med([p['tokens_per_data'] for p in per])}"
-                  f", resent {med([p['resent'] for p in per])}, tokens unused {med([p['unused'] for p in per])}")
+                  f", resent {med([p['resent'] for p in per])}, tokens unused {med([p['unused'] for p in per])}"
+                  f", bottleneck's mean backlog {med([p['q_mean'] for p in per])} B")
             for lab in [b[2] for b in BUCKETS]:
                 bs = [b for p in per for b in p["buckets"] if b["bucket"] == lab]
                 if not bs:

@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
   app.add_option("--min-rate", min_rate, "ExpressPass rate floor (1: no rate control)");
+  std::string schedule;
+  app.add_option("--schedule", schedule,
+                 "run these flows instead of drawing them: lines 'start_us size_bytes pair' (pair i: sender i mod "
+                 "senders to receiver i mod receivers), e.g. a lab run's (bench/top/lab_flows.py --schedule-out)");
   double token_burst = sim::NetConfig{}.token_burst;
   app.add_option("--token-burst", token_burst,
                  "tokens the switches' token group passes back to back (HTB's default in the lab: 16)");
@@ -126,7 +130,33 @@ int main(int argc, char** argv) {
   std::exponential_distribution<double> gap(lambda);
   double t = 0;
   std::vector<std::vector<int>> dst_of(senders);  // per sender, in the order its flows open
-  for (int i = 0; i < flows; i++) {
+  if (!schedule.empty()) {
+    std::ifstream sin(schedule);
+    if (!sin) {
+      std::fprintf(stderr, "cannot read %s\n", schedule.c_str());
+      return 2;
+    }
+    flows = 0;
+    for (std::string line; std::getline(sin, line);) {
+      std::istringstream is(line);
+      double st;
+      uint64_t size;
+      int pair;
+      if (line.empty() || line[0] == '#') continue;
+      if (!(is >> st >> size >> pair) || size == 0 || pair < 0) {
+        std::fprintf(stderr, "%s: want 'start_us size_bytes pair': %s\n", schedule.c_str(), line.c_str());
+        return 2;
+      }
+      FlowSpec f;
+      f.size_bytes = size;
+      int s = pair % senders, r = senders + pair % receivers;
+      net.open(s, r, f, static_cast<uint64_t>(st * 1e3));
+      dst_of[s].push_back(r);
+      t = std::max(t, st / 1e6);
+      flows++;
+    }
+  }
+  for (int i = 0; schedule.empty() && i < flows; i++) {
     t += gap(rng);
     FlowSpec f;
     f.size_bytes = static_cast<uint64_t>(draw());

@@ -24,6 +24,10 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 data in the lab (docs/top.md "Mean FCT against tokens")
   top-probe     --spare probe spelled out: the same receiver as top since
                 2026-11-29 ("The spare probe in the lab")
+  tokens-b4, top-b4  tokens / top with the switches' token group bursting at
+                most 4 tokens (top-switch.sh TOKEN_BURST 4; HTB's default
+                lets 16 through after a quiet spell), beside tokens / top in
+                one run (docs/top.md "Data mining in the lab against the model")
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -58,6 +62,7 @@ class _Top(Variant):
     objective = "fct"
     expire = None        # None: no sluiced; True/False: [top] expire
     recv_args: list = []  # more `sluice-top recv` options
+    token_burst = None   # the token group's burst in tokens; None: --top-token-burst
 
     @classmethod
     def add_args(cls, parser):
@@ -88,7 +93,8 @@ class _Top(Variant):
             buf = p.shape.buffer if p.shape.buffer is not None else 1000000
             r = subprocess.run(["ip", "netns", "exec", p.ns, script, "add", p.ifname, str(int(p.shape.rate_mbit)),
                                 str(self.args.top_token_queue), str(buf),
-                                str(getattr(self.args, "top_token_burst", 0))],
+                                str(self.token_burst if self.token_burst is not None
+                                    else getattr(self.args, "top_token_burst", 0))],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if r.returncode != 0:
                 raise BenchError(f"top-switch.sh add {p.ifname}: {r.stdout[-800:]}")
@@ -215,3 +221,17 @@ class TopProbe(_Top):
     objective = "fct"
     expire = True
     recv_args = ["--spare", "probe"]
+
+
+@variant
+class TokensBurst4(Tokens):
+    name = "tokens-b4"
+    help = "tokens with the switches' token group bursting at most 4 tokens (top-switch.sh TOKEN_BURST 4)"
+    token_burst = 4
+
+
+@variant
+class TopBurst4(TopVariant):
+    name = "top-b4"
+    help = "top with the switches' token group bursting at most 4 tokens (top-switch.sh TOKEN_BURST 4)"
+    token_burst = 4
