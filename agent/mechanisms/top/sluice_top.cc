@@ -266,19 +266,18 @@ int main(int argc, char** argv) {
                  }
                });
       auto& s = r.stats();
-      summary = "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
-                ",\"data_received\":" + std::to_string(s.data_received) +
-                ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
-                ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
-                ",\"slots_idle\":" + std::to_string(s.slots_idle) +
-                ",\"slots_spare\":" + std::to_string(s.slots_spare) + ",\"spare\":\"" + spare_name(r.config().spare) +
-                "\",\"slots_missed\":" + std::to_string(node.slots_missed()) +
-                ",\"slot_ns\":" + std::to_string(r.config().slot_ns) +
-                ",\"flows_closed\":" + std::to_string(s.flows_closed) +
-                ",\"token_data_us\":[" + std::to_string(s.token_data_quantile(0.5) / 1000) + "," +
-                std::to_string(s.token_data_quantile(0.9) / 1000) + "," +
-                std::to_string(s.token_data_quantile(0.99) / 1000) + "]" +
-                ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
+      summary =
+          "{\"role\":\"recv\",\"tokens_sent\":" + prio_array(s.tokens_sent) +
+          ",\"data_received\":" + std::to_string(s.data_received) +
+          ",\"data_duplicate\":" + std::to_string(s.data_duplicate) +
+          ",\"nacks_sent\":" + std::to_string(s.nacks_sent) + ",\"slots\":" + std::to_string(s.slots) +
+          ",\"slots_idle\":" + std::to_string(s.slots_idle) + ",\"slots_spare\":" + std::to_string(s.slots_spare) +
+          ",\"spare\":\"" + spare_name(r.config().spare) +
+          "\",\"slots_missed\":" + std::to_string(node.slots_missed()) +
+          ",\"slot_ns\":" + std::to_string(r.config().slot_ns) + ",\"flows_closed\":" + std::to_string(s.flows_closed) +
+          ",\"token_data_us\":[" + std::to_string(s.token_data_quantile(0.5) / 1000) + "," +
+          std::to_string(s.token_data_quantile(0.9) / 1000) + "," + std::to_string(s.token_data_quantile(0.99) / 1000) +
+          "]" + ",\"bad_packets\":" + std::to_string(s.bad_packets + ep.bad_packets()) + "}";
     } else {
       std::vector<Sched> plan;
       if (!schedule.empty()) {
