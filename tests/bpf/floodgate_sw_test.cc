@@ -5,7 +5,8 @@
 // stolen bytes the agent has not finished it is stolen even with window
 // (order); the agent's re-sent frames, frames in the fallback class (stale
 // heartbeat) and frames too big to copy pass; other destinations keep their
-// own window.
+// own window. The agent's KeySlots learns every key fg_egress adds, from
+// the key ring or, after the ring lost some, by one walk of the tables.
 #include <gtest/gtest.h>
 #include <bpf/libbpf.h>
 #include <linux/pkt_cls.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include "core/bpf_util.h"
+#include "mechanisms/floodgate/switch_keys.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "sluice/dstpause.h"
@@ -25,6 +27,8 @@ SLUICE_SKELETON(floodgate_sw);
 
 using namespace sluice;
 using namespace sluice::test;
+using sluice::floodgate::KeySlots;
+using sluice::floodgate::SwKey;
 
 namespace {
 
@@ -211,4 +215,56 @@ TEST_F(FloodgateSwTest, NewKeysAreAnnouncedOnce) {
   EXPECT_EQ(b.fg_tx[keys.events[1].slot].direct_bytes, 3 * fd.size());
   EXPECT_EQ(b.fg_rx[keys.events[2].slot].bytes, fe.size());
   EXPECT_EQ(b.fg_tx[keys.events[3].slot].direct_pkts, 1u);
+}
+
+// A key the ring could not take (sl_fg_keys_v1 full) is counted in
+// fg_keys_lost, and the agent's KeySlots (switch_keys.h) then walks both
+// tables once: it still learns every key with its slot, and goes back to
+// the ring afterwards (no walk without a new loss).
+TEST_F(FloodgateSwTest, KeysTheRingLostAreFoundByAWalk) {
+  KeySlots ks(bpf_map__fd((*skel_)->maps.sl_fg_keys_v1), bpf_map__fd((*skel_)->maps.sl_fg_tx_v1),
+              bpf_map__fd((*skel_)->maps.sl_fg_rx_v1), &(*skel_)->bss->fg_keys_lost);
+  // Two keys per destination (in and out on the test port), 40 B a record
+  // in the ring: 1 200 destinations are more than its 64 KB hold.
+  constexpr uint32_t kDsts = 1200;
+  auto dst = [](uint32_t i) { return "10.2." + std::to_string(i / 200) + "." + std::to_string(1 + i % 200); };
+  for (uint32_t i = 0; i < kDsts; ++i) {
+    PacketSpec d;
+    d.dst = dst(i);
+    d.payload = 100;
+    ASSERT_EQ(run(build(d), 0, 0, kLo), kNext) << i;
+  }
+  const uint64_t lost = (*skel_)->bss->fg_keys_lost;
+  ASSERT_GT(lost, 0u) << "the ring must have overflowed for this test";
+  ASSERT_LT(lost, 2u * kDsts);
+  ks.learn();
+  EXPECT_EQ(ks.walks(), 1u);
+  EXPECT_EQ(ks.lost(), lost);
+  ASSERT_EQ(ks.tx().size(), size_t(kDsts));
+  ASSERT_EQ(ks.rx().size(), size_t(kDsts));
+  const auto& b = *(*skel_)->bss;
+  for (uint32_t i = 0; i < kDsts; ++i) {
+    const sl_fg_key bk = key(dst(i));
+    SwKey k{0, {}};
+    std::memcpy(k.second.data(), bk.dst, 16);
+    uint32_t tx_slot = ~0u, rx_slot = ~0u;
+    ASSERT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fg_tx_v1), &bk, &tx_slot), 0) << i;
+    ASSERT_EQ(bpf_map_lookup_elem(bpf_map__fd((*skel_)->maps.sl_fg_rx_v1), &bk, &rx_slot), 0) << i;
+    ASSERT_TRUE(ks.tx_slot(k)) << i;
+    EXPECT_EQ(*ks.tx_slot(k), tx_slot) << i;
+    EXPECT_EQ(ks.rx().at(k), rx_slot) << i;
+    // The slot the agent reads holds this destination's one frame.
+    EXPECT_EQ(b.fg_tx[tx_slot].direct_pkts, 1u) << i;
+    EXPECT_EQ(b.fg_rx[rx_slot].pkts, 1u) << i;
+  }
+  // The ring has room again: a new key comes by it, without another walk.
+  PacketSpec e;
+  e.dst = "10.3.0.1";
+  e.payload = 100;
+  ASSERT_EQ(run(build(e), 0, 0, kLo), kNext);
+  EXPECT_EQ((*skel_)->bss->fg_keys_lost, lost);
+  ks.learn();
+  EXPECT_EQ(ks.walks(), 1u);
+  EXPECT_EQ(ks.tx().size(), size_t(kDsts) + 1);
+  EXPECT_EQ(ks.rx().size(), size_t(kDsts) + 1);
 }

@@ -16,8 +16,10 @@
 #include "core/log.h"
 #include "core/module.h"
 #include "core/tc.h"
+#include "mechanisms/floodgate/agent_voq.h"
 #include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/logic.h"
+#include "mechanisms/floodgate/switch_keys.h"
 #include "mechanisms/pac/reinject.h"
 #include "sluice/dstpause.h"
 #include "sluice/floodgate_sw.h"
@@ -33,7 +35,7 @@ namespace sluice::floodgate {
 namespace {
 
 using namespace sw;
-using Key = std::pair<uint32_t, Addr>;  // (port_id, dst)
+using Key = SwKey;  // (port_id, dst)
 
 // A 32-bit PSN from the wire, placed next to a 64-bit cumulative count
 // (serial arithmetic: the nearest value with those low 32 bits).
@@ -133,7 +135,6 @@ struct Stats {
   // Whole updates (both tables read, every destination) and, with voq =
   // "agent", releases on a credit frame (only its destinations).
   uint64_t full_updates = 0, credit_releases = 0;
-  uint64_t key_walks = 0;  // walks of both tables for keys the ring lost
   // voq = "agent": frames taken from the ring, sent again, refused by the
   // kernel on the way out, dropped at voq_limit_bytes, of an unknown port.
   uint64_t agent_frames_in = 0, agent_bytes_in = 0, agent_sent = 0, agent_send_errors = 0, agent_dropped = 0,
@@ -142,23 +143,14 @@ struct Stats {
   uint64_t agent_wait_sum_us = 0, agent_wait_max_us = 0;
 };
 
-// voq = "agent": one destination's VOQ on one egress port, in sluiced.
-struct AgentVoq {
-  struct Frame {
-    std::vector<uint8_t> bytes;
-    uint64_t stolen_ns = 0;  // when fg_egress took it (CLOCK_MONOTONIC, as now_ns())
-  };
-  std::deque<Frame> frames;
-  uint64_t bytes = 0;
-};
-
 // skb->mark of the frames the agent sends again from its VOQs (fg_egress
 // lets them pass).
 constexpr uint32_t kVoqReinjectMark = 0x5e1f;
 
 class SwitchFloodgate final : public Logic {
  public:
-  SwitchFloodgate(const LogicContext& ctx, Config cfg) : cfg_(std::move(cfg)), ports_(*ctx.ports) {
+  SwitchFloodgate(const LogicContext& ctx, Config cfg)
+      : cfg_(std::move(cfg)), ports_(*ctx.ports), voqs_(ctx.ports->size()) {
     cfg_.validate();
     const bool agent = cfg_.voq_agent;
     skel_->rodata->reinject_mark = agent ? kVoqReinjectMark : 0;
@@ -190,11 +182,9 @@ class SwitchFloodgate final : public Logic {
       att_.push_back(TcAttachment::attach(pc.name, Hook::Egress, bpf_program__fd(skel_->progs.fg_egress), "fg_egress",
                                           kSwitchTcPrio, ctx.service->attach_mode, ctx.config->agent.state_dir));
     }
-    held_.assign(fp_.size(), 0);
-    held_max_.assign(fp_.size(), 0);
     dropped_.assign(fp_.size(), 0);
-    keys_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_fg_keys_v1), &SwitchFloodgate::on_key, this, nullptr);
-    if (!keys_) throw SysError("floodgate: key ring", errno);
+    keys_ = std::make_unique<KeySlots>(bpf_map__fd(skel_->maps.sl_fg_keys_v1), bpf_map__fd(skel_->maps.sl_fg_tx_v1),
+                                       bpf_map__fd(skel_->maps.sl_fg_rx_v1), &skel_->bss->fg_keys_lost);
     if (agent) {
       ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.sl_fg_voq_v1), &SwitchFloodgate::on_ring, this, nullptr);
       if (!ring_) throw SysError("floodgate: VOQ ring", errno);
@@ -204,11 +194,9 @@ class SwitchFloodgate final : public Logic {
     // fg_egress detached first (nothing more is stolen), then every frame
     // still held goes out, window or not: nothing is lost on the way out.
     att_.clear();
-    ring_buffer__free(keys_);
     if (!ring_) return;
     ring_buffer__consume(ring_);
-    for (auto& [k, v] : avoq_)
-      for (auto& f : v.frames) reinj_[k.first]->send(f.bytes.data(), f.bytes.size());
+    voqs_.drain([&](const Key& k, AgentVoqs::Frame& f) { reinj_[k.first]->send(f.bytes.data(), f.bytes.size()); });
     ring_buffer__free(ring_);
   }
   SwitchFloodgate(const SwitchFloodgate&) = delete;
@@ -326,10 +314,7 @@ class SwitchFloodgate final : public Logic {
         {"delayed_credits", st_.delayed_credits},
         {"updates", {{"ticks", st_.ticks}, {"full", st_.full_updates}, {"on_credit", st_.credit_releases}}},
         {"keys",
-         {{"tx", tx_keys_.size()},
-          {"rx", rx_keys_.size()},
-          {"lost", __atomic_load_n(&skel_->bss->fg_keys_lost, __ATOMIC_RELAXED)},
-          {"walks", st_.key_walks}}},
+         {{"tx", keys_->tx().size()}, {"rx", keys_->rx().size()}, {"lost", keys_->lost()}, {"walks", keys_->walks()}}},
         {"switch_syns", {{"sent", st_.syns_sent}, {"answered", st_.syns_answered}, {"lost_bytes", st_.syn_lost_bytes}}},
         {"voq",
          {{"engaged", st_.voq_engaged},
@@ -349,10 +334,9 @@ class SwitchFloodgate final : public Logic {
         ring_full += __atomic_load_n(&cnt[p].ring_full, __ATOMIC_RELAXED);
         reinjected += __atomic_load_n(&cnt[p].reinjected, __ATOMIC_RELAXED);
       }
-      uint64_t held = 0;
-      for (uint64_t h : held_) held += h;
       v["agent_voq"] = {{"limit_bytes", cfg_.voq_limit_bytes},
-                        {"held_bytes", held},
+                        {"held_bytes", voqs_.held_total()},
+                        {"voqs", voqs_.size()},
                         {"stolen", stolen},
                         {"too_big_passed", too_big},
                         {"ring_full_passed", ring_full},
@@ -389,8 +373,8 @@ class SwitchFloodgate final : public Logic {
                    {"init_window_bytes", fp_[i].init_window}});
       if (fp_[i].voq_agent) {
         v.back()["voq_agent"] = true;
-        v.back()["voq_held_bytes"] = held_[i];
-        v.back()["voq_held_max_bytes"] = held_max_[i];
+        v.back()["voq_held_bytes"] = voqs_.held(uint32_t(i));
+        v.back()["voq_held_max_bytes"] = voqs_.held_max(uint32_t(i));
         v.back()["voq_dropped"] = dropped_[i];
       }
     }
@@ -415,38 +399,6 @@ class SwitchFloodgate final : public Logic {
     t.ever_written = true;
   }
 
-  // The tables' keys and their slots, from the ring fg_egress announces
-  // each new one on (sl_fg_keys_v1); the counters are read from the .bss
-  // arrays fg_tx / fg_rx through the skeleton's mapping, no syscall. The
-  // agent used to walk both tables every T (bpf_map_get_next_key visits all
-  // SL_FG_SW_TABLE buckets) and once more per credit frame: most of what
-  // the agents did (docs/floodgate.md "Why the Poisson flows were slow"). A
-  // key the ring could not take (fg_keys_lost grew) is found by one walk.
-  static int on_key(void* ctx, void* data, size_t size) {
-    if (size >= sizeof(sl_fg_new_key)) {
-      const auto& e = *static_cast<const sl_fg_new_key*>(data);
-      static_cast<SwitchFloodgate*>(ctx)->know(e.table, e.key, e.slot);
-    }
-    return 0;
-  }
-  void know(uint32_t table, const sl_fg_key& bk, uint32_t slot) {
-    if (slot >= SL_FG_SW_TABLE) return;
-    Key k{bk.port_id, {}};
-    std::memcpy(k.second.data(), bk.dst, 16);
-    if (table == SL_FG_KEY_TX && tx_slot_.emplace(k, slot).second) tx_keys_.push_back({bk, slot});
-    if (table == SL_FG_KEY_RX && rx_slot_.emplace(k, slot).second) rx_keys_.push_back({bk, slot});
-  }
-  void learn_keys() {
-    ring_buffer__consume(keys_);
-    const uint64_t lost = __atomic_load_n(&skel_->bss->fg_keys_lost, __ATOMIC_RELAXED);
-    if (lost == keys_lost_seen_) return;
-    keys_lost_seen_ = lost;
-    ++st_.key_walks;
-    for_each_entry<sl_fg_key, uint32_t>(bpf_map__fd(skel_->maps.sl_fg_tx_v1),
-                                        [&](const sl_fg_key& k, const uint32_t& s) { know(SL_FG_KEY_TX, k, s); });
-    for_each_entry<sl_fg_key, uint32_t>(bpf_map__fd(skel_->maps.sl_fg_rx_v1),
-                                        [&](const sl_fg_key& k, const uint32_t& s) { know(SL_FG_KEY_RX, k, s); });
-  }
   // One slot's counters as BPF last wrote them (atomic adds there).
   static sl_fg_tx load(const sl_fg_tx& a) {
     sl_fg_tx v{};
@@ -464,8 +416,10 @@ class SwitchFloodgate final : public Logic {
     v.out_port = __atomic_load_n(&a.out_port, __ATOMIC_ACQUIRE);
     return v;
   }
+  // Every key keys_ knows, with its counters as read from the .bss (no
+  // syscall; walking the table cost two an entry on every tick).
   template <class V, class F>
-  static void each(const V* slots, const std::vector<std::pair<sl_fg_key, uint32_t>>& keys, F&& fn) {
+  static void each(const V* slots, const std::map<Key, uint32_t>& keys, F&& fn) {
     for (const auto& [k, slot] : keys) fn(k, load(slots[slot]));
   }
 
@@ -490,7 +444,7 @@ class SwitchFloodgate final : public Logic {
     arrived_.push_back(k);
     ++st_.agent_frames_in;
     st_.agent_bytes_in += ev.len;
-    if (held_[k.first] + ev.len > cfg_.voq_limit_bytes) {
+    if (voqs_.held(k.first) + ev.len > cfg_.voq_limit_bytes) {
       // Tail drop; the bytes count as left (credited upstream, §4.1).
       t.voq_dropped += ev.len;
       ++st_.agent_dropped;
@@ -498,20 +452,15 @@ class SwitchFloodgate final : public Logic {
       st_.agent_dropped_bytes += ev.len;
       return;
     }
-    AgentVoq& v = avoq_[k];
-    const bool over_k = cfg_.voq_ecn_packets && v.frames.size() > cfg_.voq_ecn_packets;
-    v.frames.push_back({std::vector<uint8_t>(ev.frame, ev.frame + ev.len), ev.tx_ns});
+    const bool over_k = cfg_.voq_ecn_packets && voqs_.frames(k) > cfg_.voq_ecn_packets;
+    AgentVoqs::Frame& f = voqs_.push(k, ev.frame, ev.len, ev.tx_ns);
     if (over_k) {
       // DCTCP step marking in the VOQ (no qdisc AQM sees it), as the held
       // data path marks its queues.
-      auto& f = v.frames.back().bytes;
-      const int r = mark_ce_frame(f.data(), f.size());
+      const int r = mark_ce_frame(f.bytes.data(), f.bytes.size());
       if (r > 0) ++st_.agent_ce_marked;
       else if (r < 0) ++st_.agent_not_ect_over_k;
     }
-    v.bytes += ev.len;
-    held_[k.first] += ev.len;
-    held_max_[k.first] = std::max(held_max_[k.first], held_[k.first]);
     if (!t.voq) {
       t.voq = 1;
       ++st_.voq_engaged;
@@ -522,13 +471,16 @@ class SwitchFloodgate final : public Logic {
   // while its window is open (§3.2: init_window - in flight > 0, the same
   // rule fg_egress applies), so a credit releases at once what it allows.
   // A VOQ whose frames are all out and whose stolen bytes are all seen is
-  // given up: the destination goes back to the kernel's window check.
+  // given up: the destination goes back to the kernel's window check. An
+  // emptied VOQ is erased at once (AgentVoqs::release), so a destination
+  // still held (stolen bytes not yet read from the ring) or with frames
+  // dropped at voq_limit_bytes is settled here without one.
   void release_agent() {
     arrived_.clear();
-    for (auto& [k, v] : avoq_) release_one(k, v);
-    // Destinations dropped before they had a VOQ here still finished bytes.
-    for (auto& [k, t] : tx_)
-      if (t.voq_dropped && !avoq_.count(k)) write_ag(k, t);
+    for (auto& [k, t] : tx_) {
+      if (voqs_.has(k)) release_one(k, t);
+      else if (t.voq || t.voq_dropped) settle(k, t);
+    }
   }
 
   // voq = "agent", on a credit frame: only the credited destinations and
@@ -546,13 +498,12 @@ class SwitchFloodgate final : public Logic {
     arrived_.clear();
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    learn_keys();
+    keys_->learn();
     for (const Key& k : keys) {
-      auto v = avoq_.find(k);
-      if (v == avoq_.end() || v->second.frames.empty()) continue;
-      auto slot = tx_slot_.find(k);
-      if (slot != tx_slot_.end()) take_tx(tx_state(k, now), load(skel_->bss->fg_tx[slot->second]));
-      release_one(k, v->second);
+      if (!voqs_.has(k)) continue;
+      TxState& t = tx_state(k, now);
+      if (auto slot = keys_->tx_slot(k)) take_tx(t, load(skel_->bss->fg_tx[*slot]));
+      release_one(k, t);
     }
   }
 
@@ -568,30 +519,28 @@ class SwitchFloodgate final : public Logic {
   }
 
   // One destination's VOQ: frames from its head while its window is open.
-  void release_one(const Key& k, AgentVoq& v) {
-    TxState& t = tx_[k];
-    int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
-    bool sent = false;
-    while (!v.frames.empty() && window > 0) {
-      std::vector<uint8_t>& f = v.frames.front().bytes;
-      const uint64_t len = f.size();
-      const uint64_t waited_us = now_ > v.frames.front().stolen_ns ? (now_ - v.frames.front().stolen_ns) / 1000 : 0;
+  void release_one(const Key& k, TxState& t) {
+    const int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+    const size_t sent = voqs_.release(k, window, [&](AgentVoqs::Frame& f) {
+      const uint64_t len = f.bytes.size();
+      const uint64_t waited_us = now_ > f.stolen_ns ? (now_ - f.stolen_ns) / 1000 : 0;
       st_.agent_wait_sum_us += waited_us;
       st_.agent_wait_max_us = std::max(st_.agent_wait_max_us, waited_us);
       // A frame the kernel refuses (its queue full) is lost at this port
       // as a direct one dropped there would be: it counts as sent, and a
       // switchSYN repairs the window (§4.3).
-      if (reinj_[k.first]->send(f.data(), len)) ++st_.agent_sent;
+      if (reinj_[k.first]->send(f.bytes.data(), len)) ++st_.agent_sent;
       else ++st_.agent_send_errors;
       t.voq_out += len;
-      window -= int64_t(len);
-      v.bytes -= len;
-      held_[k.first] -= len;
-      v.frames.pop_front();
-      sent = true;
-    }
+    });
     if (sent) ++st_.releases;
-    if (t.voq && v.frames.empty() && t.voq_in <= t.voq_out + t.voq_dropped) {
+    settle(k, t);
+  }
+  // The destination goes back to the kernel's window check once it has no
+  // frames here and every byte fg_egress stole for it is finished (sent
+  // again or dropped); what it finished goes to sl_fg_ag_v1.
+  void settle(const Key& k, TxState& t) {
+    if (t.voq && !voqs_.has(k) && t.voq_in <= t.voq_out + t.voq_dropped) {
       t.voq = 0;
       ++st_.voq_drained;
     }
@@ -607,26 +556,22 @@ class SwitchFloodgate final : public Logic {
     now_ = now;
     ++st_.full_updates;
     if (ring_) ring_buffer__consume(ring_);
-    learn_keys();
+    keys_->learn();
     std::map<std::pair<uint32_t, uint32_t>, std::vector<Key>> groups;
     std::map<uint32_t, std::map<Addr, uint64_t>> direct;  // per windowed port: entered its default queue, per dst
-    // The counters of every key learn_keys knows, read from .bss (no
-    // syscall; walking the table cost two an entry on every tick).
-    each(skel_->bss->fg_tx, tx_keys_, [&](const sl_fg_key& cur, const sl_fg_tx& v) {
-      if (cur.port_id >= fp_.size()) return;
-      Key k{cur.port_id, {}};
-      std::memcpy(k.second.data(), cur.dst, 16);
+    each(skel_->bss->fg_tx, keys_->tx(), [&](const Key& k, const sl_fg_tx& v) {
+      if (k.first >= fp_.size()) return;
       TxState& t = tx_state(k, now);
       take_tx(t, v);
       // What entered the default queue: with window, and (voq = "agent")
       // sent again from the VOQ, which takes the same queue.
-      direct[cur.port_id][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
+      direct[k.first][k.second] = v.direct_bytes + (ring_ ? t.voq_out : 0);
       if (!ring_ && !t.voq && t.pending() && v.voq_q) {
         t.voq = v.voq_q;
         ++st_.voq_engaged;
         write_ag(k, t);
       }
-      if (t.voq && !ring_) groups[{cur.port_id, t.voq}].push_back(k);
+      if (t.voq && !ring_) groups[{k.first, t.voq}].push_back(k);
     });
     for (const auto& [p, parts] : direct) q0_[p].snap(parts);
     if (ring_) release_agent();
@@ -715,11 +660,9 @@ class SwitchFloodgate final : public Logic {
 
   void read_rx() {
     std::map<Addr, std::map<uint32_t, uint64_t>> by_dst;  // per dst: forwarded per ingress port
-    learn_keys();
-    each(skel_->bss->fg_rx, rx_keys_, [&](const sl_fg_key& cur, const sl_fg_rx& v) {
-      if (cur.port_id >= fp_.size()) return;
-      Key k{cur.port_id, {}};
-      std::memcpy(k.second.data(), cur.dst, 16);
+    keys_->learn();
+    each(skel_->bss->fg_rx, keys_->rx(), [&](const Key& k, const sl_fg_rx& v) {
+      if (k.first >= fp_.size()) return;
       RxState& x = rx_[k];
       x.counted = v.bytes;
       x.pkts = v.pkts;
@@ -811,18 +754,14 @@ class SwitchFloodgate final : public Logic {
   std::vector<sl_fg_port> fp_;
   std::vector<TcAttachment> att_;
   // voq = "agent": the ring, per port its re-injection socket (windowed
-  // ports), bytes held now and at most, and the VOQs.
+  // ports) and the VOQs.
   ring_buffer* ring_ = nullptr;
   std::map<uint32_t, uint32_t> by_ifindex_;
   std::vector<std::unique_ptr<pac::Reinjector>> reinj_;
-  std::vector<uint64_t> held_, held_max_, dropped_;  // bytes, bytes, frames
-  std::map<Key, AgentVoq> avoq_;
-  std::vector<Key> arrived_;  // destinations with frames from the ring since the last release
-  // The tables' keys and slots (learn_keys): in the order they came, and by key.
-  ring_buffer* keys_ = nullptr;
-  std::vector<std::pair<sl_fg_key, uint32_t>> tx_keys_, rx_keys_;
-  std::map<Key, uint32_t> tx_slot_, rx_slot_;
-  uint64_t keys_lost_seen_ = 0;
+  AgentVoqs voqs_;
+  std::vector<uint64_t> dropped_;   // frames dropped at voq_limit_bytes
+  std::vector<Key> arrived_;        // destinations with frames from the ring since the last release
+  std::unique_ptr<KeySlots> keys_;  // the tables' keys and their slots in .bss
   uint64_t now_ = 0;
   std::map<Key, TxState> tx_;
   std::map<Key, RxState> rx_;
