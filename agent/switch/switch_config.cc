@@ -118,6 +118,7 @@ const ConfigSection& switch_section() {
           field::integer("hold_backlog_us", &S::hold_backlog_us, 1, 100000),
           field::integer("ecn_threshold_packets", &S::ecn_threshold_packets, 0, 1000000)
               .within("switch.datapath = \"hold\""),
+          field::integer("control_defer_us", &S::control_defer_us, 0, 1000000),
           ports_field(),
       },
       validate);

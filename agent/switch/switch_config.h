@@ -12,6 +12,7 @@
 //   datapath = "tree"         # or "hold": the queues held in sluiced (switch/hold_path.h)
 //   hold_backlog_us = 100     # "hold": frames kept in each port's root qdisc, as time at the rate
 //   ecn_threshold_packets = 0 # "hold": CE on ECT packets entering a queue deeper than this (0 = off)
+//   control_defer_us = 0      # control frames this close to the logic's timer wait for it (0 = off)
 //   [[switch.ports]]
 //   name = "swp1"
 //   role = "switch-facing"    # or "host-facing"
@@ -72,6 +73,14 @@ struct SwitchConfig {
   // off). The aqm mechanism's program reads the root qdisc, which holds
   // about one frame of a held port, so it cannot mark there.
   uint32_t ecn_threshold_packets = 0;
+  // A control frame that arrives less than this before the logic's next
+  // timer does not wake the agent: the timer reads it (the control ring is
+  // read before on_timer), so it reaches the logic at most this (plus the
+  // timer's lateness) later. One wake-up instead of two for a logic whose
+  // frames come about as often as its timer (floodgate's credits every T);
+  // 0 = off, every frame wakes an idle agent (what a logic that waits for
+  // frames, e.g. PFC or BFC pauses, needs). docs/switch.md.
+  uint32_t control_defer_us = 0;
   std::vector<SwitchPortEntry> ports;
 
   uint32_t port_rate_mbit(const SwitchPortEntry& p) const { return p.rate_mbit.value_or(rate_mbit); }

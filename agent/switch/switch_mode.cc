@@ -131,6 +131,7 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
     : cfg_(ctx.config.get<SwitchConfig>()), info_(find_logic(cfg_.logic)), loop_(ctx.loop), timer_(ctx.loop.io()) {
   if (!info_) throw Error("[switch] logic \"" + cfg_.logic + "\" is not a switch logic (" + logic_names() + ")");
   skel_->rodata->fail_open_ns = uint64_t(cfg_.fail_open_ms) * 1'000'000;
+  skel_->rodata->ctrl_defer_ns = uint64_t(cfg_.control_defer_us) * 1'000;
   skel_.load();
   // Alive before anything is attached, then every fail_open_ms / 4 by the
   // heartbeat thread (core/heartbeat.h), while this loop has run within
@@ -420,6 +421,9 @@ bool SwitchMode::send_frame(const SwPort& sp, const std::vector<uint8_t>& frame,
 
 void SwitchMode::arm_timer(uint64_t at_ns) {
   // steady_clock is CLOCK_MONOTONIC on Linux, the clock of now_ns().
+  // sw_ingress defers control frames that arrive shortly before it
+  // ([switch] control_defer_us): the handler below reads them first.
+  __atomic_store_n(&skel_->bss->sw_next_timer_ns, at_ns, __ATOMIC_RELAXED);
   timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(at_ns)));
   std::weak_ptr<bool> alive = alive_;
   timer_.async_wait([this, alive](const boost::system::error_code& ec) {

@@ -74,7 +74,7 @@ int dp_ingress(struct __sk_buff *skb)
 		dp_count(port ? SL_CTRL_R_WRONG_PORT : SL_CTRL_R_UNKNOWN_PORT, skb);
 		return SL_TC_SHOT;
 	}
-	dp_count(sl_ctrl_ingress(skb, &sl_fg_ctrl_v1, (__u32)off, port->role, 0, SL_DP_CNT_CTRL_RING_FULL), skb);
+	dp_count(sl_ctrl_ingress(skb, &sl_fg_ctrl_v1, (__u32)off, port->role, 0, SL_DP_CNT_CTRL_RING_FULL, 0), skb);
 	return SL_TC_SHOT;
 }
 

@@ -69,9 +69,10 @@ static __always_inline int sl_ctrl_validate_skb(struct __sk_buff *skb, __u32 off
  * `ring`. Returns the counter slot the caller counts the frame in (which
  * then drops it: control frames are never forwarded): SL_CTRL_R_OK when
  * handed over, an sl_ctrl_reason (< SL_CTRL_R_COUNT) when refused, or
- * `ring_full_slot`. */
+ * `ring_full_slot`. `wake` is the submit's flag: 0 (the ring's adaptive
+ * wake-up) or BPF_RB_NO_WAKEUP (the agent reads it when it next looks). */
 static __always_inline __u32 sl_ctrl_ingress(struct __sk_buff *skb, void *ring, __u32 off, __u32 role, __u32 port_id,
-					     __u32 ring_full_slot)
+					     __u32 ring_full_slot, __u64 wake)
 {
 	__u32 type = 0;
 	int r = sl_ctrl_validate_skb(skb, off, &type);
@@ -100,7 +101,7 @@ static __always_inline __u32 sl_ctrl_ingress(struct __sk_buff *skb, void *ring, 
 	ev->len = len;
 	ev->payload_off = off;
 	ev->rx_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, wake);
 	return SL_CTRL_R_OK;
 }
 

@@ -63,6 +63,24 @@ struct {
 const volatile __u64 fail_open_ns = 0;
 struct sluice_liveness sw_live = {};
 
+/* [switch] control_defer_us (0 = off), set before load: a control frame
+ * arriving less than this before the logic's next timer (sw_next_timer_ns,
+ * CLOCK_MONOTONIC, which the agent writes through the mmap'ed .bss when it
+ * arms the timer) does not wake the agent; its timer reads the ring before
+ * the logic's on_timer. One wake-up instead of two for a logic (floodgate)
+ * whose frames come about as often as its timer fires. */
+const volatile __u64 ctrl_defer_ns = 0;
+__u64 sw_next_timer_ns = 0;
+
+static __always_inline __u64 sw_ctrl_wake(void)
+{
+	if (!ctrl_defer_ns)
+		return 0;
+	__u64 at = *(volatile __u64 *)&sw_next_timer_ns;
+	__u64 now = bpf_ktime_get_ns();
+	return at > now && at - now <= ctrl_defer_ns ? BPF_RB_NO_WAKEUP : 0;
+}
+
 static __always_inline void sw_count(__u32 port_id, __u32 slot, struct __sk_buff *skb)
 {
 	if (port_id > SLUICE_SW_MAX_PORTS || slot >= SL_SW_CNT_SLOTS)
@@ -84,7 +102,9 @@ int sw_ingress(struct __sk_buff *skb)
 		return SL_TC_SHOT;
 	}
 	sw_count(port_id,
-		 sl_ctrl_ingress(skb, &sl_sw_ctrl_v1, (__u32)off, port->role, port_id, SL_SW_CNT_CTRL_RING_FULL), skb);
+		 sl_ctrl_ingress(skb, &sl_sw_ctrl_v1, (__u32)off, port->role, port_id, SL_SW_CNT_CTRL_RING_FULL,
+				 sw_ctrl_wake()),
+		 skb);
 	return SL_TC_SHOT;
 }
 

@@ -4,9 +4,11 @@
 // reach the ring buffer, byte for byte; every control frame is consumed
 // (never forwarded); other traffic is left alone.
 // sw_egress: data packets get skb->priority = HTB class major:(queue + 1)
-// from the logic's flow map, or the port's default.
+// from the logic's flow map, or the port's default. control_defer: a frame
+// shortly before the agent's timer does not wake it.
 #include <gtest/gtest.h>
 #include <memory>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -254,4 +256,51 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   f.queues.push_back({1, 1});
   Bytes frame = sw::ethernet_frame({2, 0, 0, 0, 0, 1}, sw::encode(f));
   EXPECT_EQ(priority_of(frame, fallback), fallback);
+}
+
+// [switch] control_defer_us: a control frame that arrives less than
+// ctrl_defer_ns before the logic's next timer (sw_next_timer_ns, which the
+// agent writes when it arms the timer) is put in the ring without waking
+// the agent (the timer reads it); further from the timer, with no timer
+// pending, or with the option off, it wakes an idle agent as before.
+TEST(SwportControlDefer, ControlFramesCloseToTheTimerDoNotWake) {
+  require_root();
+  for (const uint64_t defer_ns : {uint64_t{0}, uint64_t{500'000'000}}) {
+    SCOPED_TRACE(defer_ns ? "defer 500 ms" : "defer off");
+    Skeleton<swport> s;
+    s->rodata->ctrl_defer_ns = defer_ns;
+    s.load();
+    uint32_t lo = kLo;
+    sl_sw_port p{3, SL_PORT_SWITCH_FACING, 1, 0x10, 0, 0};
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_sw_ports_v1), &lo, &p, BPF_ANY), 0);
+    RingRecords<sl_sw_ctrl_event> ring(bpf_map__fd(s->maps.sl_sw_ctrl_v1));
+    ASSERT_TRUE(ring.ok());
+    sw::ControlFrame f{sw::CtrlType::kResume};
+    f.queues = {{1, 1}};
+    const Bytes frame = sw::ethernet_frame({2, 0, 0, 0, 0, 1}, sw::encode(f));
+    // Whether handing one frame over made the ring's epoll fd readable
+    // (what wakes the agent's loop), then the frame is read either way.
+    auto wakes = [&] {
+      epoll_event ev{};
+      // The ring is empty: this clears a level-triggered readiness left
+      // from the frame before.
+      EXPECT_EQ(epoll_wait(ring.epoll_fd(), &ev, 1, 0), 0);
+      EXPECT_EQ(run_tc(bpf_program__fd(s->progs.sw_ingress), frame).retval, kShot);
+      const int n = epoll_wait(ring.epoll_fd(), &ev, 1, 200);
+      const size_t before = ring.events.size();
+      ring.consume();
+      EXPECT_EQ(ring.events.size(), before + 1) << "the frame is in the ring, woken or not";
+      return n > 0;
+    };
+    // No timer pending (never armed, or one in the past): woken.
+    EXPECT_TRUE(wakes());
+    s->bss->sw_next_timer_ns = monotonic_ns() - 1'000'000;
+    EXPECT_TRUE(wakes());
+    // A timer 100 ms away: within 500 ms, so not woken when deferring.
+    s->bss->sw_next_timer_ns = monotonic_ns() + 100'000'000;
+    EXPECT_EQ(wakes(), defer_ns == 0);
+    // A timer 2 s away: further than the deferral, woken.
+    s->bss->sw_next_timer_ns = monotonic_ns() + 2'000'000'000;
+    EXPECT_TRUE(wakes());
+  }
 }

@@ -86,6 +86,8 @@ class RingRecords {
   RingRecords& operator=(const RingRecords&) = delete;
   bool ok() const { return rb_ != nullptr; }
   void consume() { ring_buffer__consume(rb_); }
+  // The epoll fd an agent's loop waits on (readable when BPF woke it).
+  int epoll_fd() const { return ring_buffer__epoll_fd(rb_); }
 
   std::vector<T> events;
 

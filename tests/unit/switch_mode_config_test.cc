@@ -89,6 +89,9 @@ TEST(SwitchConfig, DatapathIsTreeUnlessHoldIsAskedFor) {
   Config e = parse_config_string(
       "[switch]\ndatapath = \"hold\"\necn_threshold_packets = 20\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
   EXPECT_EQ(e.get<SwitchConfig>().ecn_threshold_packets, 20u);
+  EXPECT_EQ(c.get<SwitchConfig>().control_defer_us, 0u) << "every control frame wakes the agent unless asked";
+  Config d = parse_config_string("[switch]\ncontrol_defer_us = 500\n" + kGood.substr(kGood.find('\n') + 1), "sw.toml");
+  EXPECT_EQ(d.get<SwitchConfig>().control_defer_us, 500u);
 }
 
 TEST(SwitchConfig, InlineArrayFormIsTheSame) {
@@ -136,6 +139,8 @@ TEST(SwitchConfig, BadInputNamesKeyLineAndReason) {
       {"data path not a string", "[switch]\ndatapath = 1\n", "switch.datapath", "sw.toml:2",
        "must be one of tree, hold"},
       {"held backlog zero", "[switch]\nhold_backlog_us = 0\n", "switch.hold_backlog_us", "sw.toml:2", "out of range"},
+      {"control defer over a second", "[switch]\ncontrol_defer_us = 1000001\n", "switch.control_defer_us", "sw.toml:2",
+       "out of range"},
       // Refused at parse (sluiced --validate), not only when the switch is built.
       {"marking without the held data path", "[switch]\necn_threshold_packets = 20\n", "switch.ecn_threshold_packets",
        "sw.toml:2", "needs datapath = \"hold\""},

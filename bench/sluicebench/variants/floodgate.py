@@ -58,7 +58,10 @@ agents), fg_voq_sent, fg_voq_dropped (at voq_limit_bytes), fg_voq_send_errors,
 fg_voq_passed (could not be copied: too big, ring full); its ports' most
 bytes held in the agents go to the experiment as the held data path's do
 (hold_ports). Every variant here adds switch_agent_cpu_s and
-switch_agent_cores: the CPU the switches' sluiced used (agent_cpu()).
+switch_agent_cores: the CPU the switches' sluiced used (agent_cpu()),
+and switch_agent_sched (how they were scheduled, --switch-agent-prio);
+design A's glue adds fg_ticks and fg_credit_updates (the agents' credit
+ticks, and the updates a credit frame ran).
 Held data path: the queues are in sluiced, not in the qdisc sluice-qmon
 watches, so `hold_ports` (per port: its qmon spec, the most bytes the
 agent held at once, its tail drops) goes to the experiment, which adds
@@ -128,6 +131,13 @@ class Floodgate(SluiceSwitch):
                        help="no DCTCP marking in the floodgate switches (hosts then react to loss only)")
         g.add_argument("--floodgate-section", default="",
                        help="extra keys for every switch's [floodgate] section, e.g. 'hop_rtt_us = 400'")
+        g.add_argument("--switch-agent-prio", type=int, default=12, metavar="N",
+                       help="the switches' sluiced under --sched fifo: SCHED_FIFO priority N (the traffic "
+                            "generator runs at 10/11, so 12 is above it and 9 below), 0 = normal scheduling "
+                            "(SCHED_OTHER); every variant of this family (dctcp-tree, dctcp-hold too)")
+        g.add_argument("--switch-control-defer-us", type=int, default=0, metavar="US",
+                       help="[switch] control_defer_us of every switch: a control frame (credit) this close to "
+                            "the logic's next timer does not wake the agent, the timer reads it (0 = off)")
 
     def __init__(self, args):
         super().__init__(args)
@@ -158,14 +168,26 @@ class Floodgate(SluiceSwitch):
             return "\n".join(out)
 
         # The switch's agent runs its control loop (credits, VOQ releases)
-        # above the traffic generator's SCHED_FIFO 10/11 (--sched fifo), as a
-        # switch's own CPU would: measured with one TCP flow through a VOQ,
-        # 55-74 Mbit/s at SCHED_FIFO 12 against ~25 at normal priority on
-        # the loaded machine (docs/floodgate.md).
-        prefix = ["chrt", "-f", "12"] if getattr(a, "sched", "normal") == "fifo" and ctx._fifo_ok() else []
+        # above the traffic generator's SCHED_FIFO 10/11 (--sched fifo) by
+        # default, as a switch's own CPU would: measured with one TCP flow
+        # through a VOQ, 55-74 Mbit/s at SCHED_FIFO 12 against ~25 at normal
+        # priority on the loaded machine (docs/floodgate.md);
+        # --switch-agent-prio puts it elsewhere.
+        prefix = self.agent_prefix(ctx)
         queues = self.switch_queues()
         topo.start_sluice({"bin": ctx.tool("sluiced"), "logic": self.logic, "queues": queues,
                            "extra": extra, "prefix": prefix, "switch_keys": self.switch_keys()})
+
+    def agent_prefix(self, ctx) -> list:
+        """argv prefix of the switches' sluiced: SCHED_FIFO --switch-agent-prio
+        under --sched fifo (none at 0, or without fifo)."""
+        a = self.args
+        prio = getattr(a, "switch_agent_prio", 12)
+        if prio < 0 or prio > 99:
+            raise BenchError(f"--switch-agent-prio {prio}: 0 (normal scheduling) or a SCHED_FIFO priority 1-99")
+        if not prio or getattr(a, "sched", "normal") != "fifo" or not ctx._fifo_ok():
+            return []
+        return ["chrt", "-f", str(prio)]
 
     def switch_queues(self) -> int:
         return self.args.floodgate_queues if self.logic == "floodgate" else 1
@@ -177,6 +199,8 @@ class Floodgate(SluiceSwitch):
 
     def switch_keys(self) -> list:
         keys = [f'datapath = "{self.datapath}"']
+        if getattr(self.args, "switch_control_defer_us", 0):
+            keys.append(f"control_defer_us = {self.args.switch_control_defer_us}")
         if self.datapath == "hold" and not self.args.floodgate_no_ecn:
             # DCTCP step marking at K in every held queue, as the dctcp
             # variant's switches mark their ports.
@@ -227,6 +251,9 @@ class Floodgate(SluiceSwitch):
             # (the most frames they can have been).
             out["fg_syn_bytes"] += frame_bytes(syn, syn, SYN_REC)
             out["fg_delayed_credits"] += s["delayed_credits"]
+            if "updates" in s:  # design A's glue: credit ticks, and updates on a credit frame
+                out["fg_ticks"] = out.get("fg_ticks", 0) + s["updates"]["ticks"]
+                out["fg_credit_updates"] = out.get("fg_credit_updates", 0) + s["updates"]["on_credit"]
             for p in s.get("ports", []):
                 if p.get("voq_agent"):
                     hold.append({"spec": specs.get(p["port"]), "held_max_bytes": p["voq_held_max_bytes"],
@@ -248,6 +275,9 @@ class Floodgate(SluiceSwitch):
                 out["fg_voq_engaged"] += s["counters"]["voq_enqueued"]
                 out["fg_releases"] += s["counters"]["voq_released"]
         out.update(agent_cpu(topo))
+        pre = self.agent_prefix(ctx)
+        out["switch_agent_sched"] = f"fifo {pre[-1]}" if pre else "normal"
+        out["switch_control_defer_us"] = getattr(self.args, "switch_control_defer_us", 0)
         if out.get("fg_voq_sent"):
             out["fg_voq_wait_us_mean"] = round(out.pop("fg_voq_wait_us_sum") / out["fg_voq_sent"], 1)
         if hold:
