@@ -11,8 +11,7 @@
 
 namespace sluice::floodgate {
 
-KeySlots::KeySlots(int ring_fd, int tx_fd, int rx_fd, const __u64* lost)
-    : tx_fd_(tx_fd), rx_fd_(rx_fd), lost_(lost) {
+KeySlots::KeySlots(int ring_fd, int tx_fd, int rx_fd, const __u64* lost) : tx_fd_(tx_fd), rx_fd_(rx_fd), lost_(lost) {
   ring_ = ring_buffer__new(ring_fd, &KeySlots::on_key, this, nullptr);
   if (!ring_) throw SysError("floodgate: key ring", errno);
 }
