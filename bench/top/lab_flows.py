@@ -26,6 +26,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tc-scripts", "lab"))
+sys.path.insert(0, HERE)
+from sim_flows import open_time_us  # noqa: E402
 
 BUCKETS = [(0, 10e3, "< 10 KB"), (10e3, 100e3, "10-100 KB"), (100e3, 1e6, "0.1-1 MB"), (1e6, 1e18, ">= 1 MB")]
 MSS = 1440
@@ -90,15 +92,7 @@ def schedule_t0(params, load, rep):
 
 def busy_share(flows, t0, rate_mbit):
     """Data slots the flows needed over the time at least one was open."""
-    iv = sorted((f[1] - 50000 + t0.get(f[3], 0), f[1] - 50000 + t0.get(f[3], 0) + f[2]) for f in flows)
-    open_us, (cs, ce) = 0.0, iv[0]
-    for s, e in iv[1:]:
-        if s > ce:
-            open_us += ce - cs
-            cs, ce = s, e
-        else:
-            ce = max(ce, e)
-    open_us += ce - cs
+    open_us = open_time_us((f[1] - 50000 + t0.get(f[3], 0), f[1] - 50000 + t0.get(f[3], 0) + f[2]) for f in flows)
     slot_us = SLOT_BYTES * 8 / rate_mbit
     work = sum(math.ceil(f[0] / MSS) for f in flows) * slot_us
     return work / open_us

@@ -55,6 +55,19 @@ def srpt(flows, rate, base_us):
     return [res[k] for k in range(len(flows))]
 
 
+def open_time_us(intervals):
+    """The time at least one of the (start, end) intervals is open: the length of their union."""
+    iv = sorted(intervals)
+    open_us, (cs, ce) = 0.0, iv[0]
+    for s, e in iv[1:]:
+        if s > ce:
+            open_us += ce - cs
+            cs, ce = s, e
+        else:
+            ce = max(ce, e)
+    return open_us + ce - cs
+
+
 def report(name, sizes, fcts, ideals, busy=None):
     n = len(sizes)
     print(f"{name}: {n} flows, mean FCT {sum(fcts) / n / 1e3:.1f} ms, mean slowdown "
@@ -76,15 +89,7 @@ def main():
     rate = 1440 / slot_us
     for p in a.files:
         fl = load(p)
-        iv = sorted((f[3], f[3] + f[4]) for f in fl)
-        open_us, (cs, ce) = 0.0, iv[0]
-        for s, e in iv[1:]:
-            if s > ce:
-                open_us += ce - cs
-                cs, ce = s, e
-            else:
-                ce = max(ce, e)
-        open_us += ce - cs
+        open_us = open_time_us((f[3], f[3] + f[4]) for f in fl)
         work = sum(math.ceil(f[2] / 1440) * 1440 for f in fl) / rate
         senders = len({f[0] for f in fl})
         report(p, [f[2] for f in fl], [f[4] for f in fl], [f[5] for f in fl],
