@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       if (c.size_bytes < 100'000) short_fct.push_back(us);
       // Flow IDs count up from the sender's base in the order its flows open.
       uint64_t k = c.flow - (static_cast<uint64_t>(h + 1) << 32);
-      auto since = [&](uint64_t t) { return t ? (double(t) - double(c.start_ns)) / 1e3 : -1.0; };
+      auto since = [&](uint64_t t) { return us_after_start(t, c.start_ns); };
       const Completion& rc = rdone[c.flow];
       if (fo)
         std::fprintf(fo, "%d %d %lu %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", h, k < dst_of[h].size() ? dst_of[h][k] : -1,

@@ -112,6 +112,13 @@ struct Completion {
   uint64_t sync_ns = 0, first_token_ns = 0, first_data_ns = 0;
 };
 
+// A moment of a flow (Completion's or SenderCompletion's *_ns, one clock)
+// as microseconds after the flow's start, for the per-flow log lines of
+// sluice-top and the model; -1 when it never happened (0).
+inline double us_after_start(uint64_t t_ns, uint64_t start_ns) {
+  return t_ns ? (static_cast<double>(t_ns) - static_cast<double>(start_ns)) / 1e3 : -1.0;
+}
+
 // One flow as sluicectl shows it.
 struct ReceiverFlowView {
   uint64_t flow;

@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                    closed++;
                    // sync/token/data_us: the SYNC's arrival, the first token
                    // and the first data packet, after the flow's start.
-                   auto since = [&](uint64_t t) { return t ? (double(t) - double(c.start_ns)) / 1e3 : -1.0; };
+                   auto since = [&](uint64_t t) { return us_after_start(t, c.start_ns); };
                    std::printf(
                        "{\"flow\":%lu,\"size\":%lu,\"fct_us\":%.1f,\"deadline\":%s,\"deadline_met\":%s,"
                        "\"sync_us\":%.1f,\"token_us\":%.1f,\"data_us\":%.1f}\n",
@@ -356,8 +356,7 @@ int main(int argc, char** argv) {
           // token_us: the first token's arrival after the flow opened.
           std::printf("{\"flow\":%lu,\"size\":%lu,\"start_us\":%.1f,\"fct_us\":%.1f,\"token_us\":%.1f}\n",
                       (unsigned long)c.flow, (unsigned long)c.size_bytes, (c.start_ns - t0) / 1e3,
-                      (c.done_ns - c.start_ns) / 1e3,
-                      c.first_token_ns ? (double(c.first_token_ns) - double(c.start_ns)) / 1e3 : -1.0);
+                      (c.done_ns - c.start_ns) / 1e3, us_after_start(c.first_token_ns, c.start_ns));
           std::fflush(stdout);
         }
       };
