@@ -68,7 +68,12 @@ struct sluice_liveness sw_live = {};
  * CLOCK_MONOTONIC, which the agent writes through the mmap'ed .bss when it
  * arms the timer) does not wake the agent; its timer reads the ring before
  * the logic's on_timer. One wake-up instead of two for a logic (floodgate)
- * whose frames come about as often as its timer fires. */
+ * whose frames come about as often as its timer fires. The ring's adaptive
+ * wake-up only wakes the reader for a record at its read position, so
+ * frames that follow a deferred one (even far from the timer) do not wake
+ * the agent either until it has read the ring: every one of them waits at
+ * most until that timer, i.e. at most ctrl_defer_ns plus the timer's
+ * lateness. */
 const volatile __u64 ctrl_defer_ns = 0;
 __u64 sw_next_timer_ns = 0;
 
