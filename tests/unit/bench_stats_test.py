@@ -221,5 +221,40 @@ class HeldBuffer(unittest.TestCase):
         self.assertEqual(plain["buffer_n"], 3600)
 
 
+class BfcProfile(unittest.TestCase):
+    """bench/run bfc --profile: 10m is 100m ten times slower (rate, wire
+    delay, the bfc-hold HRTT), so Th and the BDP stay the same in packets;
+    options given explicitly win, and without a profile nothing changes."""
+
+    @staticmethod
+    def args(**kw):
+        a = dict(profile="100m", topology="star", rate=None, delay_us=None, two_flows_s=None,
+                 bfc_hold_hrtt_us=None)
+        a.update(kw)
+        return argparse.Namespace(**a)
+
+    def test_profiles(self):
+        from sluicebench.experiments.bfc import apply_profile
+        from sluicebench.variants.bfc import hold_hrtt_us
+
+        for prof, topo, rate, delay, hrtt in (("100m", "star", 100, 250, 300), ("100m", "three-switch", 100, 250, 800),
+                                              ("10m", "star", 10, 2500, 3000),
+                                              ("10m", "three-switch", 10, 2500, 8000)):
+            a = self.args(profile=prof, topology=topo)
+            apply_profile(a)
+            self.assertEqual((a.rate, a.delay_us, hold_hrtt_us(a)), (rate, delay, hrtt), (prof, topo))
+            # Th(N=1) = HRTT x rate: the same bytes in both profiles.
+            th = hold_hrtt_us(a) * 1e-6 * a.rate * 1e6 / 8
+            self.assertAlmostEqual(th, {"star": 3750, "three-switch": 10000}[topo])
+        a = self.args(profile="10m", topology="three-switch", rate=20.0, delay_us=0.0, two_flows_s=3.0)
+        apply_profile(a)
+        self.assertEqual((a.rate, a.delay_us, a.two_flows_s, hold_hrtt_us(a)), (20.0, 0.0, 3.0, 3000))
+        a = self.args(profile="10m", bfc_hold_hrtt_us=1234)
+        apply_profile(a)
+        self.assertEqual(hold_hrtt_us(a), 1234)
+        # Other experiments' bfc-hold variants: no profile applied, 300 us.
+        self.assertEqual(hold_hrtt_us(argparse.Namespace(topology="star", delay_us=250)), 300)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -47,6 +47,33 @@ from .pulser import PulserExp
 from ..variants.bfc import hold_hrtt_us
 
 
+# Lab profiles (--profile): the values of the options a profile sets when
+# they are not given. 10m is 100m slowed down ten times: a frame takes 1.2 ms
+# instead of 120 us and every delay is ten times longer, so the BDP, the
+# buffers (bytes = packets), dctcp's K (packets) and BFC's Th = HRTT x rate
+# / N_active (bytes) stay what they are at 100m, while the agents' own
+# lateness (scheduling, not frame times) shrinks against the frame time and
+# the HRTT. hold_hrtt_base_us: the held data path's pause loop without wire
+# delay (hold_hrtt_us), which at 100 Mbit/s is ~300 us, mostly frames handed
+# to the kernel and to the link (docs/bfc.md), so it scales with the frame
+# time.
+PROFILES = {
+    "100m": {"rate": 100.0, "delay_us": 250.0, "two_flows_s": 4.0, "hold_hrtt_base_us": 300},
+    "10m": {"rate": 10.0, "delay_us": 2500.0, "two_flows_s": 10.0, "hold_hrtt_base_us": 3000},
+}
+
+
+def apply_profile(args) -> None:
+    """Fills the options --profile sets (those left at None) from the
+    profile's table, in place; the experiment and the variants read the
+    same namespace."""
+    prof = PROFILES[getattr(args, "profile", None) or "100m"]
+    for key in ("rate", "delay_us", "two_flows_s"):
+        if getattr(args, key, None) is None:
+            setattr(args, key, prof[key])
+    args.hold_hrtt_base_us = prof["hold_hrtt_base_us"]
+
+
 @experiment
 class BfcExp(Experiment):
     name = "bfc"
@@ -82,22 +109,33 @@ class BfcExp(Experiment):
         p.add_argument("--incast-bytes", type=util.size, default=20480, help="bytes per sender per burst")
         p.add_argument("--hosts", type=int, default=16, help="star: sender hosts")
         p.add_argument("--groups", default="2,6,6", help="three-switch: hosts of groups 1, 2, 3")
-        p.add_argument("--rate", type=util.rate, default=100, help="link rate in Mbit/s (100m-mtu profile)")
+        p.add_argument("--profile", choices=sorted(PROFILES), default="100m",
+                       help="time scale of the lab: 100m = 100 Mbit/s links, 250 us wire delay, 4 s two-flows "
+                            "point, bfc-hold HRTT base 300 us; 10m = the same network ten times slower (10 Mbit/s, "
+                            "2500 us, 10 s, 3000 us): the same BDP, buffers, Th and K in packets, the agents' "
+                            "lateness ten times smaller against a frame time and the HRTT (docs/bfc.md). "
+                            "--rate, --delay-us, --two-flows-s, --bfc-hold-hrtt-us given explicitly win")
+        p.add_argument("--rate", type=util.rate, default=None, help="link rate in Mbit/s (default: the profile's)")
         p.add_argument("--buffer", type=util.size, default=32768,
                        help="buffer per switch port (FIFO) or per queue (sluice switch queues)")
         p.add_argument("--mode", choices=("gso", "mtu"), default="mtu")
-        p.add_argument("--delay-us", type=float, default=250,
-                       help="one-way delay of the switch-to-switch links (three-switch) or the receiver's link (star)")
-        p.add_argument("--two-flows-s", type=float, default=4.0, help="three-switch: seconds of the two-flows point "
-                                                                      "(0 = skip it)")
+        p.add_argument("--delay-us", type=float, default=None,
+                       help="one-way delay of the switch-to-switch links (three-switch) or the receiver's link (star)"
+                            " (default: the profile's)")
+        p.add_argument("--two-flows-s", type=float, default=None, help="three-switch: seconds of the two-flows point "
+                                                                       "(0 = skip it; default: the profile's)")
         p.add_argument("--points", default="workload,two-flows",
                        help="which points to run (two-flows only on three-switch)")
         p.add_argument("--pool", type=int, default=2)
         p.add_argument("--timeout", type=float, default=600)
 
+    def __init__(self, args):
+        super().__init__(args)
+        apply_profile(args)
+
     def params(self) -> dict:
         a = self.args
-        return {"topology": a.topology, "workload": os.path.relpath(self.cdf_path(), TOP), "load": a.load,
+        return {"profile": getattr(a, "profile", "100m"), "topology": a.topology, "workload": os.path.relpath(self.cdf_path(), TOP), "load": a.load,
                 "g1_load": a.g1_load if a.topology == "three-switch" else None, "flows": a.flows, "seed": a.seed,
                 "short_max": a.short_max, "long_min": a.long_min, "incast": a.incast,
                 "incast_share": a.incast_share if a.incast else 0, "incast_degree": self.degree if a.incast else 0,
@@ -232,6 +270,7 @@ class BfcExp(Experiment):
             core.add_percentiles(row, rms, "incast_round_ms", qs=(50,), digits=2)
         row.update(m.faults)
         row.update(m.extra)
+        row["loadavg_1m"] = round(os.getloadavg()[0], 2)  # the machine's, at the point's end
         return row
 
     def _flows_argv(self, servers, cdf, load, count, seed, out, rec) -> list:
@@ -308,7 +347,7 @@ class BfcExp(Experiment):
             m.finish()
         row = {"point": "two-flows",
                "utilization": round((q2.get("bytes", 0) - q1.get("bytes", 0)) * 8 / ((t2 - t1) * a.rate * 1e6), 4),
-               "drops": m.bottleneck_delta("drops")}
+               "drops": m.bottleneck_delta("drops"), "loadavg_1m": round(os.getloadavg()[0], 2)}
         self._buffer(row, m)
         extra = dict(m.extra)
         trace = extra.pop("bfc_trace", None)

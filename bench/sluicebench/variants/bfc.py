@@ -54,8 +54,11 @@ def hold_hrtt_us(args) -> int:
     h = getattr(args, "bfc_hold_hrtt_us", None)
     if h:
         return int(h)
+    # The loop without wire delay: 300 us at 100 Mbit/s, scaled with the
+    # frame time by bench/run bfc --profile (hold_hrtt_base_us).
+    base = getattr(args, "hold_hrtt_base_us", None) or 300
     delay = getattr(args, "delay_us", 0) or 0
-    return int(300 + 2 * delay) if getattr(args, "topology", "") == "three-switch" else 300
+    return int(base + 2 * delay) if getattr(args, "topology", "") == "three-switch" else int(base)
 
 
 class _Bfc(SluiceSwitch):
@@ -72,7 +75,8 @@ class _Bfc(SluiceSwitch):
         parser.add_argument("--bfc-hold-hrtt-us", type=int, default=None,
                             help="bfc-hold variants: [bfc] hrtt_us (default: the held data path's loop, ~300 us, "
                                  "docs/bfc.md, plus the round trip of the delayed links that carry pauses: "
-                                 "300 + 2 x --delay-us on three-switch, 300 on star)")
+                                 "300 + 2 x --delay-us on three-switch, 300 on star; bench/run bfc --profile 10m: "
+                                 "3000 instead of 300)")
         parser.add_argument("--bfc-hrtt-us", type=int, default=2000,
                             help="bfc variants: [bfc] hrtt_us, the control loop's round trip: Th = HRTT x rate / "
                                  "N_active (in sluiced: a depth sample + the wire both ways + the upstream's netlink "
@@ -97,12 +101,16 @@ class _Bfc(SluiceSwitch):
         sampled = False
         out["pause_apply_max_us"] = 0
         out["nic_collisions"] = 0
+        applied = []  # (samples, p50, p99) of every port that applied a pause or resume
         for node, j in switch_states(ctx, topo):
             # The slowest pause/resume the switches applied (frame at the
-            # ingress program -> netlink change acknowledged; last 1024).
+            # ingress program -> netlink change acknowledged, or with hold
+            # the agent's queue paused; last 1024).
             for port in j.get("ports", []):
-                out["pause_apply_max_us"] = max(out["pause_apply_max_us"],
-                                                port.get("pause_apply_us", {}).get("max", 0))
+                pa = port.get("pause_apply_us", {})
+                out["pause_apply_max_us"] = max(out["pause_apply_max_us"], pa.get("max", 0))
+                if pa.get("samples"):
+                    applied.append((pa["samples"], pa.get("p50", 0), pa.get("p99", 0)))
                 if self.hold and node is bn.node and port["name"] == bn.ifname:
                     # The queues are in the agent: its held bytes and drops.
                     held = port.get("hold", {})
@@ -122,6 +130,12 @@ class _Bfc(SluiceSwitch):
             if ctx.point.get("bfc_trace") and node is bn.node:
                 pid = next((p["port"] for p in st.get("ports", []) if p["name"] == bn.ifname), None)
                 out["bfc_trace"] = [[t, q, b, th] for t, p, q, b, th in st.get("trace", []) if p == pid]
+        # How late the upstream applied pauses: the ports' p50 (median over
+        # the ports that applied any) and the worst port's p99, with the
+        # samples behind them (each port's last 1024 at most).
+        out["pause_apply_samples"] = sum(n for n, _, _ in applied)
+        out["pause_apply_p50_us"] = sorted(p50 for _, p50, _ in applied)[len(applied) // 2] if applied else None
+        out["pause_apply_p99_us"] = max(p99 for _, _, p99 in applied) if applied else None
         if sampled:
             # Sampled mode: no per-packet calls, so no flow is ever seen
             # sharing a queue; the count does not exist (not zero).
