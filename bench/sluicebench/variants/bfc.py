@@ -33,7 +33,11 @@ bottleneck port's tail drops in the agent.
 
 Extra row fields (summed over the switches): collisions (None in the
 sampled mode, which sees no flows), pause_apply_max_us (the slowest pause
-or resume a switch applied, of its last 1024), pauses_sent,
+or resume a switch applied, of its last 1024), pause_apply_p50_us /
+pause_apply_p99_us / pause_apply_samples (control frame at the receiving
+hop's ingress -> applied: the median of the ports' p50, the worst port's
+p99), bottleneck_th_bytes (the bottleneck port's Th when read after the
+traffic, N_active = 0: HRTT x rate), pauses_sent,
 resumes_sent, bitmaps_sent, pauses_rx, bfc_expired, plus the sluice-switch
 fields; `bfc_trace` (the logic's queue-vs-Th samples of the bottleneck's
 switch, [t_us, queue, bytes, th_bytes] of the bottleneck port) when the
@@ -127,6 +131,11 @@ class _Bfc(SluiceSwitch):
             out["collisions" if node.kind == "switch" else "nic_collisions"] += c.get("collisions", 0)
             out["bfc_expired"] += c.get("expired", 0)
             sampled |= bool(st.get("samples"))
+            if node is bn.node:
+                # Th at the bottleneck port when the metrics are read (after
+                # the traffic: N_active 0, so HRTT x rate, the configured Th(1)).
+                out["bottleneck_th_bytes"] = next((p.get("threshold_bytes") for p in st.get("ports", [])
+                                                   if p["name"] == bn.ifname), None)
             if ctx.point.get("bfc_trace") and node is bn.node:
                 pid = next((p["port"] for p in st.get("ports", []) if p["name"] == bn.ifname), None)
                 out["bfc_trace"] = [[t, q, b, th] for t, p, q, b, th in st.get("trace", []) if p == pid]
