@@ -34,7 +34,7 @@ bottleneck port's tail drops in the agent.
 Extra row fields (summed over the switches): collisions (None in the
 sampled mode, which sees no flows), pause_apply_max_us (the slowest pause
 or resume a switch applied, of its last 1024), pause_apply_p50_us /
-pause_apply_p99_us / pause_apply_samples (control frame at the receiving
+pause_apply_p99_us / pause_apply_n (control frame at the receiving
 hop's ingress -> applied: the median of the ports' p50, the worst port's
 p99), bottleneck_th_bytes (the bottleneck port's Th when read after the
 traffic, N_active = 0: HRTT x rate), pauses_sent,
@@ -142,7 +142,7 @@ class _Bfc(SluiceSwitch):
         # How late the upstream applied pauses: the ports' p50 (median over
         # the ports that applied any) and the worst port's p99, with the
         # samples behind them (each port's last 1024 at most).
-        out["pause_apply_samples"] = sum(n for n, _, _ in applied)
+        out["pause_apply_n"] = sum(n for n, _, _ in applied)
         out["pause_apply_p50_us"] = sorted(p50 for _, p50, _ in applied)[len(applied) // 2] if applied else None
         out["pause_apply_p99_us"] = max(p99 for _, _, p99 in applied) if applied else None
         if sampled:
