@@ -41,11 +41,75 @@ from .. import core, traffic, util
 from ..core import BenchError, Experiment, experiment
 from .top import mean_size, read_cdf
 
-# Host and core rates (1:2 as in §5.2), MTU frames.
+# Host and core rates (1:2 as in §5.2), MTU frames. A profile with a
+# time_scale > 1 is 100m slowed down: every rate divided by it and every
+# time constant multiplied by it (TIME_BASE and FG_TIME_BASE below), so each
+# BDP, window and threshold stays the same in bytes (packets) while a frame
+# takes time_scale times longer on the wire; what does not scale is the
+# machine's own lateness (the switch agents' wake-ups and CPU per frame),
+# which becomes that much smaller against a packet time.
 PROFILES = {
     "100m": {"rate": 100.0, "core": 200.0, "help": "hosts 100 Mbit/s, core 200 Mbit/s"},
     "1g": {"rate": 1000.0, "core": 2000.0, "help": "hosts 1 Gbit/s, core 2 Gbit/s"},
+    "10m": {"rate": 10.0, "core": 20.0, "time_scale": 10,
+            "help": "hosts 10 Mbit/s, core 20 Mbit/s: 100m slowed down 10x (an MTU frame 1.2 ms; incast gap, "
+                    "link delays, floodgate's T, hop RTT and switchSYN timeout x10; bytes and K as 100m)"},
 }
+# 100m's time constants, the base a time-scaled profile multiplies: the
+# experiment's (option defaults) and floodgate's own (Config defaults,
+# agent/mechanisms/floodgate/logic.h), written into every switch's
+# [floodgate] section unless --floodgate-section names the key.
+TIME_BASE = {"incast_gap_ms": 10.0, "core_delay_us": 0.0, "host_delay_us": 0.0}
+FG_TIME_BASE = {"credit_interval_us": 500, "hop_rtt_us": 200, "syn_timeout_ms": 10}
+FG_THRE_CREDIT_BDP = 10  # Config default (§6.5)
+
+
+def section_keys(section: str) -> dict:
+    """Keys of a --floodgate-section text ('k = v; k2 = v2' or lines) with
+    their values as written."""
+    out = {}
+    for line in section.replace(";", "\n").splitlines():
+        if "=" in line and not line.strip().startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def profile_fg_keys(profile: str, section: str = "") -> dict:
+    """[floodgate] keys a profile adds to every switch: 100m's T, hop RTT
+    and switchSYN timeout times its time_scale; none for a profile without
+    one (the defaults stay as they are), none that `section` sets itself."""
+    scale = PROFILES[profile].get("time_scale", 1)
+    if scale == 1:
+        return {}
+    given = section_keys(section)
+    return {k: int(round(v * scale)) for k, v in FG_TIME_BASE.items() if k not in given}
+
+
+def derived(profile: str, section: str = "", aqm_k: int = 20, incast_gap_ms=None) -> dict:
+    """What the switches' parameters come to in a profile, in bytes and
+    packets (for the run's params and the test that 10m matches 100m):
+    T, hop RTT, switchSYN timeout in force; the initial window toward a core
+    port BDP_nextHop + C_out*T (§3.2, §4.1), thre_credit (10 BDP, §6.5),
+    thre_off/thre_on (one-hop BDP, §4.3) toward the core, DCTCP's K (packets,
+    the same in every profile), the incast gap, and a core-port MTU frame's
+    time on the wire."""
+    pr = PROFILES[profile]
+    scale = pr.get("time_scale", 1)
+    keys = dict(FG_TIME_BASE)
+    keys.update(profile_fg_keys(profile, section))
+    for k, v in section_keys(section).items():
+        if k in keys:
+            keys[k] = float(v)
+    core_Bpus = pr["core"] / 8  # bytes per microsecond
+    bdp = core_Bpus * keys["hop_rtt_us"]
+    gap = incast_gap_ms if incast_gap_ms is not None else TIME_BASE["incast_gap_ms"] * scale
+    return {"time_scale": scale, "credit_interval_us": keys["credit_interval_us"],
+            "hop_rtt_us": keys["hop_rtt_us"], "syn_timeout_ms": keys["syn_timeout_ms"],
+            "init_window_core_bytes": round(bdp + core_Bpus * keys["credit_interval_us"]),
+            "thre_credit_core_bytes": round(FG_THRE_CREDIT_BDP * bdp), "thre_off_core_bytes": round(bdp),
+            "aqm_k_packets": aqm_k, "incast_gap_ms": gap,
+            "core_frame_us": round(1514 / core_Bpus, 3)}
 HOPS = (("tor_up", "tor-up"), ("core", "core"), ("tor_down", "tor-down"))
 CDF_POINTS = 200
 
@@ -122,13 +186,16 @@ class FloodgateExp(Experiment):
         # normal priority, below the generator's and switches' SCHED_FIFO)
         # forwarded frames 0.5-14 ms late on average (docs/floodgate.md), so
         # a 50 us wire made hop RTTs a matter of scheduling, not distance.
-        p.add_argument("--core-delay-us", type=float, default=0,
-                       help="one-way propagation delay of every ToR<->core link (sluice-wire; 0 = none)")
-        p.add_argument("--host-delay-us", type=float, default=0,
-                       help="one-way propagation delay of every host<->ToR link (sluice-wire)")
+        p.add_argument("--core-delay-us", type=float, default=None,
+                       help="one-way propagation delay of every ToR<->core link (sluice-wire; default 0 = none, "
+                            "times a profile's time scale)")
+        p.add_argument("--host-delay-us", type=float, default=None,
+                       help="one-way propagation delay of every host<->ToR link (sluice-wire; default as "
+                            "--core-delay-us)")
         p.add_argument("--incast-bytes", type=util.size, default=45000,
                        help="bytes per incast sender per round (the paper's BDP-sized flows: 45 KB)")
-        p.add_argument("--incast-gap-ms", type=float, default=10, help="idle time between incast rounds")
+        p.add_argument("--incast-gap-ms", type=float, default=None,
+                       help="idle time between incast rounds (default 10 ms, times a profile's time scale)")
         p.add_argument("--workload", default="hadoop", help="Poisson flow sizes: CDF in bench/cdf/ or a path")
         p.add_argument("--load", type=float, default=0.4,
                        help="offered Poisson load into each of the five non-incast hosts, fraction of its link")
@@ -142,10 +209,25 @@ class FloodgateExp(Experiment):
                        help="per-flow sending window on every host, bytes (e.g. 45000, the paper's BDP; 0 = none)")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
 
+    def resolve_times(self):
+        """The time options left at their defaults take 100m's times the
+        profile's time scale; the switches' [floodgate] keys it adds go to
+        the floodgate variants as args.floodgate_profile_keys."""
+        a = self.args
+        scale = PROFILES[a.profile].get("time_scale", 1)
+        for k, base in TIME_BASE.items():
+            if getattr(a, k, None) is None:
+                setattr(a, k, base * scale)
+        a.floodgate_profile_keys = profile_fg_keys(a.profile, getattr(a, "floodgate_section", "") or "")
+
     def params(self) -> dict:
         a = self.args
         pr = PROFILES[a.profile]
-        return {"profile": a.profile, "rate_mbit": pr["rate"], "core_mbit": pr["core"], "buffer": a.buffer,
+        return {"profile": a.profile, "rate_mbit": pr["rate"], "core_mbit": pr["core"],
+                "time_scale": pr.get("time_scale", 1), "floodgate_profile_keys": a.floodgate_profile_keys,
+                "derived": derived(a.profile, getattr(a, "floodgate_section", "") or "", getattr(a, "aqm_k", 20),
+                                   a.incast_gap_ms),
+                "buffer": a.buffer,
                 "mode": "mtu", "core_delay_us": a.core_delay_us, "host_delay_us": a.host_delay_us,
                 "incast_senders": len(self.incast_hosts), "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "incast_rounds": self.rounds, "workload": a.workload,
@@ -156,8 +238,13 @@ class FloodgateExp(Experiment):
                 "poisson_hosts": [h.name for h in self.others]}
 
     def run(self, ctx, variants):
+        self.resolve_times()
         a = self.args
         pr = PROFILES[a.profile]
+        if a.floodgate_profile_keys:
+            ctx.log(f"profile {a.profile}: time x{pr['time_scale']:g}, every switch's [floodgate] adds "
+                    + ", ".join(f"{k} = {v:g}" for k, v in a.floodgate_profile_keys.items())
+                    + f"; incast gap {a.incast_gap_ms:g} ms")
         # The dctcp variant marks on every switch port of the leaf-spine, as
         # the floodgate variant's switches do.
         a.aqm_ports = "all"

@@ -193,9 +193,14 @@ class Floodgate(SluiceSwitch):
         return self.args.floodgate_queues if self.logic == "floodgate" else 1
 
     def floodgate_keys(self) -> list:
-        """Lines of every switch's [floodgate] section (none: the defaults)."""
+        """Lines of every switch's [floodgate] section (none: the defaults):
+        the experiment's profile keys (a time-scaled profile's T, hop RTT,
+        switchSYN timeout; only keys --floodgate-section does not set), then
+        --floodgate-section."""
         a = self.args
-        return [a.floodgate_section.replace(";", "\n")] if a.floodgate_section else []
+        prof = getattr(a, "floodgate_profile_keys", None) or {}
+        out = [f"{k} = {int(v) if float(v).is_integer() else v}" for k, v in prof.items()]
+        return out + ([a.floodgate_section.replace(";", "\n")] if a.floodgate_section else [])
 
     def switch_keys(self) -> list:
         keys = [f'datapath = "{self.datapath}"']
