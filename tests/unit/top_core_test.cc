@@ -6,9 +6,12 @@
 // offset, and an incast loses no data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <map>
+#include <vector>
 
 #include "mechanisms/top/objective.h"
 #include "mechanisms/top/receiver.h"
@@ -447,6 +450,95 @@ TEST(TopFloor, PacerKeepsTheGridAndCatchesUpAFewSlotsAtMost) {
   EXPECT_EQ(fired, 5);
   EXPECT_EQ(p.missed(), 6u);
   EXPECT_EQ(p.next(), 2300u);  // back on the grid
+}
+
+TEST(TopJitter, EveryGapWithinTheJitterTheOffsetWithinHalfASlotTheRateExact) {
+  const uint64_t slot = 1000;
+  SlotPacer p(slot, 4, 0.1, 42);
+  p.start(5000);
+  uint64_t prev = p.next();
+  int64_t lo = 0, hi = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; i++) {
+    uint64_t t = p.next();
+    ASSERT_TRUE(p.due(t));
+    p.fired(t);  // on time: no slot missed
+    uint64_t gap = p.next() - prev;
+    prev = p.next();
+    ASSERT_GE(gap, 900u) << i;
+    ASSERT_LE(gap, 1100u) << i;
+    ASSERT_LE(std::abs(p.offset()), int64_t(slot / 2)) << i;
+    lo = std::min(lo, p.offset());
+    hi = std::max(hi, p.offset());
+  }
+  EXPECT_EQ(p.missed(), 0u);
+  // The long-run rate is the grid's: n gaps within half a slot of n slots.
+  EXPECT_LE(std::llabs(int64_t(prev) - int64_t(5000 + (n + 0) * slot)), int64_t(slot / 2));
+  // The phase wanders over the whole slot, not a few percent of it.
+  EXPECT_LT(lo, -int64_t(slot) * 4 / 10);
+  EXPECT_GT(hi, int64_t(slot) * 4 / 10);
+}
+
+TEST(TopJitter, ZeroJitterIsTheFixedGrid) {
+  SlotPacer p(1000, 4, 0.0, 7);
+  p.start(0);
+  for (int i = 0; i < 100; i++) {
+    EXPECT_EQ(p.next(), uint64_t(i) * 1000);
+    p.fired(p.next());
+  }
+}
+
+// Three receivers' tokens at one 8-token queue that passes one token per
+// slot (the switches' token group): on a fixed grid the receiver whose phase
+// comes first after the queue's service takes every token and the others
+// none (what starved the `tokens` baseline's small flows on a quiet
+// machine); with ExpressPass's jitter every receiver gets a share.
+static std::vector<double> token_queue_shares(double jitter) {
+  const uint64_t slot = 1000;
+  const int slots = 6000;
+  std::vector<SlotPacer> rx;
+  const uint64_t phase[3] = {100, 400, 700};
+  for (int i = 0; i < 3; i++) {
+    rx.emplace_back(slot, 4, jitter, 1000 + i);
+    rx.back().start(slot + phase[i]);
+  }
+  std::vector<uint64_t> accepted(3, 0);
+  size_t queue = 0;
+  uint64_t next_service = slot;
+  const uint64_t end = uint64_t(slots) * slot;
+  while (true) {
+    // The earliest event: the queue's service or a receiver's token.
+    int who = -1;
+    uint64_t t = next_service;
+    for (int i = 0; i < 3; i++)
+      if (rx[i].next() < t) {
+        t = rx[i].next();
+        who = i;
+      }
+    if (t >= end) break;
+    if (who < 0) {
+      if (queue) queue--;
+      next_service += slot;
+      continue;
+    }
+    rx[who].fired(t);
+    if (queue < 8) {
+      queue++;
+      if (t > 100 * slot) accepted[who]++;  // after the queue has filled
+    }
+  }
+  uint64_t total = accepted[0] + accepted[1] + accepted[2];
+  std::vector<double> share;
+  for (auto a : accepted) share.push_back(total ? double(a) / double(total) : 0);
+  return share;
+}
+
+TEST(TopJitter, ReceiversSharingATokenQueueDoNotLockPhase) {
+  auto fixed = token_queue_shares(0.0);
+  EXPECT_GT(fixed[0], 0.95);  // phase 100 always first after the service
+  EXPECT_LT(fixed[1] + fixed[2], 0.05);
+  auto jittered = token_queue_shares(0.1);
+  for (int i = 0; i < 3; i++) EXPECT_GT(jittered[i], 0.2) << "receiver " << i;
 }
 
 TEST(TopFloor, ALoneShortFlowGetsATokenEverySlotFromTheStart) {

@@ -29,6 +29,7 @@ std::optional<Spare> parse_spare(const std::string& s) {
 
 std::optional<std::string> ReceiverConfig::validate() const {
   if (slot_ns == 0) return "slot_ns must be > 0";
+  if (!(jitter >= 0 && jitter <= 0.5)) return "jitter must be in [0, 0.5]";
   if (rtt_ns == 0) return "rtt_ns must be > 0";
   if (reorder_threshold == 0) return "reorder_threshold must be >= 1";
   if (max_flows == 0) return "max_flows must be >= 1";

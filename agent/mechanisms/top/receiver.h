@@ -69,6 +69,11 @@ struct ReceiverConfig {
   // rate of a flow that is alone.
   uint64_t token_timeout_ns = 0;
   uint32_t token_queue = 8;        // tokens per switch token queue (ExpressPass's 8)
+  // Each token gap is slot_ns * (1 + U(-jitter, jitter)), ExpressPass's
+  // pacing jitter (its default 0.1; SlotPacer); 0: a fixed grid (as until
+  // 2026-11-29). At most 0.5.
+  double jitter = 0.1;
+  uint64_t jitter_seed = 0;  // the pacer's generator; 0: a random seed per receiver
   uint64_t tail_timeout_ns = 0;    // no progress this long: NACK the missing tail; 0: 4 x rtt_ns
   uint32_t reorder_threshold = 3;  // a hole this far below the newest ID is a loss
   size_t max_flows = 4096;
@@ -134,30 +139,64 @@ struct ReceiverFlowView {
 // late wake-up catches up at most `catch_up` slots back to back (a short
 // token burst the switches' 8-token queues absorb), older missed slots are
 // given up.
+//
+// Jitter (ExpressPass's credit pacing; TOP builds on ExpressPass, §3.1: every
+// inter-credit gap is the nominal one times 1 + U(-j, j), j = 0.1 in its
+// reference implementation): each gap is slot * (1 + U(-jitter, jitter)).
+// Without it, receivers whose tokens meet at one switch token queue keep
+// fixed phases against the queue's service, so the same receiver's tokens
+// find it full slot after slot and its flows' rates fall to the floor (the
+// `tokens` baseline's small flows on a quiet machine, docs/top.md). Here the
+// send time's offset from the grid is a random walk of those steps held
+// within half a slot of the grid (reflected at the bounds): the long-run
+// rate stays the grid's exactly, while the phase wanders over a whole slot
+// within tens of slots. The generator is seeded, so a run is repeatable.
 class SlotPacer {
  public:
-  SlotPacer(uint64_t slot_ns, uint32_t catch_up) : slot_(slot_ns ? slot_ns : 1), catch_up_(catch_up) {}
+  SlotPacer(uint64_t slot_ns, uint32_t catch_up, double jitter = 0, uint64_t seed = 1)
+      : slot_(slot_ns ? slot_ns : 1), catch_up_(catch_up), jitter_(jitter), rng_(seed ? seed : 1) {}
   // The first slot is now (a flow arrived at an idle receiver).
-  void start(uint64_t now) { next_ = now; }
-  bool due(uint64_t now) const { return now >= next_; }
-  uint64_t next() const { return next_; }
+  void start(uint64_t now) {
+    grid_ = now;
+    off_ = 0;
+  }
+  bool due(uint64_t now) const { return now >= next(); }
+  uint64_t next() const { return off_ >= 0 ? grid_ + uint64_t(off_) : (grid_ > uint64_t(-off_) ? grid_ - uint64_t(-off_) : 0); }
   // One slot was used at `now`; after a late one at most catch_up more are
   // due before the grid passes `now`.
   void fired(uint64_t now) {
-    next_ += slot_;
+    grid_ += slot_;
     uint64_t back = catch_up_ * slot_;
     uint64_t floor = now + slot_ > back ? now + slot_ - back : 0;
-    if (next_ < floor) {
-      missed_ += (floor - next_ + slot_ - 1) / slot_;
-      next_ += (floor - next_ + slot_ - 1) / slot_ * slot_;
+    if (grid_ < floor) {
+      missed_ += (floor - grid_ + slot_ - 1) / slot_;
+      grid_ += (floor - grid_ + slot_ - 1) / slot_ * slot_;
     }
+    if (jitter_ > 0) step();
   }
   uint64_t missed() const { return missed_; }
+  int64_t offset() const { return off_; }
 
  private:
+  void step() {
+    // splitmix64: small, seedable, the same sequence on every platform.
+    uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    double u = double(z >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+    int64_t half = int64_t(slot_ / 2);
+    int64_t o = off_ + int64_t((2 * u - 1) * jitter_ * double(slot_));
+    if (o > half) o = 2 * half - o;
+    if (o < -half) o = -2 * half - o;
+    off_ = o;
+  }
   uint64_t slot_;
   uint64_t catch_up_;
-  uint64_t next_ = 0;
+  double jitter_;
+  uint64_t rng_;
+  uint64_t grid_ = 0;
+  int64_t off_ = 0;
   uint64_t missed_ = 0;
 };
 

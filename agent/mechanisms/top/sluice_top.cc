@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
   std::string fct_class = "remaining";
   std::string spare = "probe";
   bool spare_slots = false, spare_probe = false;
+  double jitter = 0.1;
+  uint64_t jitter_seed = 0;
 
   auto* recv = app.add_subcommand("recv", "receive flows: pace tokens by the objective");
   recv->add_option("--bind", bind, "local address[:port]")->required();
@@ -185,6 +187,10 @@ int main(int argc, char** argv) {
                    "a slot no flow's token rate allows: off (ExpressPass's rate alone, §3.1), probe (default: one "
                    "spare token outstanding, its answer restores the flow's rate) or every (a token every such slot)")
       ->check(CLI::IsMember({"off", "probe", "every"}));
+  recv->add_option("--jitter", jitter,
+                   "each token gap is the slot times 1 + U(-J, J) (ExpressPass's pacing jitter, default 0.1; 0: a "
+                   "fixed grid), at most 0.5");
+  recv->add_option("--jitter-seed", jitter_seed, "seed of the pacing jitter (0, default: random)");
   recv->add_flag("--spare-slots", spare_slots, "the same as --spare every");
   recv->add_flag("--spare-probe", spare_probe, "the same as --spare probe");
   recv->add_option("--exit-after", exit_after, "exit after this many flows closed (0: until signalled)");
@@ -245,6 +251,8 @@ int main(int argc, char** argv) {
       if (int(spare_slots) + int(spare_probe) + int(recv->count("--spare") > 0) > 1)
         throw std::runtime_error("--spare, --spare-slots and --spare-probe: give one");
       rc.spare = *parse_spare(spare_slots ? "every" : spare_probe ? "probe" : spare);
+      rc.jitter = jitter;
+      rc.jitter_seed = jitter_seed;
       if (auto e = rc.validate()) throw std::runtime_error("receiver config: " + *e);
       Receiver r(rc);
       Node node(ep, &r, nullptr, clock_offset_ns);

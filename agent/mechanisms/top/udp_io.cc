@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include <stdexcept>
 
@@ -150,7 +151,12 @@ std::optional<std::pair<Packet, Addr>> UdpEndpoint::recv() {
 }
 
 Node::Node(UdpEndpoint& ep, Receiver* r, Sender* s, int64_t clock_offset_ns)
-    : ep_(ep), r_(r), s_(s), offset_(clock_offset_ns), pacer_(r ? r->config().slot_ns : 1, kCatchUpSlots) {
+    : ep_(ep),
+      r_(r),
+      s_(s),
+      offset_(clock_offset_ns),
+      pacer_(r ? r->config().slot_ns : 1, kCatchUpSlots, r ? r->config().jitter : 0,
+             r && r->config().jitter_seed ? r->config().jitter_seed : std::random_device{}()) {
   // Slots of tens of microseconds: ask the kernel not to stretch our sleeps.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 }

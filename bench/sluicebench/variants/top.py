@@ -28,6 +28,10 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 most 4 tokens (top-switch.sh TOKEN_BURST 4; HTB's default
                 lets 16 through after a quiet spell), beside tokens / top in
                 one run (docs/top.md "Data mining in the lab against the model")
+  tokens-grid, top-grid  tokens / top paced on a fixed slot grid
+                (--jitter 0), as until 2026-11-29; every other variant's
+                receiver jitters each token gap by U(-0.1, 0.1) of a slot
+                (ExpressPass's pacing jitter, docs/top.md "Pacing jitter")
   top-edf       deadline classes (EDF-like, §3.2 "Deadline-Oriented"), with
                 expiry; for `top --deadlines`
 Extra row fields: tokens_expired, tokens_valid (senders' agents), tokens_sent
@@ -235,3 +239,17 @@ class TopBurst4(TopVariant):
     name = "top-b4"
     help = "top with the switches' token group bursting at most 4 tokens (top-switch.sh TOKEN_BURST 4)"
     token_burst = 4
+
+
+@variant
+class TokensGrid(Tokens):
+    name = "tokens-grid"
+    help = "tokens paced on a fixed slot grid, no pacing jitter (sluice-top recv --jitter 0; as until 2026-11-29)"
+    recv_args = ["--jitter", "0"]
+
+
+@variant
+class TopGrid(TopVariant):
+    name = "top-grid"
+    help = "top paced on a fixed slot grid, no pacing jitter (sluice-top recv --jitter 0; as until 2026-11-29)"
+    recv_args = ["--jitter", "0"]
