@@ -68,12 +68,12 @@ struct ReceiverConfig {
   // token queues and was answered is late, not lost, and must not cut the
   // rate of a flow that is alone.
   uint64_t token_timeout_ns = 0;
-  uint32_t token_queue = 8;        // tokens per switch token queue (ExpressPass's 8)
+  uint32_t token_queue = 8;  // tokens per switch token queue (ExpressPass's 8)
   // Each token gap is slot_ns * (1 + U(-jitter, jitter)), ExpressPass's
   // pacing jitter (its default 0.1; SlotPacer); 0: a fixed grid (as until
   // 2026-11-29). At most 0.5.
   double jitter = 0.1;
-  uint64_t jitter_seed = 0;  // the pacer's generator; 0: a random seed per receiver
+  uint64_t jitter_seed = 0;        // the pacer's generator; 0: a random seed per receiver
   uint64_t tail_timeout_ns = 0;    // no progress this long: NACK the missing tail; 0: 4 x rtt_ns
   uint32_t reorder_threshold = 3;  // a hole this far below the newest ID is a loss
   size_t max_flows = 4096;
@@ -161,7 +161,9 @@ class SlotPacer {
     off_ = 0;
   }
   bool due(uint64_t now) const { return now >= next(); }
-  uint64_t next() const { return off_ >= 0 ? grid_ + uint64_t(off_) : (grid_ > uint64_t(-off_) ? grid_ - uint64_t(-off_) : 0); }
+  uint64_t next() const {
+    return off_ >= 0 ? grid_ + uint64_t(off_) : (grid_ > uint64_t(-off_) ? grid_ - uint64_t(-off_) : 0);
+  }
   // One slot was used at `now`; after a late one at most catch_up more are
   // due before the grid passes `now`.
   void fired(uint64_t now) {
