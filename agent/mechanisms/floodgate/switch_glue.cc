@@ -141,6 +141,8 @@ struct Stats {
            agent_dropped_bytes = 0, agent_unknown = 0, agent_ce_marked = 0, agent_not_ect_over_k = 0;
   // Stolen -> sent again, per frame (the time a frame waited in the VOQ).
   uint64_t agent_wait_sum_us = 0, agent_wait_max_us = 0;
+  // Releases that sent frames (one Reinjector::send_many each).
+  uint64_t agent_send_calls = 0;
 };
 
 // skb->mark of the frames the agent sends again from its VOQs (fg_egress
@@ -344,6 +346,7 @@ class SwitchFloodgate final : public Logic {
                         {"frames_in", st_.agent_frames_in},
                         {"bytes_in", st_.agent_bytes_in},
                         {"sent", st_.agent_sent},
+                        {"send_calls", st_.agent_send_calls},
                         {"send_errors", st_.agent_send_errors},
                         {"dropped", st_.agent_dropped},
                         {"dropped_bytes", st_.agent_dropped_bytes},
@@ -518,22 +521,33 @@ class SwitchFloodgate final : public Logic {
     t.voq_in_pkts = v.voq_pkts;
   }
 
-  // One destination's VOQ: frames from its head while its window is open.
+  // One destination's VOQ: frames from its head while its window is open,
+  // sent together (one sendmmsg per release instead of a send per frame:
+  // the re-sent frames' syscalls were the agents' largest single cost,
+  // docs/floodgate.md "The agents' priority and their wake-ups").
   void release_one(const Key& k, TxState& t) {
     const int64_t window = int64_t(fp_[k.first].init_window) - int64_t(t.direct + t.voq_out - t.credit_psn);
+    batch_.clear();
     const size_t sent = voqs_.release(k, window, [&](AgentVoqs::Frame& f) {
       const uint64_t len = f.bytes.size();
       const uint64_t waited_us = now_ > f.stolen_ns ? (now_ - f.stolen_ns) / 1000 : 0;
       st_.agent_wait_sum_us += waited_us;
       st_.agent_wait_max_us = std::max(st_.agent_wait_max_us, waited_us);
+      t.voq_out += len;
+      batch_.push_back(std::move(f.bytes));
+    });
+    if (sent) {
+      ++st_.releases;
+      out_.clear();
+      for (auto& b : batch_) out_.push_back({b.data(), b.size()});
       // A frame the kernel refuses (its queue full) is lost at this port
       // as a direct one dropped there would be: it counts as sent, and a
       // switchSYN repairs the window (§4.3).
-      if (reinj_[k.first]->send(f.bytes.data(), len)) ++st_.agent_sent;
-      else ++st_.agent_send_errors;
-      t.voq_out += len;
-    });
-    if (sent) ++st_.releases;
+      const size_t ok = reinj_[k.first]->send_many(out_.data(), out_.size());
+      st_.agent_sent += ok;
+      st_.agent_send_errors += out_.size() - ok;
+      ++st_.agent_send_calls;
+    }
     settle(k, t);
   }
   // The destination goes back to the kernel's window check once it has no
@@ -758,6 +772,10 @@ class SwitchFloodgate final : public Logic {
   ring_buffer* ring_ = nullptr;
   std::map<uint32_t, uint32_t> by_ifindex_;
   std::vector<std::unique_ptr<pac::Reinjector>> reinj_;
+  // One release's frames (their bytes moved out of the VOQ) and their
+  // pointers for Reinjector::send_many; kept to reuse the allocations.
+  std::vector<std::vector<uint8_t>> batch_;
+  std::vector<pac::Reinjector::Frame> out_;
   AgentVoqs voqs_;
   std::vector<uint64_t> dropped_;   // frames dropped at voq_limit_bytes
   std::vector<Key> arrived_;        // destinations with frames from the ring since the last release

@@ -5,8 +5,10 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -56,6 +58,57 @@ bool Reinjector::send(uint8_t* frame, size_t len) {
     if (last_errno_ != EAGAIN && last_errno_ != ENOBUFS && last_errno_ != EINTR) break;
   }
   return false;
+}
+
+size_t Reinjector::send_many(const Frame* frames, size_t n, bool* ok) {
+  size_t sent = 0;
+  if (ok) std::fill(ok, ok + n, false);
+  iovec iov[kBatch];
+  mmsghdr msgs[kBatch];
+  size_t idx[kBatch];
+  size_t i = 0;
+  while (i < n) {
+    // The next batch: frames whose checksums complete, in order.
+    size_t m = 0;
+    for (; i < n && m < kBatch; ++i) {
+      if (!complete_frame_checksum(frames[i].data, frames[i].len)) {
+        last_errno_ = EINVAL;
+        continue;
+      }
+      iov[m] = {frames[i].data, frames[i].len};
+      msgs[m] = {};
+      msgs[m].msg_hdr.msg_iov = &iov[m];
+      msgs[m].msg_hdr.msg_iovlen = 1;
+      idx[m++] = i;
+    }
+    // sendmmsg stops at the first message it cannot send: that one gets
+    // send()'s retries, then the batch goes on after it.
+    size_t done = 0;
+    int tries = 0;
+    while (done < m) {
+      ++batch_calls_;
+      const int r = ::sendmmsg(fd_, msgs + done, static_cast<unsigned>(m - done), 0);
+      if (r > 0) {
+        for (int j = 0; j < r; ++j) {
+          const size_t k = done + size_t(j);
+          if (msgs[k].msg_len == frames[idx[k]].len) {
+            ++sent;
+            if (ok) ok[idx[k]] = true;
+          } else {
+            last_errno_ = EMSGSIZE;
+          }
+        }
+        done += size_t(r);
+        tries = 0;
+        continue;
+      }
+      last_errno_ = r < 0 ? errno : EIO;
+      if ((last_errno_ == EAGAIN || last_errno_ == ENOBUFS || last_errno_ == EINTR) && ++tries < 3) continue;
+      ++done;  // this frame is given up
+      tries = 0;
+    }
+  }
+  return sent;
 }
 
 }  // namespace sluice::pac
