@@ -54,7 +54,8 @@ fg_host_expired (pauses ended by the timeout), fg_host_held_frames,
 fg_host_resent_frames, fg_host_send_errors, fg_host_overflow,
 fg_host_stale; fg_host_agents_exited if a host's agent ended.
 floodgate-voq adds fg_voq_stolen (frames out of window taken by the
-agents), fg_voq_sent, fg_voq_dropped (at voq_limit_bytes), fg_voq_send_errors,
+agents), fg_voq_sent, fg_voq_send_calls (the sendmmsg calls that sent
+them, one per release), fg_voq_dropped (at voq_limit_bytes), fg_voq_send_errors,
 fg_voq_passed (could not be copied: too big, ring full); its ports' most
 bytes held in the agents go to the experiment as the held data path's do
 (hold_ports). Every variant here adds switch_agent_cpu_s and
@@ -268,6 +269,10 @@ class Floodgate(SluiceSwitch):
                 for k, src in (("fg_voq_stolen", "stolen"), ("fg_voq_sent", "sent"), ("fg_voq_dropped", "dropped"),
                                ("fg_voq_send_errors", "send_errors"), ("fg_voq_ce_marked", "ce_marked")):
                     out[k] = out.get(k, 0) + v[src]
+                # Releases that sent frames, one send_many (sendmmsg) each;
+                # absent from a sluiced that sends frame by frame.
+                if "send_calls" in v:
+                    out["fg_voq_send_calls"] = out.get("fg_voq_send_calls", 0) + v["send_calls"]
                 out["fg_voq_passed"] = out.get("fg_voq_passed", 0) + v["too_big_passed"] + v["ring_full_passed"]
                 # Per frame, stolen -> sent again: mean weighted by frames, max.
                 out["fg_voq_wait_us_sum"] = out.get("fg_voq_wait_us_sum", 0) + v["wait_us_mean"] * v["sent"]
