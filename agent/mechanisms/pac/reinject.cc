@@ -47,17 +47,10 @@ Reinjector::~Reinjector() {
 }
 
 bool Reinjector::send(uint8_t* frame, size_t len) {
-  if (!complete_frame_checksum(frame, len)) {
-    last_errno_ = EINVAL;
-    return false;
-  }
-  for (int tries = 0; tries < 3; ++tries) {
-    ssize_t n = ::send(fd_, frame, len, 0);
-    if (n == static_cast<ssize_t>(len)) return true;
-    last_errno_ = n < 0 ? errno : EMSGSIZE;
-    if (last_errno_ != EAGAIN && last_errno_ != ENOBUFS && last_errno_ != EINTR) break;
-  }
-  return false;
+  // One frame through the batch path: one checksum completion and one retry
+  // policy for both.
+  const Frame f{frame, len};
+  return send_many(&f, 1) == 1;
 }
 
 size_t Reinjector::send_many(const Frame* frames, size_t n, bool* ok) {

@@ -25,9 +25,9 @@ class Reinjector {
   // The same for frames[0..n) in order, with one sendmmsg per up to
   // kBatch frames instead of a send each (floodgate's VOQ release,
   // docs/floodgate.md): each frame's checksum is completed first, a
-  // malformed one is left out, and a frame the kernel refuses is tried
-  // again as send() does (3 times on EAGAIN, ENOBUFS, EINTR) and then given
-  // up, the rest still sent. ok[i] (if given, n entries) says whether
+  // malformed one is left out, and a frame the kernel refuses is tried up
+  // to 3 times (on EAGAIN, ENOBUFS, EINTR) and then given up, the rest
+  // still sent (send() is this for one frame). ok[i] (if given, n entries) says whether
   // frame i went out. Returns the frames sent.
   struct Frame {
     uint8_t* data;
@@ -36,7 +36,8 @@ class Reinjector {
   static constexpr size_t kBatch = 64;
   size_t send_many(const Frame* frames, size_t n, bool* ok = nullptr);
   int last_errno() const { return last_errno_; }
-  // sendmmsg calls made by send_many (to see the batching work).
+  // sendmmsg calls made (send() makes one per frame; send_many one per
+  // batch: to see the batching work).
   uint64_t batch_calls() const { return batch_calls_; }
 
  private:
