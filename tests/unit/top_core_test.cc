@@ -473,7 +473,7 @@ TEST(TopJitter, EveryGapWithinTheJitterTheOffsetWithinHalfASlotTheRateExact) {
   }
   EXPECT_EQ(p.missed(), 0u);
   // The long-run rate is the grid's: n gaps within half a slot of n slots.
-  EXPECT_LE(std::llabs(int64_t(prev) - int64_t(5000 + (n + 0) * slot)), int64_t(slot / 2));
+  EXPECT_LE(std::llabs(int64_t(prev) - int64_t(5000 + n * slot)), int64_t(slot / 2));
   // The phase wanders over the whole slot, not a few percent of it.
   EXPECT_LT(lo, -int64_t(slot) * 4 / 10);
   EXPECT_GT(hi, int64_t(slot) * 4 / 10);
