@@ -19,6 +19,9 @@
 #                     killed at exit; its PID is in $VM_BG_PID
 #   vm_wait_for SEC CMD..   retry CMD every 0.2 s until it succeeds
 #   vm_object NAME    path of a built BPF object from the manifest (or "")
+#   vm_gtest_why LOG  the first failed assertions of a GoogleTest log on one
+#                     line (test, file:line, message), for vm_fail: the suite
+#                     summary is what a CI excerpt keeps
 set -u
 set -o pipefail
 
@@ -87,6 +90,29 @@ vm_wait_for() {
 
 vm_object() {
   awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$MANIFEST"
+}
+
+vm_gtest_why() {
+  awk '
+    function flush() {
+      if (!open) return
+      if (length(msg) > 200) msg = substr(msg, 1, 200) "..."
+      out = out (n ? "; " : "") test " " loc ": " msg
+      n++; open = 0
+    }
+    /^\[ +(RUN|OK|FAILED|SKIPPED) +\]/ { flush(); if ($2 == "RUN") test = $NF; next }
+    / Failure$/ {
+      flush()
+      if (n < 3) { loc = $1; sub(/.*\//, "", loc); sub(/:$/, "", loc); msg = ""; k = 0; open = 1 }
+      next
+    }
+    open && k < 6 {
+      line = $0; gsub(/^ +/, "", line)
+      if (line != "") msg = msg (msg == "" ? "" : " / ") line
+      k++
+    }
+    END { flush(); if (n) print out; else print "no assertion failed (crash or timeout?)" }
+  ' "$1"
 }
 
 vm_cleanup() {

@@ -19,7 +19,7 @@ log=/tmp/switch-mode-test.log
 "$t" --gtest_color=no --gtest_filter='AttachModes/SwitchMode.*' >"$log" 2>&1
 rc=$?
 grep -E '^\[ *(RUN|OK|SKIPPED|FAILED|PASSED) *\]|needs Linux' "$log"
-[ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_mode_test failed on $(uname -r)"; }
+[ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_mode_test failed on $(uname -r): $(vm_gtest_why "$log")"; }
 
 passed=$(grep -cE '^\[ +OK \] AttachModes/SwitchMode\.[^ ]+/1 ' "$log")
 [ "$passed" -eq 2 ] || { cat "$log"; vm_fail "the clsact cases did not both pass ($passed of 2)"; }

@@ -17,7 +17,7 @@ log=/tmp/switch-hold-test.log
 "$t" --gtest_color=no >"$log" 2>&1
 rc=$?
 grep -E '^\[ *(RUN|OK|SKIPPED|FAILED|PASSED) *\]|needs Linux|\[ info \]' "$log"
-[ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_hold_test failed on $(uname -r)"; }
+[ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_hold_test failed on $(uname -r): $(vm_gtest_why "$log")"; }
 
 if ! vm_kernel_at_least 5 17; then
   vm_note "held data path skipped (qdisc tracepoints need Linux 5.17+)"
