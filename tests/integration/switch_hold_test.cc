@@ -91,6 +91,25 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     return eventually([&] { return sink_.got(size_t(i)) - a >= n; }, within);
   }
   bool paused(uint16_t q) { return swb()["queues"][q]["paused"] == true; }
+  // Where datagrams were dropped outside sluiced's queues: every interface's
+  // rx/tx dropped in h1, sw and h2, and h2's UDP receive-buffer overflows.
+  std::string drop_counters() {
+    std::string r;
+    for (const std::string& ns : {r_.h1, r_.sw, r_.h2}) {
+      json links = json::parse(lab_->out("ip -n " + ns + " -j -s link show"), nullptr, false);
+      if (!links.is_array()) continue;
+      for (const auto& l : links) {
+        const auto& st = l["stats64"];
+        if (!st.is_object()) continue;
+        r += ns + "/" + l["ifname"].get<std::string>() + " rx_dropped " + std::to_string(st["rx"]["dropped"].get<uint64_t>()) +
+             " tx_dropped " + std::to_string(st["tx"]["dropped"].get<uint64_t>()) + "; ";
+      }
+    }
+    r += "h2 " + lab_->out("ip netns exec " + r_.h2 + " awk '/^Udp:/ && ++n == 2' /proc/net/snmp");
+    r += "(Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors ...); softnet dropped per CPU: " +
+         lab_->out("while read a b r; do printf '%d ' 0x$b; done < /proc/net/softnet_stat");
+    return r;
+  }
   // What was already past the switch when the pause took effect arrives
   // (and is read by the sink): A gains nothing for 200 ms, or 3 s pass.
   void let_a_settle() {
@@ -215,6 +234,7 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   EXPECT_TRUE(eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 10s))
       << "lost: flow A " << src_.sent(0) - sink_.got(0) << " of " << src_.sent(0) << " (" << held
       << " held at the stop), flow B " << src_.sent(1) - sink_.got(1) << " of " << src_.sent(1) << "\n"
+      << drop_counters() << "\n"
       << agent_->proc().log();
   EXPECT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   EXPECT_EQ(lab_->out("tc -n " + r_.sw + " filter show dev " + r_.swb + " egress | grep -c sw_hold"), "0\n");
