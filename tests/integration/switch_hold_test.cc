@@ -21,6 +21,7 @@
 #include <chrono>
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "lib/netns_fixture.h"
@@ -91,24 +92,42 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     return eventually([&] { return sink_.got(size_t(i)) - a >= n; }, within);
   }
   bool paused(uint16_t q) { return swb()["queues"][q]["paused"] == true; }
-  // Where datagrams were dropped outside sluiced's queues: every interface's
-  // rx/tx dropped in h1, sw and h2, and h2's UDP receive-buffer overflows.
-  std::string drop_counters() {
-    std::string r;
+  // Datagrams dropped outside sluiced's queues: every link's rx/tx dropped
+  // in h1, sw and h2 (a veth drops when the receiving side's backlog is
+  // full: a starved CPU, as in the emulated guest) and h2's UDP
+  // receive-buffer overflows; the total and the detail.
+  struct OutsideDrops {
+    uint64_t total = 0;
+    std::string detail;
+  };
+  OutsideDrops outside_drops() {
+    OutsideDrops d;
     for (const std::string& ns : {r_.h1, r_.sw, r_.h2}) {
       json links = json::parse(lab_->out("ip -n " + ns + " -j -s link show"), nullptr, false);
       if (!links.is_array()) continue;
       for (const auto& l : links) {
-        const auto& st = l["stats64"];
-        if (!st.is_object()) continue;
-        r += ns + "/" + l["ifname"].get<std::string>() + " rx_dropped " + std::to_string(st["rx"]["dropped"].get<uint64_t>()) +
-             " tx_dropped " + std::to_string(st["tx"]["dropped"].get<uint64_t>()) + "; ";
+        const json& st = l.value("stats64", json::object());
+        const uint64_t rx = st.value("rx", json::object()).value("dropped", uint64_t(0)),
+                       tx = st.value("tx", json::object()).value("dropped", uint64_t(0));
+        d.total += rx + tx;
+        d.detail += ns + "/" + l.value("ifname", std::string("?")) + " rx_dropped " + std::to_string(rx) +
+                    " tx_dropped " + std::to_string(tx) + "; ";
       }
     }
-    r += "h2 " + lab_->out("ip netns exec " + r_.h2 + " awk '/^Udp:/ && ++n == 2' /proc/net/snmp");
-    r += "(Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors ...); softnet dropped per CPU: " +
-         lab_->out("while read a b r; do printf '%d ' 0x$b; done < /proc/net/softnet_stat");
-    return r;
+    // /proc/net/snmp of h2: a "Udp:" line of names, then one of values.
+    std::istringstream snmp(lab_->out("ip netns exec " + r_.h2 + " grep '^Udp:' /proc/net/snmp"));
+    std::string names, values, n, v;
+    std::getline(snmp, names);
+    std::getline(snmp, values);
+    std::istringstream ns(names), vs(values);
+    while (ns >> n && vs >> v)
+      if (n == "RcvbufErrors") {
+        d.total += std::stoull(v);
+        d.detail += "h2 UDP RcvbufErrors " + v + "; ";
+      }
+    d.detail += "softnet dropped per CPU: " +
+                lab_->out("while read a b r; do printf '%d ' 0x$b; done < /proc/net/softnet_stat");
+    return d;
   }
   // What was already past the switch when the pause took effect arrives
   // (and is read by the sink): A gains nothing for 200 ms, or 3 s pass.
@@ -154,6 +173,7 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
   ASSERT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "1\n");
 
   const size_t traffic_mark = agent_->proc().log().size();  // the start's own stalls (BPF loading) left out
+  const OutsideDrops drops_before = outside_drops();
   start_flows();
   ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50 && sink_.got(1) > 50; }, 5s))
       << "traffic does not cross the switch: " << sink_.got(0) << " / " << sink_.got(1) << "\n"
@@ -231,11 +251,23 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
                  << "it did not exit within 30 s (status " << rc << "); the flush on stop is not measured here.";
   EXPECT_EQ(rc, 0) << agent_->proc().log();
   EXPECT_NE(agent_->proc().log().find("SWITCH_HOLD_FLUSHED"), std::string::npos) << agent_->proc().log();
-  EXPECT_TRUE(eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 10s))
-      << "lost: flow A " << src_.sent(0) - sink_.got(0) << " of " << src_.sent(0) << " (" << held
-      << " held at the stop), flow B " << src_.sent(1) - sink_.got(1) << " of " << src_.sent(1) << "\n"
-      << drop_counters() << "\n"
-      << agent_->proc().log();
+  if (!eventually([&] { return sink_.got(0) == src_.sent(0) && sink_.got(1) == src_.sent(1); }, 10s)) {
+    // Nothing may be lost in the switch. A starved machine (the emulated
+    // guest) can drop on its links or at h2's socket, outside sluiced:
+    // such drops are counted, and a loss they account for is reported,
+    // not failed; any loss beyond them is sluiced's and fails.
+    const uint64_t lost_a = src_.sent(0) - sink_.got(0), lost_b = src_.sent(1) - sink_.got(1);
+    const OutsideDrops after = outside_drops();
+    const uint64_t outside = after.total - drops_before.total;
+    if (lost_a + lost_b <= outside)
+      std::cout << "[ info ] " << GetParam() << ": " << lost_a << " + " << lost_b << " datagrams lost, all of them to "
+                << outside << " drops outside sluiced (links, h2's socket): " << after.detail << std::endl;
+    else
+      ADD_FAILURE() << "lost: flow A " << lost_a << " of " << src_.sent(0) << " (" << held
+                    << " held at the stop), flow B " << lost_b << " of " << src_.sent(1) << "; drops outside sluiced "
+                    << outside << ": " << after.detail << "\n"
+                    << agent_->proc().log();
+  }
   EXPECT_EQ(lab_->out("tc -n " + r_.sw + " qdisc show dev " + r_.swb + " | grep -c 'qdisc tbf 51: root'"), "0\n");
   EXPECT_EQ(lab_->out("tc -n " + r_.sw + " filter show dev " + r_.swb + " egress | grep -c sw_hold"), "0\n");
 }
