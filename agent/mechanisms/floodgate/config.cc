@@ -86,6 +86,10 @@ Section read_section(const toml::table& t, std::vector<SectionProblem>& out) {
   }
   r.integer("voq_limit_bytes", c.voq_limit_bytes, 1536, int64_t(1) << 34);
   r.integer("voq_ecn_packets", c.voq_ecn_packets, 0, 1'000'000);
+  r.integer("host_pause_timeout_ms", sec.host.pause_timeout_ns, 1, 60'000, 1'000'000);
+  // Each held frame is at most SLUICE_DP_FRAME_MAX (1536) bytes: 384 MiB at
+  // the top of the range.
+  r.integer("host_max_held_frames", sec.host.max_frames, 1, 262'144);
   if (auto n = r.node("up_ports")) {
     auto a = n->as_array();
     if (!a) {
@@ -155,7 +159,9 @@ const ConfigSection& floodgate_section() {
                 {"thre_on_bytes", "2000", "", ""},
                 {"voq", "\"agent\"", "", ""},
                 {"voq_limit_bytes", "262144", "", ""},
-                {"voq_ecn_packets", "20", "", ""}};
+                {"voq_ecn_packets", "20", "", ""},
+                {"host_pause_timeout_ms", "200", "", ""},
+                {"host_max_held_frames", "8192", "", ""}};
     sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
       static const toml::table kEmpty;
       std::vector<SectionProblem> ps;
@@ -180,7 +186,9 @@ const ConfigSection& floodgate_section() {
                             {"thre_on_bytes", c.thre_on_bytes},
                             {"voq", c.voq_agent ? "agent" : "tbf"},
                             {"voq_limit_bytes", c.voq_limit_bytes},
-                            {"voq_ecn_packets", c.voq_ecn_packets}};
+                            {"voq_ecn_packets", c.voq_ecn_packets},
+                            {"host_pause_timeout_ms", x.host.pause_timeout_ns / 1'000'000},
+                            {"host_max_held_frames", x.host.max_frames}};
     };
     return sec;
   }();

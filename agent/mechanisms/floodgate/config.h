@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/config_section.h"
+#include "mechanisms/floodgate/host_pause.h"
 #include "mechanisms/floodgate/logic.h"
 
 namespace sluice::floodgate {
@@ -46,6 +47,13 @@ class SectionError : public std::invalid_argument {
 //   voq                 "tbf" (default) or "agent": design A's VOQs (Config::voq_agent)
 //   voq_limit_bytes     1536..2^34, voq = "agent" only
 //   voq_ecn_packets     0..1000000 (0 = no CE marking in the agent's VOQs)
+// The host part of dstPause (§4.3; Section::host, read by the floodgate
+// mechanism on a host's uplink, not by the switch logic):
+//   host_pause_timeout_ms  1..60000: a paused destination not refreshed
+//                          for this long is released (fail open)
+//   host_max_held_frames   1..262144: the most frames the host holds at
+//                          once, all destinations together; the frame
+//                          that would exceed it releases its destination
 // Throws SectionError.
 Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
 
@@ -57,6 +65,7 @@ struct Section {
   static constexpr const char* kSection = "floodgate";
   Config config;
   std::vector<std::string> up_port_names;
+  HostPauseConfig host;  // host_pause_timeout_ms, host_max_held_frames
   // `config` with up_ports resolved; throws std::invalid_argument naming an
   // up port that is not one of `port_names`.
   Config resolve(const std::vector<std::string>& port_names) const;

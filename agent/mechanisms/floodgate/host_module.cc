@@ -4,6 +4,7 @@
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
+#include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/host_runner.h"
 #include "sluice/dstpause.h"
 
@@ -12,7 +13,8 @@ namespace sluice::floodgate {
 namespace {
 
 // Every millisecond: a pause applies to frames stolen since, and the
-// pause timeout (fail open, 20 ms) is kept to within a tick.
+// pause timeout (fail open; [floodgate] host_pause_timeout_ms, 20 ms by
+// default) is kept to within a tick.
 constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 
 class HostModule final : public Module {
@@ -24,8 +26,11 @@ class HostModule final : public Module {
   std::vector<ProgramCounters> counters() const override { return {}; }
   nlohmann::json status() const override {
     const HostPauseStats& s = runner_.state().stats();
+    const HostPauseConfig& c = runner_.state().config();
     return {{"uplink", uplink_},
             {"programs", {"dp_ingress", "dp_egress"}},
+            {"pause_timeout_ms", c.pause_timeout_ns / 1'000'000},
+            {"max_held_frames", c.max_frames},
             {"paused_dsts", s.paused_dsts},
             {"queued_frames", s.queued_frames},
             {"pauses", s.pauses},
@@ -55,6 +60,7 @@ class HostModule final : public Module {
     // only (host_runner.h), whatever the agent's attach mode.
     c.attach_mode = AttachMode::Clsact;
     c.state_dir = ctx.config.agent.state_dir;
+    c.pause = ctx.config.get<Section>().host;
     return c;
   }
   std::string uplink_;

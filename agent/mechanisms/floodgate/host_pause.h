@@ -20,9 +20,11 @@
 
 namespace sluice::floodgate {
 
+// [floodgate] host_pause_timeout_ms and host_max_held_frames (config.h);
+// these defaults when the keys are absent.
 struct HostPauseConfig {
   uint64_t pause_timeout_ns = 20'000'000;
-  size_t max_frames = 4096;
+  size_t max_frames = 4096;  // all destinations together
 };
 
 struct HostPauseStats {
@@ -57,6 +59,7 @@ class HostPause {
   bool paused(const sw::Addr& dst) const { return dsts_.count(dst) && dsts_.at(dst).paused; }
   size_t queued(const sw::Addr& dst) const { return dsts_.count(dst) ? dsts_.at(dst).frames.size() : 0; }
   const HostPauseStats& stats() const { return stats_; }
+  const HostPauseConfig& config() const { return cfg_; }
 
  private:
   struct Dst {

@@ -181,3 +181,67 @@ TEST(FloodgateConfig, SluicedRejectsABadSectionWithItsKeyAndLine) {
   EXPECT_EQ(ps[0].key, "floodgate.max_voqs");
   EXPECT_EQ(ps[0].where, "<string>:4") << ps[0].to_string();
 }
+
+// The host part of dstPause (§4.3): read by the floodgate mechanism on a
+// host's uplink (host_module.cc), not by the switch logic.
+TEST(FloodgateConfig, HostKeysDefaultsAndValues) {
+  const sluice::Config none = sluice::parse_config_string(kIface, "h.toml");
+  const HostPauseConfig& d = none.get<Section>().host;
+  EXPECT_EQ(d.pause_timeout_ns, 20'000'000u) << "absent: the 20 ms the host part always had";
+  EXPECT_EQ(d.max_frames, 4096u);
+  EXPECT_EQ(sluice::to_json(none, sluice::mechanisms())["floodgate"]["host_pause_timeout_ms"], 20);
+  EXPECT_EQ(sluice::to_json(none, sluice::mechanisms())["floodgate"]["host_max_held_frames"], 4096);
+
+  const sluice::Config set = sluice::parse_config_string(
+      kIface + "[floodgate]\nhost_pause_timeout_ms = 200\nhost_max_held_frames = 8192\n", "h.toml");
+  const Section& s = set.get<Section>();
+  EXPECT_EQ(s.host.pause_timeout_ns, 200'000'000u);
+  EXPECT_EQ(s.host.max_frames, 8192u);
+  EXPECT_EQ(sluice::to_json(set, sluice::mechanisms())["floodgate"]["host_pause_timeout_ms"], 200);
+  EXPECT_EQ(sluice::to_json(set, sluice::mechanisms())["floodgate"]["host_max_held_frames"], 8192);
+  // The switch logic's parameters are not touched by them.
+  EXPECT_EQ(s.config.syn_timeout_ns, Config{}.syn_timeout_ns);
+  // The ends of the ranges are accepted.
+  const sluice::Config lo = sluice::parse_config_string(
+      kIface + "[floodgate]\nhost_pause_timeout_ms = 1\nhost_max_held_frames = 1\n", "h.toml");
+  EXPECT_EQ(lo.get<Section>().host.pause_timeout_ns, 1'000'000u);
+  EXPECT_EQ(lo.get<Section>().host.max_frames, 1u);
+  const sluice::Config hi = sluice::parse_config_string(
+      kIface + "[floodgate]\nhost_pause_timeout_ms = 60000\nhost_max_held_frames = 262144\n", "h.toml");
+  EXPECT_EQ(hi.get<Section>().host.pause_timeout_ns, 60'000'000'000u);
+  EXPECT_EQ(hi.get<Section>().host.max_frames, 262'144u);
+  // The switch-side parser accepts them too (one [floodgate] section).
+  EXPECT_NO_THROW(parse("host_pause_timeout_ms = 200\nhost_max_held_frames = 8192"));
+}
+
+TEST(FloodgateConfig, BadHostKeysAreRefusedWithTheirRange) {
+  struct Case {
+    std::string text, key, reason;
+  };
+  const std::vector<Case> cases = {
+      {"host_pause_timeout_ms = 0", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+      {"host_pause_timeout_ms = 60001", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+      {"host_pause_timeout_ms = -5", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+      {"host_pause_timeout_ms = \"200\"", "floodgate.host_pause_timeout_ms", "expected an integer"},
+      {"host_pause_timeout_ms = 20.5", "floodgate.host_pause_timeout_ms", "expected an integer"},
+      {"host_max_held_frames = 0", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
+      {"host_max_held_frames = 262145", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
+      {"host_max_held_frames = true", "floodgate.host_max_held_frames", "expected an integer"},
+      {"host_pause_timeout = 200", "floodgate.host_pause_timeout", "unknown key"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto ps = problems(c.text);
+    ASSERT_EQ(ps.size(), 1u);
+    EXPECT_EQ(ps[0].key, c.key);
+    EXPECT_EQ(ps[0].reason, c.reason);
+    // sluiced's loader refuses the file (a reload with it keeps the running
+    // configuration, core/agent.cc), naming the key, the range and the line.
+    EXPECT_TRUE(sluice::test::config_rejects("[floodgate]\n" + c.text + "\n", c.key, c.reason));
+    auto lps = sluice::test::config_problems(kIface + "[floodgate]\n" + c.text + "\n");
+    ASSERT_EQ(lps.size(), 1u);
+    EXPECT_EQ(lps[0].where, "<string>:4") << lps[0].to_string();
+  }
+  // Both bad at once: both reported.
+  EXPECT_EQ(problems("host_pause_timeout_ms = 0\nhost_max_held_frames = 0").size(), 2u);
+}

@@ -2,6 +2,7 @@
 // (agent/mechanisms/floodgate/host_pause.h).
 #include <gtest/gtest.h>
 
+#include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/host_pause.h"
 
 using namespace sluice::sw;
@@ -111,4 +112,65 @@ TEST(FloodgateHost, PausesExpireAndOverflowReleases) {
                                                  "S 10.0.9.2 5", "R 10.0.9.2"}));
   EXPECT_EQ(hp.stats().overflow, 1u);
   EXPECT_EQ(hp.stats().queued_frames, 0u);
+}
+
+// [floodgate] host_pause_timeout_ms as the host module gets it (the
+// section's Section::host): a pause that is never refreshed is released at
+// the configured timeout, not at the 20 ms default and not a nanosecond
+// before; without the key, at 20 ms.
+TEST(FloodgateHost, ConfiguredPauseTimeoutReleasesAtThatTimeAndNotBefore) {
+  auto host_config = [](const std::string& text) {
+    std::vector<sluice::ConfigProblem> problems;
+    const toml::table t = toml::parse(text);
+    std::any a = floodgate_section().parse(&t, problems, nullptr);
+    EXPECT_TRUE(problems.empty()) << text;
+    return std::any_cast<const Section&>(a).host;
+  };
+  struct Case {
+    std::string text;
+    uint64_t timeout_ns;
+  };
+  for (const Case& c : {Case{"host_pause_timeout_ms = 200", 200'000'000}, Case{"", 20'000'000}}) {
+    SCOPED_TRACE(c.text);
+    HostPause hp(host_config(c.text));
+    EXPECT_EQ(hp.config().pause_timeout_ns, c.timeout_ns);
+    std::vector<Effect> out;
+    const uint64_t t0 = 1'000'000'000;
+    hp.on_control(frame(CtrlType::kDstPause, kD, 1), t0, out);
+    hp.on_frame(kD, pkt(7).data(), 60, t0 + 1, out);
+    out.clear();
+    // Ticks every millisecond up to the timeout: held all along.
+    for (uint64_t t = t0; t < t0 + c.timeout_ns; t += 1'000'000) hp.on_tick(t, out);
+    hp.on_tick(t0 + c.timeout_ns - 1, out);
+    EXPECT_TRUE(out.empty());
+    EXPECT_TRUE(hp.paused(kD));
+    EXPECT_EQ(hp.stats().expired, 0u);
+    hp.on_tick(t0 + c.timeout_ns, out);
+    EXPECT_EQ(show(out), (std::vector<std::string>{"S 10.0.9.1 7", "R 10.0.9.1"}));
+    EXPECT_FALSE(hp.paused(kD));
+    EXPECT_EQ(hp.stats().expired, 1u);
+  }
+}
+
+// host_max_held_frames: the most frames held at once over all
+// destinations; the frame past it releases the destination it was for.
+TEST(FloodgateHost, ConfiguredFrameLimitCountsAllDestinations) {
+  std::vector<sluice::ConfigProblem> problems;
+  const toml::table t = toml::parse("host_max_held_frames = 3");
+  std::any a = floodgate_section().parse(&t, problems, nullptr);
+  ASSERT_TRUE(problems.empty());
+  HostPause hp(std::any_cast<const Section&>(a).host);
+  std::vector<Effect> out;
+  hp.on_control(frame(CtrlType::kDstPause, kD, 1), 0, out);
+  hp.on_control(frame(CtrlType::kDstPause, kE, 1), 0, out);
+  out.clear();
+  hp.on_frame(kD, pkt(1).data(), 60, 1, out);
+  hp.on_frame(kD, pkt(2).data(), 60, 2, out);
+  hp.on_frame(kE, pkt(3).data(), 60, 3, out);
+  EXPECT_TRUE(out.empty()) << "3 held: at the limit, not past it";
+  hp.on_frame(kE, pkt(4).data(), 60, 4, out);
+  EXPECT_EQ(show(out), (std::vector<std::string>{"S 10.0.9.2 3", "S 10.0.9.2 4", "R 10.0.9.2"}));
+  EXPECT_TRUE(hp.paused(kD));
+  EXPECT_EQ(hp.queued(kD), 2u);
+  EXPECT_EQ(hp.stats().overflow, 1u);
 }
