@@ -207,3 +207,49 @@ TEST_F(FloodgateDstPauseTest, PausedDestinationStopsOthersContinueResumeDelivers
   EXPECT_GT(runner->counter(SL_DP_CNT_REINJECTED), 0u);
   sd.stop = se.stop = true;
 }
+
+// A pause that no dstResume ends is released by the host's pause timeout
+// (fail open; [floodgate] host_pause_timeout_ms, here 1 s instead of the
+// 20 ms default): D gets nothing until then, and flows again after.
+TEST_F(FloodgateDstPauseTest, UnresumedPauseIsReleasedAtTheConfiguredTimeout) {
+  constexpr auto kTimeout = 1000ms;
+  NsRunner holder{h_, nullptr};
+  {
+    InNetns in(h_);
+    floodgate::HostRunnerConfig c;
+    c.uplink = up_;
+    c.state_dir = lab_->tmpdir();
+    c.pause.pause_timeout_ns = uint64_t(std::chrono::nanoseconds(kTimeout).count());
+    holder.r = std::make_unique<floodgate::HostRunner>(c);
+  }
+  auto& runner = holder.r;
+  const sw::Addr d = sw::addr_parse("10.77.0.9");
+  Receiver rd;
+  rd.start(t_, "10.77.0.9", 5001);
+  Sender sd;
+  sd.start(h_, "10.77.0.9", 5001);
+  run(*runner, 200ms);
+  ASSERT_GT(rd.bytes.load(), 100'000u) << "D flows before the pause";
+
+  const auto paused_at = std::chrono::steady_clock::now();
+  send_from_tor(sw::CtrlType::kDstPause, "10.77.0.9", 1);
+  run(*runner, 100ms);  // what was queued past tc egress drains
+  ASSERT_TRUE(runner->state().paused(d));
+  const uint64_t d0 = rd.bytes;
+  run(*runner, 300ms);
+  EXPECT_TRUE(runner->state().paused(d)) << "released before the configured timeout";
+  EXPECT_EQ(rd.bytes.load(), d0) << "D received data while paused";
+  EXPECT_EQ(runner->state().stats().expired, 0u);
+  // Then released by the timeout: not before it (the pause was applied
+  // after paused_at), and within a generous bound of it.
+  while (runner->state().paused(d) && std::chrono::steady_clock::now() - paused_at < kTimeout + 3s) run(*runner, 5ms);
+  const auto released_after = std::chrono::steady_clock::now() - paused_at;
+  EXPECT_FALSE(runner->state().paused(d));
+  EXPECT_GE(released_after, kTimeout);
+  EXPECT_EQ(runner->state().stats().expired, 1u);
+  EXPECT_EQ(runner->state().stats().resumes, 0u);
+  run(*runner, 300ms);
+  EXPECT_GT(rd.bytes.load() - d0, 100'000u) << "D flows again after the timeout";
+  EXPECT_EQ(runner->send_errors(), 0u);
+  sd.stop = true;
+}
