@@ -102,6 +102,19 @@ class Variant:
         pass
 
 
+def fill_unset(args: argparse.Namespace, values: dict) -> list:
+    """Sets each option in `values` that args leaves at None (or lacks) to
+    its value there, in place, and returns the names it set: a --profile's
+    table filling the options not given explicitly (an explicit value,
+    0 included, wins)."""
+    filled = []
+    for k, v in values.items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+            filled.append(k)
+    return filled
+
+
 class Experiment:
     """Subclass, set `name`/`help`, implement add_args/run/table/plot,
     decorate with @experiment, put the file in sluicebench/experiments/.

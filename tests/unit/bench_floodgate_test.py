@@ -76,5 +76,32 @@ class TimeScaledProfile(unittest.TestCase):
         self.assertEqual(d["incast_gap_ms"], 20)
 
 
+    def test_10m_scales_the_hosts_pause_timeout(self):
+        # 100m and 1g: the hosts keep the host part's defaults (no section).
+        for prof in ("100m", "1g"):
+            a = parsed("--profile", prof)
+            fgx.FloodgateExp(a).resolve_times()
+            self.assertEqual(a.floodgate_host_profile_keys, {})
+            self.assertEqual(fgv.FloodgateDstPause(a).host_floodgate_keys(), [])
+            self.assertEqual(fgx.derived(prof)["host_pause_timeout_ms"], 20)
+        # 10m: 20 ms x 10 into the hosts' [floodgate], not into the switches'.
+        a = parsed("--profile", "10m")
+        fgx.FloodgateExp(a).resolve_times()
+        self.assertEqual(a.floodgate_host_profile_keys, {"host_pause_timeout_ms": 200})
+        dp = fgv.FloodgateDstPause(a)
+        self.assertEqual(dp.host_floodgate_keys(), ["host_pause_timeout_ms = 200"])
+        self.assertNotIn("host_pause_timeout_ms = 200", dp.floodgate_keys())
+        self.assertEqual(fgx.derived("10m")["host_pause_timeout_ms"], 200)
+        # --floodgate-section's host_* keys go to the hosts and win over the
+        # profile's (a key twice would be refused); the rest stays the switches'.
+        a = parsed("--profile", "10m", "--floodgate-section",
+                   "host_pause_timeout_ms = 50; host_max_held_frames = 8192; max_voqs = 4")
+        fgx.FloodgateExp(a).resolve_times()
+        self.assertEqual(a.floodgate_host_profile_keys, {})
+        self.assertEqual(fgv.FloodgateDstPause(a).host_floodgate_keys(),
+                         ["host_pause_timeout_ms = 50", "host_max_held_frames = 8192"])
+        self.assertEqual(fgx.derived("10m", a.floodgate_section)["host_pause_timeout_ms"], 50)
+
+
 if __name__ == "__main__":
     unittest.main()

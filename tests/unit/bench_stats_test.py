@@ -256,5 +256,20 @@ class BfcProfile(unittest.TestCase):
         self.assertEqual(hold_hrtt_us(argparse.Namespace(topology="star", delay_us=250)), 300)
 
 
+
+class FillUnset(unittest.TestCase):
+    """core.fill_unset: what bfc's and floodgate's --profile use to fill the
+    options not given."""
+
+    def test_fills_only_what_is_none_or_missing(self):
+        a = argparse.Namespace(rate=None, delay_us=0.0, gap_ms=20.0)
+        filled = core.fill_unset(a, {"rate": 10.0, "delay_us": 2500.0, "gap_ms": 100.0, "extra_s": 3.0})
+        self.assertEqual(filled, ["rate", "extra_s"])
+        # An explicit value, 0 included, is kept.
+        self.assertEqual((a.rate, a.delay_us, a.gap_ms, a.extra_s), (10.0, 0.0, 20.0, 3.0))
+        self.assertEqual(core.fill_unset(a, {"rate": 1.0}), [])
+        self.assertEqual(a.rate, 10.0)
+
+
 if __name__ == "__main__":
     unittest.main()

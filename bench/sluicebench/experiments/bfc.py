@@ -68,9 +68,7 @@ def apply_profile(args) -> None:
     profile's table, in place; the experiment and the variants read the
     same namespace."""
     prof = PROFILES[getattr(args, "profile", None) or "100m"]
-    for key in ("rate", "delay_us", "two_flows_s"):
-        if getattr(args, key, None) is None:
-            setattr(args, key, prof[key])
+    core.fill_unset(args, {k: prof[k] for k in ("rate", "delay_us", "two_flows_s")})
     args.hold_hrtt_base_us = prof["hold_hrtt_base_us"]
 
 

@@ -53,14 +53,19 @@ PROFILES = {
     "1g": {"rate": 1000.0, "core": 2000.0, "help": "hosts 1 Gbit/s, core 2 Gbit/s"},
     "10m": {"rate": 10.0, "core": 20.0, "time_scale": 10,
             "help": "hosts 10 Mbit/s, core 20 Mbit/s: 100m slowed down 10x (an MTU frame 1.2 ms; incast gap, "
-                    "link delays, floodgate's T, hop RTT and switchSYN timeout x10; bytes and K as 100m)"},
+                    "link delays, floodgate's T, hop RTT, switchSYN timeout and the hosts' dstPause timeout x10; bytes "
+                    "and K as 100m)"},
 }
 # 100m's time constants, the base a time-scaled profile multiplies: the
 # experiment's (option defaults) and floodgate's own (Config defaults,
 # agent/mechanisms/floodgate/logic.h), written into every switch's
-# [floodgate] section unless --floodgate-section names the key.
+# [floodgate] section unless --floodgate-section names the key; and the
+# host part of dstPause's (HostPauseConfig, host_pause.h), written into the
+# [floodgate] section of the hosts' sluiced (variant floodgate-dstpause)
+# the same way.
 TIME_BASE = {"incast_gap_ms": 10.0, "core_delay_us": 0.0, "host_delay_us": 0.0}
 FG_TIME_BASE = {"credit_interval_us": 500, "hop_rtt_us": 200, "syn_timeout_ms": 10}
+FG_HOST_TIME_BASE = {"host_pause_timeout_ms": 20}
 FG_THRE_CREDIT_BDP = 10  # Config default (§6.5)
 
 
@@ -75,29 +80,39 @@ def section_keys(section: str) -> dict:
     return out
 
 
-def profile_fg_keys(profile: str, section: str = "") -> dict:
+def profile_fg_keys(profile: str, section: str = "", base: dict = FG_TIME_BASE) -> dict:
     """[floodgate] keys a profile adds to every switch: 100m's T, hop RTT
-    and switchSYN timeout times its time_scale; none for a profile without
-    one (the defaults stay as they are), none that `section` sets itself."""
+    and switchSYN timeout (`base`) times its time_scale; none for a profile
+    without one (the defaults stay as they are), none that `section` sets
+    itself."""
     scale = PROFILES[profile].get("time_scale", 1)
     if scale == 1:
         return {}
     given = section_keys(section)
-    return {k: int(round(v * scale)) for k, v in FG_TIME_BASE.items() if k not in given}
+    return {k: int(round(v * scale)) for k, v in base.items() if k not in given}
+
+
+def profile_host_keys(profile: str, section: str = "") -> dict:
+    """[floodgate] keys a profile adds to every dstPause host: the host
+    pause timeout times its time_scale (10m: 200 ms), unless `section`
+    sets it."""
+    return profile_fg_keys(profile, section, FG_HOST_TIME_BASE)
 
 
 def derived(profile: str, section: str = "", aqm_k: int = 20, incast_gap_ms=None) -> dict:
     """What the switches' parameters come to in a profile, in bytes and
     packets (for the run's params and the test that 10m matches 100m):
-    T, hop RTT, switchSYN timeout in force; the initial window toward a core
+    T, hop RTT, switchSYN timeout and the dstPause hosts' pause timeout in
+    force; the initial window toward a core
     port BDP_nextHop + C_out*T (§3.2, §4.1), thre_credit (10 BDP, §6.5),
     thre_off/thre_on (one-hop BDP, §4.3) toward the core, DCTCP's K (packets,
     the same in every profile), the incast gap, and a core-port MTU frame's
     time on the wire."""
     pr = PROFILES[profile]
     scale = pr.get("time_scale", 1)
-    keys = dict(FG_TIME_BASE)
+    keys = dict(FG_TIME_BASE, **FG_HOST_TIME_BASE)
     keys.update(profile_fg_keys(profile, section))
+    keys.update(profile_host_keys(profile, section))
     for k, v in section_keys(section).items():
         if k in keys:
             keys[k] = float(v)
@@ -106,6 +121,7 @@ def derived(profile: str, section: str = "", aqm_k: int = 20, incast_gap_ms=None
     gap = incast_gap_ms if incast_gap_ms is not None else TIME_BASE["incast_gap_ms"] * scale
     return {"time_scale": scale, "credit_interval_us": keys["credit_interval_us"],
             "hop_rtt_us": keys["hop_rtt_us"], "syn_timeout_ms": keys["syn_timeout_ms"],
+            "host_pause_timeout_ms": keys["host_pause_timeout_ms"],
             "init_window_core_bytes": round(bdp + core_Bpus * keys["credit_interval_us"]),
             "thre_credit_core_bytes": round(FG_THRE_CREDIT_BDP * bdp), "thre_off_core_bytes": round(bdp),
             "aqm_k_packets": aqm_k, "incast_gap_ms": gap,
@@ -212,19 +228,21 @@ class FloodgateExp(Experiment):
     def resolve_times(self):
         """The time options left at their defaults take 100m's times the
         profile's time scale; the switches' [floodgate] keys it adds go to
-        the floodgate variants as args.floodgate_profile_keys."""
+        the floodgate variants as args.floodgate_profile_keys, the dstPause
+        hosts' as args.floodgate_host_profile_keys."""
         a = self.args
         scale = PROFILES[a.profile].get("time_scale", 1)
-        for k, base in TIME_BASE.items():
-            if getattr(a, k, None) is None:
-                setattr(a, k, base * scale)
-        a.floodgate_profile_keys = profile_fg_keys(a.profile, getattr(a, "floodgate_section", "") or "")
+        core.fill_unset(a, {k: base * scale for k, base in TIME_BASE.items()})
+        section = getattr(a, "floodgate_section", "") or ""
+        a.floodgate_profile_keys = profile_fg_keys(a.profile, section)
+        a.floodgate_host_profile_keys = profile_host_keys(a.profile, section)
 
     def params(self) -> dict:
         a = self.args
         pr = PROFILES[a.profile]
         return {"profile": a.profile, "rate_mbit": pr["rate"], "core_mbit": pr["core"],
                 "time_scale": pr.get("time_scale", 1), "floodgate_profile_keys": a.floodgate_profile_keys,
+                "floodgate_host_profile_keys": a.floodgate_host_profile_keys,
                 "derived": derived(a.profile, getattr(a, "floodgate_section", "") or "", getattr(a, "aqm_k", 20),
                                    a.incast_gap_ms),
                 "buffer": a.buffer,
@@ -244,6 +262,8 @@ class FloodgateExp(Experiment):
         if a.floodgate_profile_keys:
             ctx.log(f"profile {a.profile}: time x{pr['time_scale']:g}, every switch's [floodgate] adds "
                     + ", ".join(f"{k} = {v:g}" for k, v in a.floodgate_profile_keys.items())
+                    + "; a dstPause host's [floodgate] adds "
+                    + (", ".join(f"{k} = {v:g}" for k, v in a.floodgate_host_profile_keys.items()) or "nothing")
                     + f"; incast gap {a.incast_gap_ms:g} ms")
         # The dctcp variant marks on every switch port of the leaf-spine, as
         # the floodgate variant's switches do.

@@ -16,7 +16,9 @@
   thre_off tells the hosts that fed it to pause D, §4.3) and every host
   running sluiced with the floodgate mechanism on its uplink (the host
   part: it holds a paused destination's frames until dstResume or the
-  20 ms pause timeout).
+  pause timeout, [floodgate] host_pause_timeout_ms in the hosts' sluiced:
+  20 ms, times a time-scaled profile's scale, e.g. 200 ms at 10m; a
+  host_* key in --floodgate-section goes to the hosts too and wins).
 - floodgate-tree: the design-A data path (queue trees in the kernel, the
   BPF half fg_egress and the glue's netlink releases; "In sluiced, design
   A"), kept to compare the two in one run.
@@ -75,6 +77,7 @@ import os
 
 from ..agents import Agents, aqm_port, host_interface
 from ..core import BenchError, variant
+from ..experiments.floodgate import section_keys
 from .switch import SluiceSwitch, switch_states
 
 # Wire sizes (include/sluice/wire.h): Ethernet header, control header,
@@ -131,7 +134,9 @@ class Floodgate(SluiceSwitch):
         g.add_argument("--floodgate-no-ecn", action="store_true",
                        help="no DCTCP marking in the floodgate switches (hosts then react to loss only)")
         g.add_argument("--floodgate-section", default="",
-                       help="extra keys for every switch's [floodgate] section, e.g. 'hop_rtt_us = 400'")
+                       help="extra keys for every switch's [floodgate] section, e.g. 'hop_rtt_us = 400'; "
+                            "floodgate-dstpause also gives its host_* keys (the host part of dstPause, e.g. "
+                            "'host_pause_timeout_ms = 50') to the hosts' sluiced")
         g.add_argument("--switch-agent-prio", type=int, default=12, metavar="N",
                        help="the switches' sluiced under --sched fifo: SCHED_FIFO priority N (the traffic "
                             "generator runs at 10/11, so 12 is above it and 9 below), 0 = normal scheduling "
@@ -364,12 +369,25 @@ class FloodgateDstPause(Floodgate):
     def floodgate_keys(self) -> list:
         return super().floodgate_keys() + ["dst_pause = true"]
 
+    def host_floodgate_keys(self) -> list:
+        """Lines of every host's [floodgate] section (none: the host part's
+        defaults): the experiment's profile keys for the hosts (a
+        time-scaled profile's pause timeout; only if --floodgate-section
+        does not set it), then the host_* keys of --floodgate-section."""
+        a = self.args
+        prof = getattr(a, "floodgate_host_profile_keys", None) or {}
+        out = [f"{k} = {int(v) if float(v).is_integer() else v}" for k, v in prof.items()]
+        return out + [f"{k} = {v}" for k, v in section_keys(a.floodgate_section or "").items()
+                      if k.startswith("host_")]
+
     def setup(self, ctx, topo):
         super().setup(ctx, topo)
+        keys = self.host_floodgate_keys()
+        section = "\n".join(["[floodgate]"] + keys) + "\n" if keys else ""
         try:
             for h in topo.hosts:
                 self.agents.start(ctx, h.ns, f"{h.name}-{self.point_no}", f"{self.agents.bpffs(ctx)}/{h.name}",
-                                  host_interface(h, ["floodgate"]), role="host")
+                                  host_interface(h, ["floodgate"]) + section, role="host")
             for ag in self.agents.list:
                 ctx.wait_for_log(ag.proc, "AGENT_STARTED", timeout=120)
         except Exception:
