@@ -507,7 +507,11 @@ TEST_F(FloodgateSwitch, HoldDstPauseHoldsTheIncastAtTheHost) {
     std::ofstream f(hcfg);
     f << "[agent]\npin_root = \"" << lab_->bpffs() << "/slh1\"\nstate_dir = \"" << lab_->tmpdir()
       << "/stateh1\"\ncontrol_socket = \"" << hsock << "\"\n[metrics]\nenabled = false\n"
-      << "[[interface]]\nname = \"" << lab_->name("h1") << "\"\nrole = \"host\"\nmechanisms = [\"floodgate\"]\n";
+      << "[[interface]]\nname = \"" << lab_->name("h1")
+      << "\"\nrole = \"host\"\nmechanisms = [\"floodgate\"]\n"
+      // The host part's keys reach the mechanism (a limit well above what
+      // this run holds; the pause timeout at its default).
+      << "[floodgate]\nhost_max_held_frames = 8192\n";
   }
   // MTU frames at tc egress (the host holds frames it can copy): TCP builds
   // GSO packets in software even with "gso off", so one segment per skb.
@@ -524,6 +528,8 @@ TEST_F(FloodgateSwitch, HoldDstPauseHoldsTheIncastAtTheHost) {
     return m ? *m : json::object();
   };
   ASSERT_TRUE(eventually([&] { return !host_state().empty(); }, 30s)) << h.log();
+  EXPECT_EQ(host_state().value("max_held_frames", 0), 8192) << host_state().dump(2);
+  EXPECT_EQ(host_state().value("pause_timeout_ms", 0), 20) << host_state().dump(2);
 
   // D: 1.5 MB of TCP. E: UDP at ~8 Mbit/s meanwhile (under load sa can
   // pause E too; held frames, TCP or UDP, are re-sent with their checksums
