@@ -92,6 +92,17 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     return eventually([&] { return sink_.got(size_t(i)) - a >= n; }, within);
   }
   bool paused(uint16_t q) { return swb()["queues"][q]["paused"] == true; }
+  // The counters of swb's held path that say where sluiced lost or passed
+  // frames, in a line.
+  std::string hold_summary(const json& state) {
+    const json pb = SwitchAgent::port(state, r_.swb);
+    std::string r;
+    for (const char* k : {"frames_in", "sent", "logic_drops", "bad_queue", "send_errors", "qdisc_drops",
+                          "fail_open_pkts", "ring_full", "passed_big"})
+      r += std::string(k) + " " + pb["hold"].value(k, json()).dump() + ", ";
+    for (const auto& q : pb["queues"]) r += "queue " + q["queue"].dump() + " dropped " + q["dropped"].dump() + ", ";
+    return r;
+  }
   // Datagrams dropped outside sluiced's queues: every link's rx/tx dropped
   // in h1, sw and h2 (a veth drops when the receiving side's backlog is
   // full: a starved CPU, as in the emulated guest) and h2's UDP
@@ -120,11 +131,12 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     std::getline(snmp, names);
     std::getline(snmp, values);
     std::istringstream ns(names), vs(values);
-    while (ns >> n && vs >> v)
-      if (n == "RcvbufErrors") {
-        d.total += std::stoull(v);
-        d.detail += "h2 UDP RcvbufErrors " + v + "; ";
-      }
+    d.detail += "h2 UDP";
+    while (ns >> n && vs >> v) {
+      if (n == "RcvbufErrors") d.total += std::stoull(v);
+      if (n != "Udp:") d.detail += " " + n + " " + v;  // InErrors, InCsumErrors, ... for the record
+    }
+    d.detail += "; ";
     // Frames queued for a neighbour being resolved and discarded (ARP, the
     // kernel's neighbour table: global, not per namespace): the hosts and the
     // router resolve before the frame reaches the port sluiced holds.
@@ -276,7 +288,8 @@ TEST_P(SwitchHold, PauseStopsAQueueAtOnceResumeAndStopLoseNothing) {
     else
       ADD_FAILURE() << "lost: flow A " << lost_a << " of " << src_.sent(0) << " (" << held
                     << " held at the stop), flow B " << lost_b << " of " << src_.sent(1) << "; drops outside sluiced "
-                    << outside << ": " << after.detail << "\nthe ports' hold counters before the stop: "
+                    << outside << "; swb " << hold_summary(before_stop) << "\n"
+                    << after.detail << "\nthe ports' hold counters before the stop: "
                     << SwitchAgent::port(before_stop, r_.swa)["hold"].dump() << " "
                     << SwitchAgent::port(before_stop, r_.swb)["hold"].dump() << "\n"
                     << agent_->proc().log();

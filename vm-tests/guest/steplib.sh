@@ -96,7 +96,7 @@ vm_gtest_why() {
   awk '
     function flush() {
       if (!open) return
-      if (length(msg) > 200) msg = substr(msg, 1, 200) "..."
+      if (length(msg) > 400) msg = substr(msg, 1, 400) "..."
       out = out (n ? "; " : "") test " " loc ": " msg
       n++; open = 0
     }
