@@ -140,9 +140,9 @@ class SwitchHold : public ::testing::TestWithParam<std::string> {
     // Frames queued for a neighbour being resolved and discarded (ARP, the
     // kernel's neighbour table: global, not per namespace): the hosts and the
     // router resolve before the frame reaches the port sluiced holds.
-    const std::string unres =
-        lab_->out("tail -n +2 /proc/net/stat/arp_cache | { s=0; while read -r a b c d e f g h i j k l m; do "
-                  "s=$((s + 0x$l)); done; echo $s; }");
+    const std::string unres = lab_->out(
+        "tail -n +2 /proc/net/stat/arp_cache | { s=0; while read -r a b c d e f g h i j k l m; do "
+        "s=$((s + 0x$l)); done; echo $s; }");
     d.total += std::strtoull(unres.c_str(), nullptr, 10);
     d.detail += "ARP unresolved_discards " + unres.substr(0, unres.find('\n')) + "; neighbours: ";
     for (const std::string& ns : {r_.h1, r_.sw, r_.h2})

@@ -2,6 +2,8 @@
 // (agent/mechanisms/floodgate/config.h).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "lib/config_check.h"
 #include "mechanisms/floodgate/config.h"
 #include "mechanisms/mechanisms.h"
@@ -24,6 +26,24 @@ std::vector<SectionProblem> problems(const std::string& text) {
   }
   ADD_FAILURE() << "accepted: " << text;
   return {};
+}
+
+// A bad [floodgate] line: alone, it gives exactly one problem, this key
+// and this reason.
+struct BadKey {
+  std::string text, key, reason;
+};
+// Each case alone is refused with its key and reason; `also` checks more
+// per case (e.g. through sluiced's loader).
+void expect_each_refused(const std::vector<BadKey>& cases, const std::function<void(const BadKey&)>& also = {}) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto ps = problems(c.text);
+    ASSERT_EQ(ps.size(), 1u);
+    EXPECT_EQ(ps[0].key, c.key);
+    EXPECT_EQ(ps[0].reason, c.reason);
+    if (also) also(c);
+  }
 }
 
 }  // namespace
@@ -68,10 +88,7 @@ thre_on_bytes = 3000
 }
 
 TEST(FloodgateConfig, BadKeysAreAllReported) {
-  struct Case {
-    std::string text, key, reason;
-  };
-  const std::vector<Case> cases = {
+  expect_each_refused({
       {"credit_intervall_us = 5", "floodgate.credit_intervall_us", "unknown key"},
       {"credit_interval_us = \"fast\"", "floodgate.credit_interval_us", "expected an integer"},
       {"credit_interval_us = 10", "floodgate.credit_interval_us", "out of range [50, 1000000]"},
@@ -84,14 +101,7 @@ TEST(FloodgateConfig, BadKeysAreAllReported) {
       {"thre_off_bytes = 1000\nthre_on_bytes = 2000", "floodgate", "floodgate: thre_on must not exceed thre_off"},
       {"credit_interval_us = 10000\nsyn_timeout_ms = 5", "floodgate",
        "floodgate: syn_timeout must be at least 2 credit intervals (a silence is longer than T)"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.text);
-    auto ps = problems(c.text);
-    ASSERT_EQ(ps.size(), 1u);
-    EXPECT_EQ(ps[0].key, c.key);
-    EXPECT_EQ(ps[0].reason, c.reason);
-  }
+  });
   // Several at once: all of them, not the first.
   EXPECT_EQ(problems("max_voqs = 0\ndst_pause = \"yes\"\nbogus = 1").size(), 3u);
 }
@@ -215,33 +225,27 @@ TEST(FloodgateConfig, HostKeysDefaultsAndValues) {
 }
 
 TEST(FloodgateConfig, BadHostKeysAreRefusedWithTheirRange) {
-  struct Case {
-    std::string text, key, reason;
-  };
-  const std::vector<Case> cases = {
-      {"host_pause_timeout_ms = 0", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
-      {"host_pause_timeout_ms = 60001", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
-      {"host_pause_timeout_ms = -5", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
-      {"host_pause_timeout_ms = \"200\"", "floodgate.host_pause_timeout_ms", "expected an integer"},
-      {"host_pause_timeout_ms = 20.5", "floodgate.host_pause_timeout_ms", "expected an integer"},
-      {"host_max_held_frames = 0", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
-      {"host_max_held_frames = 262145", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
-      {"host_max_held_frames = true", "floodgate.host_max_held_frames", "expected an integer"},
-      {"host_pause_timeout = 200", "floodgate.host_pause_timeout", "unknown key"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.text);
-    auto ps = problems(c.text);
-    ASSERT_EQ(ps.size(), 1u);
-    EXPECT_EQ(ps[0].key, c.key);
-    EXPECT_EQ(ps[0].reason, c.reason);
-    // sluiced's loader refuses the file (a reload with it keeps the running
-    // configuration, core/agent.cc), naming the key, the range and the line.
-    EXPECT_TRUE(sluice::test::config_rejects("[floodgate]\n" + c.text + "\n", c.key, c.reason));
-    auto lps = sluice::test::config_problems(kIface + "[floodgate]\n" + c.text + "\n");
-    ASSERT_EQ(lps.size(), 1u);
-    EXPECT_EQ(lps[0].where, "<string>:4") << lps[0].to_string();
-  }
+  expect_each_refused(
+      {
+          {"host_pause_timeout_ms = 0", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+          {"host_pause_timeout_ms = 60001", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+          {"host_pause_timeout_ms = -5", "floodgate.host_pause_timeout_ms", "out of range [1, 60000]"},
+          {"host_pause_timeout_ms = \"200\"", "floodgate.host_pause_timeout_ms", "expected an integer"},
+          {"host_pause_timeout_ms = 20.5", "floodgate.host_pause_timeout_ms", "expected an integer"},
+          {"host_max_held_frames = 0", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
+          {"host_max_held_frames = 262145", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
+          {"host_max_held_frames = true", "floodgate.host_max_held_frames", "expected an integer"},
+          {"host_pause_timeout = 200", "floodgate.host_pause_timeout", "unknown key"},
+      },
+      [](const BadKey& c) {
+        // sluiced's loader refuses the file (a reload with it keeps the
+        // running configuration, core/agent.cc), naming the key, the range
+        // and the line.
+        EXPECT_TRUE(sluice::test::config_rejects("[floodgate]\n" + c.text + "\n", c.key, c.reason));
+        auto lps = sluice::test::config_problems(kIface + "[floodgate]\n" + c.text + "\n");
+        ASSERT_EQ(lps.size(), 1u);
+        EXPECT_EQ(lps[0].where, "<string>:4") << lps[0].to_string();
+      });
   // Both bad at once: both reported.
   EXPECT_EQ(problems("host_pause_timeout_ms = 0\nhost_max_held_frames = 0").size(), 2u);
 }
