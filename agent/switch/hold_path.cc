@@ -124,6 +124,7 @@ struct HoldPath::Port {
   uint64_t held_ms = 0, held_ms_max = 0;
   std::vector<uint32_t> held_per_ms;  // up to kHeldMsCap milliseconds, oldest first
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
+  uint64_t not_ip_sent = 0;                     // frames that are not IP, sent at once (on_frame)
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
   uint64_t ce_marked = 0, not_ect_over_k = 0;   // ecn_k_pkts: CE set; over K but Not-ECT (left alone)
   // Time from the divert (sw_hold_egress) to on_frame: the ring is a queue
@@ -302,6 +303,18 @@ void HoldPath::on_frame(const void* data) {
   std::lock_guard lk(mu_);
   Port& p = *ports_[ev.port_id];
   ++p.in;
+  // Not IP (ARP, LLDP, a frame the program could not parse): the network's
+  // own control plane, not data a logic schedules. Held behind a paused
+  // queue (flow hash 0: queue 0) it starves the neighbour protocol: a
+  // router's ARP probes wait in the paused queue, its entry for the
+  // neighbour fails, and it drops the traffic of every queue toward that
+  // neighbour without a counter to show. It goes to the port at once, as a
+  // switch CPU's own frames would.
+  if (!ev.is_ip) {
+    if (send_now(p, ev.frame, ev.len)) ++p.not_ip_sent;
+    else ++p.send_errors;
+    return;
+  }
   PacketMeta m;
   m.id = next_id_++;
   m.wire_bytes = ev.len;
@@ -568,6 +581,16 @@ void HoldPath::arm_watchdog() {
 // gets the time it needs, a stuck port does not hold the exit for good.
 // Frames not sent, and frames still in the root when it goes, are counted
 // lost and logged.
+bool HoldPath::send_now(Port& p, const uint8_t* frame, size_t len) {
+  const uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
+  __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
+  if (sendto(p.tx_fd, frame, len, 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) < 0) {
+    __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
+    return false;
+  }
+  return true;
+}
+
 void HoldPath::flush(Port& p) {
   constexpr uint64_t kFlushStallNs = 1'000'000'000ull, kFlushMaxNs = 10'000'000'000ull;
   const uint64_t deadline = monotonic_ns() + kFlushMaxNs;
@@ -599,11 +622,7 @@ void HoldPath::flush(Port& p) {
     auto it = p.frames.find(m.id);
     if (it == p.frames.end()) continue;
     if (p.spec.write_upstream_q) push_upstream_q(p, it->second, *q);
-    uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
-    __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
-    if (sendto(p.tx_fd, it->second.data(), it->second.size(), 0, reinterpret_cast<sockaddr*>(&p.ll), sizeof(p.ll)) < 0)
-      __atomic_store_n(&p.st->agent_sent, sent, __ATOMIC_SEQ_CST);
-    else {
+    if (send_now(p, it->second.data(), it->second.size())) {
       ++p.flushed;
       progress_at = monotonic_ns();
     }
@@ -712,6 +731,7 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"bad_queue", p.bad_queue},
             {"sent", p.sent},
             {"send_errors", p.send_errors},
+            {"not_ip_sent", p.not_ip_sent},
             {"csum_completed", p.csum_completed},
             {"held_bytes", p.held_bytes},
             {"held_max_bytes", p.held_max_bytes},

@@ -6,6 +6,9 @@
 // through a ring buffer (bpf/switch/swhold.bpf.c), and the agent
 //   - builds the logic's PacketMeta from what the program parsed (the
 //     classifier's 5-tuple, flow hash and TOS), asks logic.on_enqueue(),
+//   - (a frame that is not IP, ARP or LLDP, goes to the port at once, no
+//     logic, no queue: the network's control plane never waits behind a
+//     paused data queue),
 //   - holds the frame in the port's PortModel (strict priority levels, DRR,
 //     shaper groups, per-queue pause: the model the logics are tested on),
 //   - re-injects frames through AF_PACKET with SO_MARK = the reinject mark
@@ -130,6 +133,9 @@ class HoldPath {
   void sync(Port& p);
   void arm_watchdog();
   void flush(Port& p);
+  // Sends one frame to the port's qdisc now (counted in agent_sent first,
+  // taken back if the send fails); whether it was sent.
+  bool send_now(Port& p, const uint8_t* frame, size_t len);
   void push_upstream_q(Port& p, std::vector<uint8_t>& frame, QueueId q);
   static void note_held(Port& p, int64_t delta, uint64_t now);
   Port& port(PortId p) const;

@@ -343,6 +343,32 @@ TEST_P(SwitchHold, KilledWithAQueuePausedThePortStillForwards) {
   EXPECT_TRUE(flows_on(1, 50)) << "flow B stopped";
 }
 
+// Frames that are not IP bypass the held queues. Queue 0 (where a frame
+// without a flow hash lands) paused, the router's neighbour entry for h2
+// removed: sw must resolve h2 by ARP through the held port to forward a
+// flow of queue 1. Held behind the paused queue, the ARP request would
+// never leave and the flow would be blackholed although its own queue
+// runs.
+TEST_P(SwitchHold, ArpLeavesThroughAPausedQueue) {
+  ASSERT_TRUE(agent_->start());
+  uint16_t sport = 0;
+  for (uint16_t p = 42000; p < 42100 && !sport; ++p)
+    if (udp_queue("10.72.1.2", "10.72.2.2", p, kDport, 2) == 1) sport = p;
+  ASSERT_NE(sport, 0);
+  send_pause_frame(r_.h2, r_.h2if, true, 0, 1);
+  ASSERT_TRUE(eventually([&] { return paused(0); }, 3s)) << sw_state().dump(2);
+  ASSERT_EQ(lab_->nsh(r_.sw, "ip neigh del " + r_.h2_addr + " dev " + r_.swb), 0);
+  sink_.start(r_.h2, {kDport});
+  src_.start(r_.h1, {{"10.72.2.2", kDport, sport, 1}});
+  EXPECT_TRUE(eventually([&] { return sink_.got(0) > 50; }, 10s))
+      << "a flow of the running queue 1 is blackholed: sw's ARP request for h2 waits in paused queue 0\n"
+      << lab_->out("ip -n " + r_.sw + " neigh show") << swb().dump(2);
+  const json pb = swb();
+  EXPECT_GE(pb["hold"]["not_ip_sent"].get<uint64_t>(), 1u) << pb.dump(2);
+  EXPECT_EQ(pb["queues"][0]["depth_pkts"], 0) << "something waits in the paused queue";
+  EXPECT_TRUE(paused(0));
+}
+
 INSTANTIATE_TEST_SUITE_P(AttachModes, SwitchHold, ::testing::Values("tcx", "clsact"));
 
 }  // namespace
