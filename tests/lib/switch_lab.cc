@@ -237,7 +237,8 @@ RouterLab make_router_lab(Lab& lab, int net) {
   // Permanent neighbours on both links: the tests count every datagram,
   // and on a starved machine (the emulated guest) an ARP entry that fails
   // its probes drops what waits on it without a counter to show for it.
-  // The switch under test is sluiced, not the neighbour table.
+  // The switch under test is sluiced, not the neighbour table (a test of
+  // ARP through a held port removes its entry: ArpLeavesThroughAPausedQueue).
   auto mac = [&](const std::string& ns, const std::string& dev) {
     std::string m = lab.out("ip -n " + ns + " -br link show dev " + dev + " | awk '{ print $3 }'");
     return m.substr(0, m.find('\n'));
