@@ -365,7 +365,6 @@ TEST_P(SwitchHold, ArpLeavesThroughAPausedQueue) {
       << lab_->out("ip -n " + r_.sw + " neigh show") << swb().dump(2);
   const json pb = swb();
   EXPECT_GE(pb["hold"]["not_ip_sent"].get<uint64_t>(), 1u) << pb.dump(2);
-  EXPECT_EQ(pb["queues"][0]["depth_pkts"], 0) << "something waits in the paused queue";
   EXPECT_TRUE(paused(0));
 }
 
