@@ -573,14 +573,9 @@ void HoldPath::arm_watchdog() {
   });
 }
 
-// Stop: every held frame to the port, paused or not (the logic is going
-// away), as fast as the root qdisc's limit lets it drain; then the root is
-// removed once its backlog has left. Each phase gives up after kFlushStallNs
-// without progress (a frame sent, the root's backlog shrinking), the whole
-// stop after kFlushMaxNs: a slow machine (a loaded host, an emulated CPU)
-// gets the time it needs, a stuck port does not hold the exit for good.
-// Frames not sent, and frames still in the root when it goes, are counted
-// lost and logged.
+// One frame to the port's root qdisc now, counted in agent_sent before the
+// send (the qdisc tracepoints may see it inside the call) and taken back if
+// the send fails.
 bool HoldPath::send_now(Port& p, const uint8_t* frame, size_t len) {
   const uint64_t sent = __atomic_load_n(&p.st->agent_sent, __ATOMIC_RELAXED);
   __atomic_store_n(&p.st->agent_sent, sent + 1, __ATOMIC_SEQ_CST);
@@ -591,6 +586,14 @@ bool HoldPath::send_now(Port& p, const uint8_t* frame, size_t len) {
   return true;
 }
 
+// Stop: every held frame to the port, paused or not (the logic is going
+// away), as fast as the root qdisc's limit lets it drain; then the root is
+// removed once its backlog has left. Each phase gives up after kFlushStallNs
+// without progress (a frame sent, the root's backlog shrinking), the whole
+// stop after kFlushMaxNs: a slow machine (a loaded host, an emulated CPU)
+// gets the time it needs, a stuck port does not hold the exit for good.
+// Frames not sent, and frames still in the root when it goes, are counted
+// lost and logged.
 void HoldPath::flush(Port& p) {
   constexpr uint64_t kFlushStallNs = 1'000'000'000ull, kFlushMaxNs = 10'000'000'000ull;
   const uint64_t deadline = monotonic_ns() + kFlushMaxNs;
