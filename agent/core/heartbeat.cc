@@ -130,6 +130,16 @@ HeartbeatThread::HeartbeatThread(EventLoop& loop, Options opt) : loop_(loop), op
     close(timer_fd_);
     throw SysError("heartbeat eventfd", e);
   }
+  // The first sleep is armed here, before the thread exists: armed by the
+  // thread, it could land after an add() made right after construction and
+  // put that registration's first refresh (and the loop's first look) up to
+  // the idle period late; a spinning-loop test saw its stall blamed unsampled.
+  deadline_ = monotonic_ns() + kIdlePeriodNs;
+  {
+    itimerspec its{};
+    its.it_value = to_timespec(deadline_);
+    timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+  }
   loop_stamp_ns_ = monotonic_ns();
   // The loop's thread: most likely this one; each stamp says.
   auto loop_thread = [this] {
@@ -379,15 +389,6 @@ uint64_t HeartbeatThread::loop_blame(uint64_t now, uint64_t late, uint64_t min_s
 }
 
 void HeartbeatThread::run() {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!deadline_) {
-      deadline_ = monotonic_ns() + kIdlePeriodNs;
-      itimerspec its{};
-      its.it_value = to_timespec(deadline_);
-      timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
-    }
-  }
   pollfd fds[2] = {{timer_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   for (;;) {
     int n = poll(fds, 2, -1);
