@@ -47,15 +47,12 @@ static __always_inline void sl_addr16(__u8 *out, const struct sl_pkt *p, const _
 		(k)->proto = (p)->proto;              \
 	} while (0)
 
-/* sl_sw_flow_hash() of skb's 5-tuple, the hash the switch logic writes
- * sl_sw_flowq_v1 / sl_swh_flowq_v1 under; 0 for a frame that is not IP. */
-static __always_inline __u32 sl_sw_skb_flow_hash(struct __sk_buff *skb)
+/* sl_sw_flow_hash() of a parsed IP packet's 5-tuple, the hash the switch
+ * logic writes sl_sw_flowq_v1 / sl_swh_flowq_v1 under. */
+static __always_inline __u32 sl_sw_pkt_flow_hash(const struct sl_pkt *p)
 {
-	struct sl_pkt p = {};
-	if (!sl_skb_parse_ip(skb, &p, NULL))
-		return 0;
 	struct sl_sw_flow_tuple t = {};
-	sl_flow_tuple_fill(&t, &p);
+	sl_flow_tuple_fill(&t, p);
 	return sl_sw_flow_hash(&t);
 }
 

@@ -12,8 +12,12 @@
  *   HTB honours before any filter. The queue comes from sl_sw_flowq_v1
  *   (written by the switch logic); unknown flows go to queue 0 or, with
  *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
- *   sl_sw_flow_hash() of the 5-tuple (0 for non-IP), which the logic
- *   computes the same way. Fail open: when the agent is not alive
+ *   sl_sw_flow_hash() of the 5-tuple, which the logic computes the same
+ *   way. A frame that is not IP (ARP, LLDP, one the parser cannot read)
+ *   is the network's own control plane, not data a logic schedules: it
+ *   takes the fallback class (below) and is counted, so a paused queue
+ *   cannot hold the port's ARP and starve its neighbour entries (the held
+ *   path sends such frames at once for the same reason). Fail open: when the agent is not alive
  *   (lib/liveness.h: its heartbeat older than fail_open_ns and its
  *   heartbeat thread gone or stopped), nothing is steered any more: every packet takes the
  *   port's fallback class (major:SL_SW_FALLBACK_MINOR, never paused), so a
@@ -124,6 +128,12 @@ int sw_egress(struct __sk_buff *skb)
 	}
 	if (skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
 		return SL_TC_NEXT;
+	struct sl_pkt pkt = {};
+	if (!sl_skb_parse_ip(skb, &pkt, NULL)) {
+		skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
+		sw_count(port->port_id, SL_SW_CNT_DATA_NOT_IP, skb);
+		return SL_TC_NEXT;
+	}
 	if (!sl_agent_alive(&sw_live, bpf_ktime_get_ns(), fail_open_ns)) {
 		skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
 		sw_count(port->port_id, SL_SW_CNT_DATA_FAIL_OPEN, skb);
@@ -136,7 +146,7 @@ int sw_egress(struct __sk_buff *skb)
 		sw_count(port->port_id, SL_SW_CNT_DATA_CLASSIFIED, skb);
 		return SL_TC_NEXT;
 	}
-	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sl_sw_skb_flow_hash(skb) };
+	struct sl_sw_flow_key key = { .port_id = port->port_id, .flow_hash = sl_sw_pkt_flow_hash(&pkt) };
 	__u32 queue = 0;
 	__u32 *q = bpf_map_lookup_elem(&sl_sw_flowq_v1, &key);
 	if (q)

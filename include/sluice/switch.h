@@ -68,6 +68,7 @@ enum sl_sw_data_slot {
 	SL_SW_CNT_DATA_NO_PORT,                      /* egress: not a configured port */
 	SL_SW_CNT_CTRL_RING_FULL,                    /* ingress: valid frame, ring full */
 	SL_SW_CNT_DATA_FAIL_OPEN,                    /* egress: agent heartbeat stale, fallback class */
+	SL_SW_CNT_DATA_NOT_IP,                       /* egress: not IP (ARP, LLDP), fallback class */
 	SL_SW_CNT_SLOTS,
 };
 struct sl_sw_counter {

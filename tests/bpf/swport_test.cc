@@ -70,6 +70,17 @@ class SwportTest : public ::testing::Test {
   }
   int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_ingress), frame).retval; }
   RunResult run_egress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_egress), frame); }
+  // The skb->priority sw_egress leaves on `frame` (it came in as 7).
+  uint32_t egress_priority(const Bytes& frame) {
+    struct __sk_buff in {
+    }, out{};
+    in.priority = 7;
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_size_in = uint32_t(frame.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.sw_egress), &o), 0);
+    EXPECT_EQ(int(o.retval), kNext);
+    return out.priority;
+  }
 
   static Skeleton<swport>* skel_;
   int ports_ = -1, flows_ = -1, counters_ = -1;
@@ -148,16 +159,7 @@ TEST_F(SwportTest, OtherTrafficIsNotOurs) {
 uint32_t spec_hash(const PacketSpec& s) { return sw::flow_hash(s.src, s.dst, s.sport, s.dport, s.proto); }
 
 TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
-  auto priority_of = [&](const Bytes& p) {
-    struct __sk_buff in {
-    }, out{};
-    in.priority = 7;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()), .ctx_in = &in,
-                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
-    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.sw_egress), &o), 0);
-    EXPECT_EQ(int(o.retval), kNext);
-    return out.priority;
-  };
+  auto priority_of = [&](const Bytes& p) { return egress_priority(p); };
   PacketSpec a, b, v6;
   b.sport = 40001;
   v6.ipv6 = true;
@@ -197,6 +199,39 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   EXPECT_EQ(priority_of(build(b)), (0x10u << 16) | 1);  // entry: queue 4
   EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | 1);  // no entry, hashed
   EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 8u);
+}
+
+// A frame that is not IP (ARP, LLDP, an ARP behind a VLAN tag) takes the
+// port's fallback class, never paused, whatever the logic's table says for
+// flow hash 0 or how many queues the port has, and is counted; IP, tagged or
+// not, is still steered. (Queue 0 paused on a router port held its ARP, and
+// the neighbour entry's failure dropped every queue's traffic, docs/switch.md.)
+TEST_F(SwportTest, FramesThatAreNotIpTakeTheFallbackClass) {
+  const uint32_t fallback = (0x10u << 16) | SL_SW_FALLBACK_MINOR;
+  PacketSpec arp, lldp, tagged_arp, tagged_ip;
+  arp.ethertype = 0x0806;
+  lldp.ethertype = 0x88cc;
+  tagged_arp.ethertype = 0x0806;
+  tagged_arp.vlan = 5;
+  tagged_ip.vlan = 5;
+  for (uint32_t queues : {4u, 1u}) {
+    SCOPED_TRACE(std::to_string(queues) + " queue(s)");
+    set_port(kLo, sl_sw_port{6, SL_PORT_SWITCH_FACING, queues, 0x10, SL_SW_PORT_HASH_DEFAULT, 0});
+    sl_sw_flow_key zero{6, 0};
+    uint32_t q = queues - 1;
+    ASSERT_EQ(bpf_map_update_elem(flows_, &zero, &q, BPF_ANY), 0);
+    const uint64_t not_ip = counter(6, SL_SW_CNT_DATA_NOT_IP), classified = counter(6, SL_SW_CNT_DATA_CLASSIFIED);
+    for (const PacketSpec* spec : {&arp, &lldp, &tagged_arp}) EXPECT_EQ(egress_priority(build(*spec)), fallback);
+    EXPECT_EQ(egress_priority(Bytes(14, 0xab)), fallback) << "a bare header of an unknown type";
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_NOT_IP) - not_ip, 4u);
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 0u);
+    const uint32_t ip_class = egress_priority(build(tagged_ip));
+    EXPECT_EQ(ip_class >> 16, 0x10u);
+    EXPECT_GE(ip_class & 0xffff, 1u) << "tagged IP goes to a queue, not the fallback";
+    EXPECT_LE(ip_class & 0xffff, queues);
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 1u);
+    bpf_map_delete_elem(flows_, &zero);
+  }
 }
 
 // Fail open: with fail_open_ns set, a heartbeat older than it sends every

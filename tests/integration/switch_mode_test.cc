@@ -11,6 +11,9 @@
 //    still reach h2 (HTB's default class; the classifier detached with the
 //    process under tcx, or stops steering on a stale heartbeat under
 //    clsact). Stopped cleanly: the tree is gone.
+//  - ARP leaves through a paused queue 0 (frames that are not IP take the
+//    never-paused fallback class), so a flow of the other queue is not
+//    blackholed by a failed neighbour entry.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/if_packet.h>
@@ -174,6 +177,40 @@ TEST_P(SwitchMode, KilledWithAQueuePausedThePortStillForwards) {
   EXPECT_TRUE(eventually([&] { return got_during(0, 100ms) > 20; }, 5s))
       << "flow A blackholed after sluiced died with its queue paused ("
       << lab_->out("tc -n " + r_.sw + " -s class show dev " + r_.swb) << ")";
+}
+
+// swb's queue 0 (where a frame without a flow hash would land) paused with
+// a backlog, and the router's neighbour entry for h2 removed: sw must
+// resolve h2 by ARP through swb to go on forwarding flow B of queue 1. The
+// classifier sends frames that are not IP to the never-paused fallback
+// class. Steered into paused queue 0, the ARP request would wait behind
+// the backlog (a paused queue leaks 1000 B/s: 20 s for 20 datagrams), the
+// entry would fail after its 3 probes and B, whose queue runs, would be
+// blackholed (the held datapath's case, switch_hold_test).
+TEST_P(SwitchMode, ArpLeavesThroughAPausedQueue) {
+  start_agent();
+  if (HasFatalFailure()) return;
+  for (uint16_t p = 42000; p < 42200 && !(sports_[0] && sports_[1]); ++p) {
+    if (!sports_[0] && udp_queue("10.71.1.2", "10.71.2.2", p, kDport, 2) == 0) sports_[0] = p;
+    if (!sports_[1] && udp_queue("10.71.1.2", "10.71.2.2", uint16_t(p + 1000), uint16_t(kDport + 1), 2) == 1)
+      sports_[1] = uint16_t(p + 1000);
+  }
+  ASSERT_TRUE(sports_[0] && sports_[1]);
+  start_flows();
+  ASSERT_TRUE(eventually([&] { return sink_.got(0) > 50 && sink_.got(1) > 50; }, 5s));
+  send_frame(r_.h2, r_.h2if, sw::CtrlType::kPause, 0, 1);
+  auto q0 = [&] { return SwitchAgent::port(sw_state(), r_.swb)["queues"][0]; };
+  ASSERT_TRUE(eventually([&] { return q0()["paused"] == true && q0()["depth_pkts"].get<uint64_t>() >= 20; }, 5s))
+      << sw_state().dump(2);
+  ASSERT_EQ(lab_->nsh(r_.sw, "ip neigh del " + r_.h2_addr + " dev " + r_.swb), 0);
+  const uint64_t b0 = sink_.got(1);
+  EXPECT_TRUE(eventually([&] { return sink_.got(1) > b0 + 500; }, 10s))
+      << "flow B of the running queue 1 is blackholed: sw's ARP request for h2 waits in paused queue 0 ("
+      << sink_.got(1) - b0 << " datagrams since the entry was removed)\n"
+      << lab_->out("ip -n " + r_.sw + " neigh show") << SwitchAgent::port(sw_state(), r_.swb).dump(2);
+  const json pb = SwitchAgent::port(sw_state(), r_.swb);
+  EXPECT_GE(pb["not_ip_pkts"].get<uint64_t>(), 1u) << pb.dump(2);
+  EXPECT_EQ(q0()["paused"], true);
 }
 
 INSTANTIATE_TEST_SUITE_P(AttachModes, SwitchMode, ::testing::Values("tcx", "clsact"));
