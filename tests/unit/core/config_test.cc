@@ -2,9 +2,13 @@
 // message naming the key, the value and the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <numeric>
+#include <sstream>
 
 #include "core/config.h"
+#include "core/config_section.h"
 #include "mechanisms/flowstat/flowstat_config.h"
 #include "mechanisms/mechanisms.h"
 #include "lib/config_check.h"
@@ -36,6 +40,87 @@ TEST(Config, ExampleConfigIsValid) {
   // The shipped example documents every key; it must parse.
   Config c = parse_config_file(SLUICE_SOURCE_DIR "/agent/sluiced.example.toml");
   EXPECT_FALSE(c.interfaces.empty());
+}
+
+// The man page sluiced.toml(5) and the shipped example name every section
+// and every key of the field tables (core/config_section.h), so a key added
+// to a section without its documentation fails here. In the man page a key
+// must appear between its section's heading and the next one; in the
+// example at the start of a line of its section, commented out or not.
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Config, ManPageAndExampleNameEveryKey) {
+  const std::string man = read_text(SLUICE_SOURCE_DIR "/docs/man/sluiced.toml.5");
+  const std::string example = read_text(SLUICE_SOURCE_DIR "/agent/sluiced.example.toml");
+  ASSERT_FALSE(man.empty());
+  ASSERT_FALSE(example.empty());
+  std::vector<const ConfigSection*> defs = {&agent_section(), &metrics_section(), &interface_section()};
+  for (const auto& mi : mechanisms())
+    if (mi.section) defs.push_back(mi.section);
+  size_t keys = 0;
+  for (const ConfigSection* d : defs) {
+    const bool table_array = d == &interface_section();
+    const std::string header = table_array ? "[[" + d->name + "]]" : "[" + d->name + "]";
+    // The header on a line of its own; the section runs to the next line
+    // that opens a table (commented-out lines stay inside it).
+    const size_t ex = example.find("\n" + header + "\n");
+    EXPECT_NE(ex, std::string::npos) << "sluiced.example.toml has no " << header << " line";
+    if (ex != std::string::npos) {
+      const size_t ex_end = example.find("\n[", ex + 1);
+      const std::string section = example.substr(ex, ex_end == std::string::npos ? std::string::npos : ex_end - ex);
+      for (const auto& k : d->keys) {
+        // A key starts its line, set or commented out; a key that is an
+        // array of tables may be shown by its header ([[switch.ports]]).
+        const bool shown = section.find("\n" + k.key + " ") != std::string::npos ||
+                           section.find("\n# " + k.key + " ") != std::string::npos ||
+                           section.find("[[" + d->name + "." + k.key + "]]") != std::string::npos;
+        EXPECT_TRUE(shown) << "sluiced.example.toml does not show " << header << " " << k.key;
+      }
+    }
+    const size_t at = man.find("\n.SH " + header + "\n");
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "sluiced.toml.5 has no .SH " << header << " section (keys:"
+                    << std::accumulate(d->keys.begin(), d->keys.end(), std::string(),
+                                       [](std::string a, const ConfigSection::Key& k) { return a + " " + k.key; })
+                    << ")";
+      continue;
+    }
+    const size_t end = man.find("\n.SH ", at + 1);
+    const std::string body = man.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    // Keys are the unquoted words of the tagged paragraphs' tag lines:
+    // .BR key " (type, default)" ", " other_key " (...)"
+    std::vector<std::string> tags;
+    std::istringstream lines(body);
+    for (std::string l; std::getline(lines, l);) {
+      if (l.rfind(".B", 0) != 0) continue;
+      bool quoted = false;
+      std::string word;
+      for (char c : l.substr(l.find(' ') == std::string::npos ? l.size() : l.find(' '))) {
+        if (c == '"') quoted = !quoted;
+        if (!quoted && c != '"' && c != ' ' && c != ',') {
+          word += c;
+          continue;
+        }
+        if (!word.empty()) tags.push_back(word);
+        word.clear();
+      }
+      if (!word.empty()) tags.push_back(word);
+    }
+    for (const auto& k : d->keys) {
+      ++keys;
+      EXPECT_TRUE(has(tags, k.key)) << "sluiced.toml.5 " << header << " does not describe " << k.key;
+    }
+  }
+  EXPECT_GT(keys, 50u);
 }
 
 TEST(Config, BadValuesNameTheKey) {
