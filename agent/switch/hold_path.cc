@@ -124,7 +124,7 @@ struct HoldPath::Port {
   uint64_t held_ms = 0, held_ms_max = 0;
   std::vector<uint32_t> held_per_ms;  // up to kHeldMsCap milliseconds, oldest first
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
-  uint64_t not_ip_sent = 0;                     // frames that are not IP, sent at once (on_frame)
+  uint64_t net_control_sent = 0;                // not IP or IPv6 ND, sent at once (on_frame)
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
   uint64_t ce_marked = 0, not_ect_over_k = 0;   // ecn_k_pkts: CE set; over K but Not-ECT (left alone)
   // Time from the divert (sw_hold_egress) to on_frame: the ring is a queue
@@ -297,21 +297,28 @@ int HoldPath::on_frame_cb(void* self, void* data, size_t len) {
   return ++h->consumed_ % kConsumeCheck || monotonic_ns() < h->consume_until_ns_ ? 0 : kOutOfTime;
 }
 
+bool HoldPath::network_control(const sl_sw_hold_event& ev) {
+  if (!ev.is_ip) return true;
+  return ev.family == 6 && ev.tuple.proto == SLUICE_IPPROTO_ICMPV6 && ev.l4_off < ev.len &&
+         ev.l4_off < sizeof(ev.frame) && ev.frame[ev.l4_off] >= SLUICE_ND_TYPE_FIRST &&
+         ev.frame[ev.l4_off] <= SLUICE_ND_TYPE_LAST;
+}
+
 void HoldPath::on_frame(const void* data) {
   const auto& ev = *static_cast<const sl_sw_hold_event*>(data);
   if (ev.port_id >= ports_.size() || !ports_[ev.port_id] || ev.len > sizeof(ev.frame) || !logic_) return;
   std::lock_guard lk(mu_);
   Port& p = *ports_[ev.port_id];
   ++p.in;
-  // Not IP (ARP, LLDP, a frame the program could not parse): the network's
-  // own control plane, not data a logic schedules. Held behind a paused
-  // queue (flow hash 0: queue 0) it starves the neighbour protocol: a
-  // router's ARP probes wait in the paused queue, its entry for the
-  // neighbour fails, and it drops the traffic of every queue toward that
-  // neighbour without a counter to show. It goes to the port at once, as a
-  // switch CPU's own frames would.
-  if (!ev.is_ip) {
-    if (send_now(p, ev.frame, ev.len)) ++p.not_ip_sent;
+  // Not IP (ARP, LLDP, a frame the program could not parse) or IPv6
+  // neighbour discovery: the network's own control plane, not data a
+  // logic schedules. Held behind a paused queue (flow hash 0: queue 0) it
+  // starves the neighbour protocol: a router's ARP probes wait in the
+  // paused queue, its entry for the neighbour fails, and it drops the
+  // traffic of every queue toward that neighbour without a counter to
+  // show. It goes to the port at once, as a switch CPU's own frames would.
+  if (network_control(ev)) {
+    if (send_now(p, ev.frame, ev.len)) ++p.net_control_sent;
     else ++p.send_errors;
     return;
   }
@@ -734,7 +741,7 @@ nlohmann::json HoldPath::port_json(PortId id) const {
             {"bad_queue", p.bad_queue},
             {"sent", p.sent},
             {"send_errors", p.send_errors},
-            {"not_ip_sent", p.not_ip_sent},
+            {"net_control_sent", p.net_control_sent},
             {"csum_completed", p.csum_completed},
             {"held_bytes", p.held_bytes},
             {"held_max_bytes", p.held_max_bytes},

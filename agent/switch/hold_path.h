@@ -61,6 +61,7 @@
 
 struct ring_buffer;
 struct bpf_link;
+struct sl_sw_hold_event;
 
 namespace sluice {
 class EventLoop;
@@ -114,6 +115,10 @@ class HoldPath {
   // rate, at least one ([switch] hold_backlog_us).
   static constexpr uint32_t kDefaultBacklogUs = 100;
   static uint32_t backlog_target(uint64_t rate_bps, uint32_t backlog_us = kDefaultBacklogUs);
+  // A diverted frame of the network's own control plane, sent past the
+  // logic and the queues: not IP (ARP, LLDP, unparsed) or IPv6 neighbour
+  // discovery (sluice/switch.h SLUICE_ND_TYPE_*).
+  static bool network_control(const sl_sw_hold_event& ev);
   // The port's queues and data-path counters, for `sluicectl switch`.
   nlohmann::json port_json(PortId p) const;
   std::string object_name() const;

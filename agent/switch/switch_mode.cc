@@ -502,7 +502,7 @@ nlohmann::json SwitchMode::port_json(const SwPort& p) const {
                         {"fallback", fallback},
                         {"classified_pkts", bc[SL_SW_CNT_DATA_CLASSIFIED].packets},
                         {"fail_open_pkts", bc[SL_SW_CNT_DATA_FAIL_OPEN].packets},
-                        {"not_ip_pkts", bc[SL_SW_CNT_DATA_NOT_IP].packets},
+                        {"net_control_pkts", bc[SL_SW_CNT_DATA_NET_CONTROL].packets},
                         {"pause_changes", p.pause_changes},
                         {"pause_failures", p.pause_failures},
                         {"kicks", p.kicks},

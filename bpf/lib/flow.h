@@ -47,6 +47,20 @@ static __always_inline void sl_addr16(__u8 *out, const struct sl_pkt *p, const _
 		(k)->proto = (p)->proto;              \
 	} while (0)
 
+/* True for IPv6 neighbour discovery (ICMPv6 types 133-137: router
+ * solicitation/advertisement, neighbour solicitation/advertisement,
+ * redirect, RFC 4861 §4) in skb's parsed packet `p`: the IPv6 counterpart
+ * of ARP, which a switch must not hold behind a paused data queue. */
+static __always_inline bool sl_skb_is_nd(struct __sk_buff *skb, const struct sl_pkt *p)
+{
+	__u8 type = 0;
+	if (p->family != 6 || p->proto != SLUICE_IPPROTO_ICMPV6)
+		return false;
+	if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1))
+		return false;
+	return type >= SLUICE_ND_TYPE_FIRST && type <= SLUICE_ND_TYPE_LAST;
+}
+
 /* sl_sw_flow_hash() of a parsed IP packet's 5-tuple, the hash the switch
  * logic writes sl_sw_flowq_v1 / sl_swh_flowq_v1 under. */
 static __always_inline __u32 sl_sw_pkt_flow_hash(const struct sl_pkt *p)

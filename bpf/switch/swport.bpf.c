@@ -14,7 +14,8 @@
  *   SL_SW_PORT_HASH_DEFAULT, to hash % num_queues. The hash is
  *   sl_sw_flow_hash() of the 5-tuple, which the logic computes the same
  *   way. A frame that is not IP (ARP, LLDP, one the parser cannot read)
- *   is the network's own control plane, not data a logic schedules: it
+ *   or is IPv6 neighbour discovery is the network's own control plane,
+ *   not data a logic schedules: it
  *   takes the fallback class (below) and is counted, so a paused queue
  *   cannot hold the port's ARP and starve its neighbour entries (the held
  *   path sends such frames at once for the same reason). Fail open: when the agent is not alive
@@ -129,9 +130,9 @@ int sw_egress(struct __sk_buff *skb)
 	if (skb->protocol == bpf_htons(SLUICE_CTRL_ETHERTYPE))
 		return SL_TC_NEXT;
 	struct sl_pkt pkt = {};
-	if (!sl_skb_parse_ip(skb, &pkt, NULL)) {
+	if (!sl_skb_parse_ip(skb, &pkt, NULL) || sl_skb_is_nd(skb, &pkt)) {
 		skb->priority = (port->htb_major << 16) | SL_SW_FALLBACK_MINOR;
-		sw_count(port->port_id, SL_SW_CNT_DATA_NOT_IP, skb);
+		sw_count(port->port_id, SL_SW_CNT_DATA_NET_CONTROL, skb);
 		return SL_TC_NEXT;
 	}
 	if (!sl_agent_alive(&sw_live, bpf_ktime_get_ns(), fail_open_ns)) {

@@ -29,6 +29,14 @@ struct sl_sw_port {
  * classifier gone) and the control frames the agent sends go there. */
 #define SL_SW_FALLBACK_MINOR 0xfff0
 
+/* The network's own control plane, which a switch sends past its data
+ * queues (the classifier: fallback class; the held path: at once): frames
+ * that are not IP (ARP, LLDP, unparsed) and IPv6 neighbour discovery,
+ * ICMPv6 types FIRST..LAST (RS, RA, NS, NA, redirect; RFC 4861 §4). */
+#define SLUICE_IPPROTO_ICMPV6 58
+#define SLUICE_ND_TYPE_FIRST 133
+#define SLUICE_ND_TYPE_LAST 137
+
 /* A flow as the classifier and the logic both see it: addresses IPv6 or
  * IPv4-mapped (as in control frames), ports in network order. */
 struct sl_sw_flow_tuple {
@@ -68,7 +76,7 @@ enum sl_sw_data_slot {
 	SL_SW_CNT_DATA_NO_PORT,                      /* egress: not a configured port */
 	SL_SW_CNT_CTRL_RING_FULL,                    /* ingress: valid frame, ring full */
 	SL_SW_CNT_DATA_FAIL_OPEN,                    /* egress: agent heartbeat stale, fallback class */
-	SL_SW_CNT_DATA_NOT_IP,                       /* egress: not IP (ARP, LLDP), fallback class */
+	SL_SW_CNT_DATA_NET_CONTROL,                  /* egress: not IP or IPv6 ND, fallback class */
 	SL_SW_CNT_SLOTS,
 };
 struct sl_sw_counter {

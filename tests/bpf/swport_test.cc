@@ -201,12 +201,13 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 8u);
 }
 
-// A frame that is not IP (ARP, LLDP, an ARP behind a VLAN tag) takes the
-// port's fallback class, never paused, whatever the logic's table says for
-// flow hash 0 or how many queues the port has, and is counted; IP, tagged or
-// not, is still steered. (Queue 0 paused on a router port held its ARP, and
+// A frame that is not IP (ARP, LLDP, an ARP behind a VLAN tag) or is IPv6
+// neighbour discovery (NS, NA, RS, RA, redirect) takes the port's fallback
+// class, never paused, whatever the logic's table says for flow hash 0 or
+// how many queues the port has, and is counted; IP, tagged or not, and
+// other ICMPv6 (echo) are still steered. (Queue 0 paused on a router port held its ARP, and
 // the neighbour entry's failure dropped every queue's traffic, docs/switch.md.)
-TEST_F(SwportTest, FramesThatAreNotIpTakeTheFallbackClass) {
+TEST_F(SwportTest, NetworkControlFramesTakeTheFallbackClass) {
   const uint32_t fallback = (0x10u << 16) | SL_SW_FALLBACK_MINOR;
   PacketSpec arp, lldp, tagged_arp, tagged_ip;
   arp.ethertype = 0x0806;
@@ -220,16 +221,22 @@ TEST_F(SwportTest, FramesThatAreNotIpTakeTheFallbackClass) {
     sl_sw_flow_key zero{6, 0};
     uint32_t q = queues - 1;
     ASSERT_EQ(bpf_map_update_elem(flows_, &zero, &q, BPF_ANY), 0);
-    const uint64_t not_ip = counter(6, SL_SW_CNT_DATA_NOT_IP), classified = counter(6, SL_SW_CNT_DATA_CLASSIFIED);
+    const uint64_t net = counter(6, SL_SW_CNT_DATA_NET_CONTROL), classified = counter(6, SL_SW_CNT_DATA_CLASSIFIED);
     for (const PacketSpec* spec : {&arp, &lldp, &tagged_arp}) EXPECT_EQ(egress_priority(build(*spec)), fallback);
     EXPECT_EQ(egress_priority(Bytes(14, 0xab)), fallback) << "a bare header of an unknown type";
-    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_NOT_IP) - not_ip, 4u);
+    for (uint8_t type = 133; type <= 137; ++type) EXPECT_EQ(egress_priority(icmpv6_frame(type)), fallback) << int(type);
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_NET_CONTROL) - net, 9u);
     EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 0u);
+    for (uint8_t type : {128, 132, 138}) {
+      const uint32_t c = egress_priority(icmpv6_frame(type));
+      EXPECT_TRUE(c >> 16 == 0x10u && (c & 0xffff) >= 1 && (c & 0xffff) <= queues) << "ICMPv6 " << int(type);
+    }
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 3u);
     const uint32_t ip_class = egress_priority(build(tagged_ip));
     EXPECT_EQ(ip_class >> 16, 0x10u);
     EXPECT_GE(ip_class & 0xffff, 1u) << "tagged IP goes to a queue, not the fallback";
     EXPECT_LE(ip_class & 0xffff, queues);
-    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 1u);
+    EXPECT_EQ(counter(6, SL_SW_CNT_DATA_CLASSIFIED) - classified, 4u);
     bpf_map_delete_elem(flows_, &zero);
   }
 }

@@ -374,7 +374,7 @@ TEST_P(SwitchHold, ArpLeavesThroughAPausedQueue) {
       << "a flow of the running queue 1 is blackholed: sw's ARP request for h2 waits in paused queue 0\n"
       << lab_->out("ip -n " + r_.sw + " neigh show") << swb().dump(2);
   const json pb = swb();
-  EXPECT_GE(pb["hold"]["not_ip_sent"].get<uint64_t>(), 1u) << pb.dump(2);
+  EXPECT_GE(pb["hold"]["net_control_sent"].get<uint64_t>(), 1u) << pb.dump(2);
   EXPECT_TRUE(paused(0));
 }
 

@@ -209,7 +209,7 @@ TEST_P(SwitchMode, ArpLeavesThroughAPausedQueue) {
       << sink_.got(1) - b0 << " datagrams since the entry was removed)\n"
       << lab_->out("ip -n " + r_.sw + " neigh show") << SwitchAgent::port(sw_state(), r_.swb).dump(2);
   const json pb = SwitchAgent::port(sw_state(), r_.swb);
-  EXPECT_GE(pb["not_ip_pkts"].get<uint64_t>(), 1u) << pb.dump(2);
+  EXPECT_GE(pb["net_control_pkts"].get<uint64_t>(), 1u) << pb.dump(2);
   EXPECT_EQ(q0()["paused"], true);
 }
 

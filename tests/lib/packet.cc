@@ -125,6 +125,18 @@ Bytes build(const PacketSpec& s) {
   return f;
 }
 
+Bytes icmpv6_frame(uint8_t type) {
+  PacketSpec s;
+  s.ipv6 = true;
+  s.src = "fe80::1";
+  s.dst = "ff02::1:ff00:2";
+  s.proto = 58;
+  s.payload = 24;
+  Bytes b = build(s);
+  b.at(14 + 40) = type;
+  return b;
+}
+
 size_t l3_offset(const Bytes& frame) { return eth_len(frame); }
 
 size_t l4_offset(const Bytes& frame) {

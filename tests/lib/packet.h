@@ -46,6 +46,11 @@ bool checksums_ok(const Bytes& frame, std::string* why = nullptr);
 size_t l3_offset(const Bytes& frame);
 size_t l4_offset(const Bytes& frame);
 
+// An IPv6 ICMPv6 frame (fe80::1 -> ff02::1:ff00:2, no VLAN) whose message
+// type is `type` (135: a neighbour solicitation); 24 payload bytes, the
+// ICMPv6 checksum not filled.
+Bytes icmpv6_frame(uint8_t type);
+
 // Truncated copy (for malformed-input cases).
 Bytes truncate(Bytes b, size_t len);
 

@@ -5,10 +5,15 @@
 // NIC would write); IPv4 UDP without a checksum and fragments are left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
 #include "lib/packet.h"
 #include "core/checksum.h"
 #include "switch/hold_path.h"
 #include "switch/ecn.h"
+#include "sluice/switch.h"
 
 using namespace sluice;
 using namespace sluice::test;
@@ -166,4 +171,35 @@ TEST(HoldEcn, MarksAWholeFrameTaggedOrNot) {
   const Bytes cut0 = cut;
   EXPECT_EQ(sw::mark_ce_frame(cut.data(), cut.size()), -1);
   EXPECT_EQ(cut, cut0);
+}
+
+// The held path sends the network's own control plane past the logic and
+// the queues: frames that are not IP and IPv6 neighbour discovery (ICMPv6
+// 133-137), read from the diverted frame; every other IP frame, ICMPv6
+// echo included, is data.
+TEST(HoldNetworkControl, NotIpAndNeighbourDiscoveryOnly) {
+  auto event = [](const Bytes& frame, bool is_ip, uint8_t family, uint8_t proto, uint16_t l4_off) {
+    auto ev = std::make_unique<sl_sw_hold_event>();
+    std::memset(ev.get(), 0, sizeof(*ev));
+    std::memcpy(ev->frame, frame.data(), std::min(frame.size(), sizeof(ev->frame)));
+    ev->len = uint32_t(frame.size());
+    ev->is_ip = is_ip;
+    ev->family = family;
+    ev->tuple.proto = proto;
+    ev->l4_off = l4_off;
+    return ev;
+  };
+  PacketSpec arp;
+  arp.ethertype = 0x0806;
+  EXPECT_TRUE(sw::HoldPath::network_control(*event(build(arp), false, 0, 0, 0)));
+  for (int type = 0; type < 256; ++type)
+    EXPECT_EQ(sw::HoldPath::network_control(*event(icmpv6_frame(uint8_t(type)), true, 6, 58, 54)),
+              type >= 133 && type <= 137)
+        << type;
+  const Bytes ns = icmpv6_frame(135);
+  EXPECT_FALSE(sw::HoldPath::network_control(*event(ns, true, 4, 58, 54))) << "IPv4 has no ND";
+  EXPECT_FALSE(sw::HoldPath::network_control(*event(ns, true, 6, 17, 54))) << "UDP";
+  EXPECT_FALSE(sw::HoldPath::network_control(*event(ns, true, 6, 58, uint16_t(ns.size())))) << "type past the end";
+  PacketSpec udp;
+  EXPECT_FALSE(sw::HoldPath::network_control(*event(build(udp), true, 4, 17, 34)));
 }
