@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check, "probe kernel features; with a config, exit 1 if a configured mechanism cannot run");
   app.add_flag("--validate", validate, "validate the configuration and exit");
   app.add_flag("--purge", purge, "remove the pinned maps of the configured interfaces and exit");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error (overrides the config)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off (overrides the config)");
   app.add_flag("--libbpf-debug", libbpf_verbose, "log libbpf debug messages (verifier logs)");
   app.add_flag("--version", version, "print the version");
   CLI11_PARSE(app, argc, argv);
