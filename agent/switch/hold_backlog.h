@@ -10,7 +10,10 @@
 // qlen says which), so the backlog is qlen + agent_sent - sent_at_ev.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace sluice::sw {
 
@@ -75,6 +78,67 @@ class HoldWatchdog {
   uint64_t events_ = 0, since_ns_ = 0;
   bool armed_ = false;
   uint64_t fired_ = 0, fixed_ = 0, fixed_frames_ = 0;
+};
+
+// The largest value per millisecond of a quantity that changes at events
+// (the bytes a port holds: what sluice-qmon reports for a kernel qdisc, the
+// bench's buffer p99), over the last `cap` closed milliseconds: a ring, so
+// a switch that runs for hours reports its recent past, not its first
+// minutes, in bounded memory (4 bytes per millisecond kept).
+class PerMsMax {
+ public:
+  static constexpr size_t kDefaultCap = 600'000;  // 10 minutes
+  explicit PerMsMax(size_t cap = kDefaultCap) : cap_(std::max<size_t>(cap, 1)) {}
+
+  // The quantity is `v` from `now_ns` on. Closes the milliseconds since the
+  // last change: the first with the largest value it saw, the rest with
+  // the value then (it did not change meanwhile).
+  void set(uint64_t v, uint64_t now_ns) {
+    const uint64_t ms = now_ns / 1'000'000;
+    if (started_ && ms > ms_) {
+      close(max_);
+      const uint64_t idle = std::min<uint64_t>(ms - ms_ - 1, cap_);
+      for (uint64_t i = 0; i < idle; ++i) close(value_);
+      max_ = value_;
+    }
+    started_ = true;
+    ms_ = std::max(ms_, ms);
+    value_ = v;
+    max_ = std::max(max_, v);
+  }
+
+  struct Summary {
+    size_t intervals = 0;  // closed milliseconds kept (the samples behind p99)
+    uint64_t p99 = 0, max = 0;
+  };
+  Summary summary() const {
+    Summary s;
+    s.intervals = ring_.size();
+    if (ring_.empty()) return s;
+    std::vector<uint32_t> v = ring_;
+    s.max = *std::max_element(v.begin(), v.end());
+    auto k = v.begin() + long(std::min(v.size() - 1, size_t(0.99 * double(v.size() - 1) + 0.5)));
+    std::nth_element(v.begin(), k, v.end());
+    s.p99 = *k;
+    return s;
+  }
+
+ private:
+  void close(uint64_t m) {
+    const uint32_t x = uint32_t(std::min<uint64_t>(m, UINT32_MAX));
+    if (ring_.size() < cap_) {
+      ring_.push_back(x);
+    } else {
+      ring_[next_] = x;
+      next_ = (next_ + 1) % cap_;
+    }
+  }
+
+  size_t cap_;
+  std::vector<uint32_t> ring_;  // closed milliseconds' maxima; full: next_ is the oldest
+  size_t next_ = 0;
+  bool started_ = false;
+  uint64_t ms_ = 0, value_ = 0, max_ = 0;
 };
 
 }  // namespace sluice::sw

@@ -82,8 +82,6 @@ constexpr unsigned kConsumeCheck = 8;
 constexpr int kOutOfTime = -EAGAIN;
 // Frame buffers kept for reuse per port at most.
 constexpr size_t kMaxSpare = 256;
-// Per-millisecond maxima of the held bytes kept per port (10 minutes).
-constexpr size_t kHeldMsCap = 600'000;
 
 }  // namespace
 
@@ -121,8 +119,7 @@ struct HoldPath::Port {
   uint64_t uq_tagged = 0, uq_already_tagged = 0;  // write_upstream_q: tags pushed, frames left as they were
   // The largest held_bytes per millisecond (what sluice-qmon reports for a
   // kernel qdisc; the bench's buffer p99).
-  uint64_t held_ms = 0, held_ms_max = 0;
-  std::vector<uint32_t> held_per_ms;  // up to kHeldMsCap milliseconds, oldest first
+  PerMsMax held_per_ms;
   uint64_t in = 0, logic_drops = 0, bad_queue = 0, sent = 0, send_errors = 0, flushed = 0, flush_lost = 0;
   uint64_t net_control_sent = 0;                // not IP or IPv6 ND, sent at once (on_frame)
   uint64_t held_bytes = 0, held_max_bytes = 0;  // bytes in the port's queues here, now and the most since start
@@ -147,17 +144,9 @@ uint32_t HoldPath::backlog_target(uint64_t rate_bps, uint32_t backlog_us) {
 // The held bytes changed by `delta` at `now`: closes the milliseconds since
 // the last change (each one's maximum; the bytes stayed as they were).
 void HoldPath::note_held(Port& p, int64_t delta, uint64_t now) {
-  const uint64_t ms = now / 1'000'000;
-  if (p.held_ms && ms > p.held_ms) {
-    for (uint64_t m = p.held_ms; m < ms && p.held_per_ms.size() < kHeldMsCap; ++m) {
-      p.held_per_ms.push_back(uint32_t(std::min<uint64_t>(p.held_ms_max, UINT32_MAX)));
-      p.held_ms_max = p.held_bytes;
-    }
-  }
-  p.held_ms = ms;
   p.held_bytes = uint64_t(std::max<int64_t>(0, int64_t(p.held_bytes) + delta));
   p.held_max_bytes = std::max(p.held_max_bytes, p.held_bytes);
-  p.held_ms_max = std::max(p.held_ms_max, p.held_bytes);
+  p.held_per_ms.set(p.held_bytes, now);
 }
 
 HoldPath::HoldPath(EventLoop& loop, uint64_t fail_open_ns, AttachMode mode, std::string state_dir, uint32_t backlog_us)
@@ -722,17 +711,11 @@ nlohmann::json HoldPath::port_json(PortId id) const {
                   {"paused", bool(p.paused[q])}});
   }
   const sl_sw_hold_state& st = *p.st;
-  // p99 and max of the per-millisecond maxima of the held bytes.
-  std::vector<uint32_t> ms = p.held_per_ms;
-  uint64_t held_p99 = 0, held_max = 0;
-  if (!ms.empty()) {
-    held_max = *std::max_element(ms.begin(), ms.end());
-    auto k = ms.begin() + long(std::min(ms.size() - 1, size_t(0.99 * double(ms.size() - 1) + 0.5)));
-    std::nth_element(ms.begin(), k, ms.end());
-    held_p99 = *k;
-  }
+  // p99 and max of the per-millisecond maxima of the held bytes (the last
+  // 10 minutes).
+  const PerMsMax::Summary held = p.held_per_ms.summary();
   return {{"queues", qs},
-          {"held", {{"ms_intervals", ms.size()}, {"ms_max_p99_bytes", held_p99}, {"ms_max_bytes", held_max}}},
+          {"held", {{"ms_intervals", held.intervals}, {"ms_max_p99_bytes", held.p99}, {"ms_max_bytes", held.max}}},
           {"hold",
            {{"backlog_target", p.target},
             {"kernel_backlog", kernel_backlog(p)},

@@ -104,3 +104,34 @@ TEST(HoldWatchdog, CountsReReadsAndTheOnesThatFoundAMissedEvent) {
 }
 
 }  // namespace
+
+// PerMsMax: each closed millisecond keeps the largest value it saw; a
+// millisecond without a change keeps the value then; only the last `cap`
+// are kept, so an old peak ages out; a long idle gap costs at most `cap`.
+TEST(PerMsMax, EachMillisecondKeepsItsLargestValue) {
+  PerMsMax m;
+  EXPECT_EQ(m.summary().intervals, 0u);
+  m.set(100, 1'000'000);
+  m.set(300, 1'500'000);  // ms 1: 300
+  m.set(50, 2'200'000);   // ms 2: started at 300
+  m.set(50, 5'000'000);   // ms 3, 4: 50
+  const PerMsMax::Summary s = m.summary();
+  EXPECT_EQ(s.intervals, 4u);
+  EXPECT_EQ(s.max, 300u);
+  EXPECT_EQ(s.p99, 300u);
+}
+
+TEST(PerMsMax, KeepsTheLastCapMillisecondsOnly) {
+  PerMsMax m(10);
+  for (uint64_t ms = 1; ms <= 26; ++ms) m.set(1000 - ms, ms * 1'000'000);  // closes ms 1..25
+  PerMsMax::Summary s = m.summary();
+  EXPECT_EQ(s.intervals, 10u);
+  // ms k started at the value set at ms k - 1: its maximum is 1001 - k.
+  EXPECT_EQ(s.max, 1000u - 15) << "ms 16..25 are kept; the peak of ms 1 aged out";
+  // An idle hour: bounded work, every kept millisecond at the idle value.
+  m.set(7, 27'000'000);
+  m.set(7, 3'600'000'000'000ull);
+  s = m.summary();
+  EXPECT_EQ(s.intervals, 10u);
+  EXPECT_EQ(s.max, 7u);
+}
