@@ -6,9 +6,9 @@
 // through a ring buffer (bpf/switch/swhold.bpf.c), and the agent
 //   - builds the logic's PacketMeta from what the program parsed (the
 //     classifier's 5-tuple, flow hash and TOS), asks logic.on_enqueue(),
-//   - (a frame that is not IP, ARP or LLDP, goes to the port at once, no
-//     logic, no queue: the network's control plane never waits behind a
-//     paused data queue),
+//   - (a frame of the network's control plane, not IP (ARP, LLDP) or IPv6
+//     neighbour discovery, goes to the port at once, no logic, no queue:
+//     it never waits behind a paused data queue; network_control()),
 //   - holds the frame in the port's PortModel (strict priority levels, DRR,
 //     shaper groups, per-queue pause: the model the logics are tested on),
 //   - re-injects frames through AF_PACKET with SO_MARK = the reinject mark

@@ -15,13 +15,13 @@
  *   sl_sw_flow_hash() of the 5-tuple, which the logic computes the same
  *   way. A frame that is not IP (ARP, LLDP, one the parser cannot read)
  *   or is IPv6 neighbour discovery is the network's own control plane,
- *   not data a logic schedules: it
- *   takes the fallback class (below) and is counted, so a paused queue
- *   cannot hold the port's ARP and starve its neighbour entries (the held
- *   path sends such frames at once for the same reason). Fail open: when the agent is not alive
+ *   not data a logic schedules: it takes the fallback class (below) and
+ *   is counted, so a paused queue cannot hold the port's ARP or ND and
+ *   starve its neighbour entries (the held path sends such frames at once
+ *   for the same reason). Fail open: when the agent is not alive
  *   (lib/liveness.h: its heartbeat older than fail_open_ns and its
- *   heartbeat thread gone or stopped), nothing is steered any more: every packet takes the
- *   port's fallback class (major:SL_SW_FALLBACK_MINOR, never paused), so a
+ *   heartbeat thread gone or stopped), nothing is steered any more: every
+ *   packet takes the port's fallback class (major:SL_SW_FALLBACK_MINOR, never paused), so a
  *   dead agent cannot keep traffic in a queue it paused. Control frames
  *   leaving the port keep the class their sender chose (SO_PRIORITY). */
 #include "vmlinux.h"

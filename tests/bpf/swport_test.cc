@@ -34,6 +34,19 @@ namespace {
 constexpr int kNext = -1, kShot = 2;
 constexpr uint32_t kLo = 1;  // BPF_PROG_TEST_RUN runs skbs on the loopback device
 
+// The skb->priority the sw_egress program `prog_fd` leaves on `frame`,
+// which came in with `prio_in` (the verdict must be TC_NEXT).
+uint32_t egress_priority_of(int prog_fd, const Bytes& frame, uint32_t prio_in = 7) {
+  struct __sk_buff in {
+  }, out{};
+  in.priority = prio_in;
+  LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_size_in = uint32_t(frame.size()), .ctx_in = &in,
+              .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+  EXPECT_EQ(bpf_prog_test_run_opts(prog_fd, &o), 0);
+  EXPECT_EQ(int(o.retval), kNext);
+  return out.priority;
+}
+
 class SwportTest : public ::testing::Test {
  protected:
   // One load for the whole suite (the verifier is slow under the VM suite's
@@ -70,16 +83,8 @@ class SwportTest : public ::testing::Test {
   }
   int run_ingress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_ingress), frame).retval; }
   RunResult run_egress(const Bytes& frame) { return run_tc(bpf_program__fd((*skel_)->progs.sw_egress), frame); }
-  // The skb->priority sw_egress leaves on `frame` (it came in as 7).
   uint32_t egress_priority(const Bytes& frame) {
-    struct __sk_buff in {
-    }, out{};
-    in.priority = 7;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_size_in = uint32_t(frame.size()), .ctx_in = &in,
-                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
-    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd((*skel_)->progs.sw_egress), &o), 0);
-    EXPECT_EQ(int(o.retval), kNext);
-    return out.priority;
+    return egress_priority_of(bpf_program__fd((*skel_)->progs.sw_egress), frame);
   }
 
   static Skeleton<swport>* skel_;
@@ -159,7 +164,6 @@ TEST_F(SwportTest, OtherTrafficIsNotOurs) {
 uint32_t spec_hash(const PacketSpec& s) { return sw::flow_hash(s.src, s.dst, s.sport, s.dport, s.proto); }
 
 TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
-  auto priority_of = [&](const Bytes& p) { return egress_priority(p); };
   PacketSpec a, b, v6;
   b.sport = 40001;
   v6.ipv6 = true;
@@ -169,35 +173,35 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
   // Unconfigured port: left alone, priority untouched.
   const uint64_t no_port = counter(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT);
   const uint64_t classified = counter(3, SL_SW_CNT_DATA_CLASSIFIED);
-  EXPECT_EQ(priority_of(build(a)), 7u);
+  EXPECT_EQ(egress_priority(build(a)), 7u);
   EXPECT_EQ(counter(SLUICE_SW_MAX_PORTS, SL_SW_CNT_DATA_NO_PORT) - no_port, 1u);
 
   set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 32, 0x10, 0, 0});
   // No flow entry: queue 0 = class 10:1.
-  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 1);
+  EXPECT_EQ(egress_priority(build(a)), (0x10u << 16) | 1);
   // The logic's entries, keyed by the hash it computes itself.
   for (auto [spec, q] : {std::pair{a, 31u}, std::pair{b, 4u}, std::pair{v6, 9u}}) {
     sl_sw_flow_key k{3, spec_hash(spec)};
     ASSERT_EQ(bpf_map_update_elem(flows_, &k, &q, BPF_ANY), 0);
   }
-  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 32);
-  EXPECT_EQ(priority_of(build(b)), (0x10u << 16) | 5);
-  EXPECT_EQ(priority_of(build(v6)), (0x10u << 16) | 10);
+  EXPECT_EQ(egress_priority(build(a)), (0x10u << 16) | 32);
+  EXPECT_EQ(egress_priority(build(b)), (0x10u << 16) | 5);
+  EXPECT_EQ(egress_priority(build(v6)), (0x10u << 16) | 10);
   // An entry naming a queue the port does not have falls back to queue 0.
   uint32_t bad = 32;
   sl_sw_flow_key ka{3, spec_hash(a)};
   ASSERT_EQ(bpf_map_update_elem(flows_, &ka, &bad, BPF_ANY), 0);
-  EXPECT_EQ(priority_of(build(a)), (0x10u << 16) | 1);
+  EXPECT_EQ(egress_priority(build(a)), (0x10u << 16) | 1);
   // Default by hash for unknown flows.
   set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 32, 0x10, SL_SW_PORT_HASH_DEFAULT, 0});
   PacketSpec c;
   c.sport = 555;
-  EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | (spec_hash(c) % 32 + 1));
+  EXPECT_EQ(egress_priority(build(c)), (0x10u << 16) | (spec_hash(c) % 32 + 1));
   // A one-queue port: queue 0 whatever the flow table or the hash says (the
   // classifier's shortcut must give what the full path gives).
   set_port(kLo, sl_sw_port{3, SL_PORT_HOST_FACING, 1, 0x10, SL_SW_PORT_HASH_DEFAULT, 0});
-  EXPECT_EQ(priority_of(build(b)), (0x10u << 16) | 1);  // entry: queue 4
-  EXPECT_EQ(priority_of(build(c)), (0x10u << 16) | 1);  // no entry, hashed
+  EXPECT_EQ(egress_priority(build(b)), (0x10u << 16) | 1);  // entry: queue 4
+  EXPECT_EQ(egress_priority(build(c)), (0x10u << 16) | 1);  // no entry, hashed
   EXPECT_EQ(counter(3, SL_SW_CNT_DATA_CLASSIFIED) - classified, 8u);
 }
 
@@ -205,8 +209,9 @@ TEST_F(SwportTest, EgressSteersToTheLogicsQueue) {
 // neighbour discovery (NS, NA, RS, RA, redirect) takes the port's fallback
 // class, never paused, whatever the logic's table says for flow hash 0 or
 // how many queues the port has, and is counted; IP, tagged or not, and
-// other ICMPv6 (echo) are still steered. (Queue 0 paused on a router port held its ARP, and
-// the neighbour entry's failure dropped every queue's traffic, docs/switch.md.)
+// other ICMPv6 (echo) are still steered. (Queue 0 paused on a router port
+// held its ARP, and the neighbour entry's failure dropped every queue's
+// traffic, docs/switch.md.)
 TEST_F(SwportTest, NetworkControlFramesTakeTheFallbackClass) {
   const uint32_t fallback = (0x10u << 16) | SL_SW_FALLBACK_MINOR;
   PacketSpec arp, lldp, tagged_arp, tagged_ip;
@@ -259,14 +264,7 @@ TEST(SwportFailOpen, StaleHeartbeatTakesTheFallbackClass) {
   uint32_t q = 2;
   ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_sw_flowq_v1), &k, &q, BPF_ANY), 0);
   auto priority_of = [&](const Bytes& pkt, uint32_t prio_in = 7) {
-    struct __sk_buff in {
-    }, out{};
-    in.priority = prio_in;
-    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt.data(), .data_size_in = uint32_t(pkt.size()), .ctx_in = &in,
-                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
-    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd(s->progs.sw_egress), &o), 0);
-    EXPECT_EQ(int(o.retval), kNext);
-    return out.priority;
+    return egress_priority_of(bpf_program__fd(s->progs.sw_egress), pkt, prio_in);
   };
   auto fail_open_count = [&] {
     return percpu_packets<sl_sw_counter>(bpf_map__fd(s->maps.sl_sw_cnt_v1),
