@@ -115,6 +115,16 @@ vm_gtest_why() {
   ' "$1"
 }
 
+# Cases of a parameterized googletest suite in log $1: `vm_gtest_count
+# LOG ran|ok SUITE PARAM` counts the cases of SUITE (e.g.
+# AttachModes/SwitchMode) with parameter index PARAM that ran or passed,
+# so a step follows the cases its binary has instead of a fixed number.
+vm_gtest_count() {
+  local tag
+  case "$2" in ran) tag=' RUN +' ;; ok) tag=' +OK ' ;; *) vm_fail "vm_gtest_count: ran or ok, not $2" ;; esac
+  grep -cE "^\[${tag}\] ${3//./\\.}\.[^ ]+/$4([[:space:]]|\$)" "$1"
+}
+
 vm_cleanup() {
   local p n
   for p in "${_vm_pids[@]}"; do kill "$p" 2>/dev/null; done

@@ -23,11 +23,11 @@ grep -E '^\[ *(RUN|OK|SKIPPED|FAILED|PASSED) *\]|needs Linux' "$log"
 [ $rc -eq 0 ] || { cat "$log"; vm_fail "integration_switch_mode_test failed on $(uname -r): $(vm_gtest_why "$log")"; }
 
 # Every case the binary has runs once per attach mode (/1 clsact, /0 tcx).
-cases=$(grep -cE '^\[ RUN +\] AttachModes/SwitchMode\.[^ ]+/1[[:space:]]*$' "$log")
+cases=$(vm_gtest_count "$log" ran AttachModes/SwitchMode 1)
 [ "$cases" -ge 3 ] || { cat "$log"; vm_fail "only $cases clsact cases ran (expected at least 3)"; }
-passed=$(grep -cE '^\[ +OK \] AttachModes/SwitchMode\.[^ ]+/1 ' "$log")
+passed=$(vm_gtest_count "$log" ok AttachModes/SwitchMode 1)
 [ "$passed" -eq "$cases" ] || { cat "$log"; vm_fail "the clsact cases did not all pass ($passed of $cases)"; }
-tcx_ok=$(grep -cE '^\[ +OK \] AttachModes/SwitchMode\.[^ ]+/0 ' "$log")
+tcx_ok=$(vm_gtest_count "$log" ok AttachModes/SwitchMode 0)
 if vm_kernel_at_least 6 6; then
   [ "$tcx_ok" -eq "$cases" ] || { cat "$log"; vm_fail "tcx cases did not run on $(uname -r) ($tcx_ok of $cases passed)"; }
 else
