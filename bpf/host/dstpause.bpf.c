@@ -9,9 +9,10 @@
  *   is dropped and counted by reason. Other traffic: TC_NEXT.
  * dp_egress (tc egress of the uplink, clsact: it returns TC_ACT_STOLEN): a
  *   frame to a destination the agent holds is copied to sl_fg_hring_v1 and
- *   stolen; the agent's own re-sent frames (skb->mark = reinject_mark) and
- *   every other frame pass. When a held frame cannot be copied (too big,
- *   ring full) it passes: the host fails open. */
+ *   stolen; the agent's own re-sent frames (skb->mark = reinject_mark),
+ *   frames that are not IP, IPv6 neighbour discovery and every other frame
+ *   pass. When a held frame cannot be copied (too big, ring full) it
+ *   passes: the host fails open. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -90,8 +91,11 @@ int dp_egress(struct __sk_buff *skb)
 		return SL_TC_NEXT;
 	}
 	struct sl_pkt p = {};
-	if (!sl_skb_parse_ip(skb, &p, NULL)) {
-		dp_count(SL_DP_CNT_NOT_IP, skb);
+	if (!sl_skb_parse_ip(skb, &p, NULL) || sl_skb_is_nd(skb, &p)) {
+		/* ARP and IPv6 neighbour discovery are never held: a unicast
+		 * neighbour solicitation to a paused destination (NUD) held
+		 * until the timeout could fail the neighbour entry. */
+		dp_count(SL_DP_CNT_NET_CONTROL, skb);
 		return SL_TC_NEXT;
 	}
 	struct sl_dp_dst key = {};

@@ -57,7 +57,7 @@ enum sl_dp_slot {
 	SL_DP_CNT_HELD = SL_CTRL_R_COUNT, /* egress: copied to the agent and stolen */
 	SL_DP_CNT_PASSED,                 /* egress: IP to a destination not held */
 	SL_DP_CNT_REINJECTED,             /* egress: the agent's re-sent frame */
-	SL_DP_CNT_NOT_IP,                 /* egress: not IP, left alone */
+	SL_DP_CNT_NET_CONTROL,            /* egress: not IP, or IPv6 ND: left alone */
 	SL_DP_CNT_TOO_BIG,                /* egress: held destination, frame too big to copy: passed */
 	SL_DP_CNT_HELD_RING_FULL,         /* egress: held destination, ring full: passed */
 	SL_DP_CNT_CTRL_RING_FULL,         /* ingress: valid frame, ring full */

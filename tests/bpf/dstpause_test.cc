@@ -196,7 +196,11 @@ TEST_F(DstPauseTest, EgressHoldsOnlyHeldDestinations) {
       {"another mark is not ours: held", build(to_d), kMark + 1, 0, kStolen, SL_DP_CNT_HELD},
       {"too big to copy: passes", build(big), 0, 0, kNext, SL_DP_CNT_TOO_BIG},
       {"a GSO super-packet: passes", build(to_d), 0, 4, kNext, SL_DP_CNT_TOO_BIG},
-      {"ARP: not IP", build(arp), 0, 0, kNext, SL_DP_CNT_NOT_IP},
+      {"ARP: not IP", build(arp), 0, 0, kNext, SL_DP_CNT_NET_CONTROL},
+      {"unicast neighbour solicitation to a held destination passes", icmpv6_frame(135, "fd00::9"), 0, 0, kNext,
+       SL_DP_CNT_NET_CONTROL},
+      {"neighbour advertisement to it passes", icmpv6_frame(136, "fd00::9"), 0, 0, kNext, SL_DP_CNT_NET_CONTROL},
+      {"an ICMPv6 echo request to it is held", icmpv6_frame(128, "fd00::9"), 0, 0, kStolen, SL_DP_CNT_HELD},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.desc);
@@ -215,6 +219,7 @@ TEST_F(DstPauseTest, EgressHoldsOnlyHeldDestinations) {
     }
   }
   // A held value of 0, or no entry: passes.
+  frames_.clear();
   hold("10.0.9.1", 0);
   EXPECT_EQ(run_egress(build(to_d)), kNext);
   auto d = sw::addr_parse("fd00::9");

@@ -125,11 +125,11 @@ Bytes build(const PacketSpec& s) {
   return f;
 }
 
-Bytes icmpv6_frame(uint8_t type) {
+Bytes icmpv6_frame(uint8_t type, const std::string& dst) {
   PacketSpec s;
   s.ipv6 = true;
   s.src = "fe80::1";
-  s.dst = "ff02::1:ff00:2";
+  s.dst = dst;
   s.proto = 58;
   s.payload = 24;
   Bytes b = build(s);

@@ -49,7 +49,7 @@ size_t l4_offset(const Bytes& frame);
 // An IPv6 ICMPv6 frame (fe80::1 -> ff02::1:ff00:2, no VLAN) whose message
 // type is `type` (135: a neighbour solicitation); 24 payload bytes, the
 // ICMPv6 checksum not filled.
-Bytes icmpv6_frame(uint8_t type);
+Bytes icmpv6_frame(uint8_t type, const std::string& dst = "ff02::1:ff00:2");
 
 // Truncated copy (for malformed-input cases).
 Bytes truncate(Bytes b, size_t len);

@@ -46,6 +46,7 @@ class HostModule final : public Module {
              {{"held", runner_.counter(SL_DP_CNT_HELD)},
               {"passed", runner_.counter(SL_DP_CNT_PASSED)},
               {"reinjected", runner_.counter(SL_DP_CNT_REINJECTED)},
+              {"net_control", runner_.counter(SL_DP_CNT_NET_CONTROL)},
               {"too_big", runner_.counter(SL_DP_CNT_TOO_BIG)},
               {"held_ring_full", runner_.counter(SL_DP_CNT_HELD_RING_FULL)},
               {"ctrl_ring_full", runner_.counter(SL_DP_CNT_CTRL_RING_FULL)}}}};
