@@ -5,6 +5,11 @@
 // numbers handed in, so nothing here depends on the clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
+#include <random>
+#include <vector>
+
 #include "switch/hold_backlog.h"
 
 using namespace sluice::sw;
@@ -134,4 +139,76 @@ TEST(PerMsMax, KeepsTheLastCapMillisecondsOnly) {
   s = m.summary();
   EXPECT_EQ(s.intervals, 10u);
   EXPECT_EQ(s.max, 7u);
+}
+
+// Every value falls in a bucket whose top is at least the value and at
+// most 1/512 above it; below 1024 the bucket is the value itself.
+TEST(PerMsMax, BucketsAreExactBelow1024AndWithinAFifthOfAPercentAbove) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> xs = {0, 1, 1023, 1024, 1025, 2047, 2048, 131072, 131071, UINT32_MAX, UINT32_MAX - 1};
+  for (int i = 0; i < 100'000; ++i) xs.push_back(rng() >> (rng() % 32));
+  size_t last = 0;
+  std::sort(xs.begin(), xs.end());
+  for (uint32_t x : xs) {
+    const size_t b = PerMsMax::bucket(x);
+    const uint64_t top = PerMsMax::bucket_top(b);
+    ASSERT_GE(top, x);
+    if (x < 1024) {
+      ASSERT_EQ(top, x);
+    }
+    ASSERT_LE(double(top - x), double(x) / 512) << x;
+    ASSERT_GE(b, last) << "buckets grow with the value";
+    last = b;
+  }
+}
+
+// The summary read from the histogram agrees with sorting the kept
+// milliseconds (what it replaced) within the buckets' precision, never
+// below, as the ring turns over and after an idle gap longer than it.
+TEST(PerMsMax, SummaryAgreesWithSortingTheKeptMilliseconds) {
+  constexpr size_t kCap = 5'000;
+  PerMsMax m(kCap);
+  std::deque<uint32_t> kept;  // the reference: each closed millisecond's maximum
+  std::mt19937 rng(3);
+  uint64_t now = 1'000'000, value = 0, ms_max = 0;
+  auto check = [&] {
+    const PerMsMax::Summary s = m.summary();
+    ASSERT_EQ(s.intervals, kept.size());
+    std::vector<uint32_t> v(kept.begin(), kept.end());
+    const uint32_t max = *std::max_element(v.begin(), v.end());
+    auto k = v.begin() + long(std::min(v.size() - 1, size_t(0.99 * double(v.size() - 1) + 0.5)));
+    std::nth_element(v.begin(), k, v.end());
+    EXPECT_GE(s.p99, *k);
+    EXPECT_LE(double(s.p99 - *k), double(*k) / 512);
+    EXPECT_GE(s.max, max);
+    EXPECT_LE(double(s.max - max), double(max) / 512);
+  };
+  auto close = [&](uint32_t x) {
+    kept.push_back(x);
+    if (kept.size() > kCap) kept.pop_front();
+  };
+  m.set(0, now);
+  for (int i = 0; i < 30'000; ++i) {
+    // A change every 0-2 ms: some milliseconds see several, some none.
+    const uint64_t next = now + rng() % 2'000'000;
+    const uint64_t v = rng() % 4 == 0 ? rng() % 2'000'000 : rng() % 3'000;
+    if (next / 1'000'000 > now / 1'000'000) {
+      close(uint32_t(ms_max));
+      for (uint64_t ms = now / 1'000'000 + 1; ms < next / 1'000'000; ++ms) close(uint32_t(value));
+      ms_max = value;
+    }
+    now = next;
+    value = v;
+    ms_max = std::max(ms_max, v);
+    m.set(v, now);
+    if (i % 3'000 == 0 && !kept.empty()) check();
+  }
+  check();
+  // Idle for longer than the ring: every kept millisecond at the value then.
+  const uint64_t later = now + 3 * kCap * 1'000'000;
+  close(uint32_t(ms_max));
+  for (uint64_t ms = now / 1'000'000 + 1; ms < later / 1'000'000; ++ms) close(uint32_t(value));
+  m.set(5, later);
+  check();
+  EXPECT_EQ(m.summary().max, PerMsMax::bucket_top(PerMsMax::bucket(uint32_t(value))));
 }
