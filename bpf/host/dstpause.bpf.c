@@ -12,7 +12,11 @@
  *   stolen; the agent's own re-sent frames (skb->mark = reinject_mark),
  *   frames that are not IP, IPv6 neighbour discovery and every other frame
  *   pass. When a held frame cannot be copied (too big, ring full) it
- *   passes: the host fails open. */
+ *   passes: the host fails open. So does every frame once the agent is not
+ *   alive (lib/liveness.h: its heartbeat older than fail_open_ns and its
+ *   heartbeat thread gone or stopped): a killed or stopped agent leaves
+ *   its held destinations in sl_fg_held_v1 and the filters attached, and
+ *   nobody would read what dp_egress stole. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -21,6 +25,7 @@
 #include "lib/count.h"
 #include "lib/ctrl.h"
 #include "lib/flow.h"
+#include "lib/liveness.h"
 #include "lib/verdict.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -55,6 +60,11 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } sl_fg_ctrl_v1 SEC(".maps");
+
+/* Set before load (0 = never fail open); the agent writes its liveness
+ * record through the mmap'ed .bss. */
+const volatile __u64 fail_open_ns = 0;
+struct sluice_liveness dp_live = {};
 
 static __always_inline void dp_count(__u32 slot, struct __sk_buff *skb)
 {
@@ -103,6 +113,10 @@ int dp_egress(struct __sk_buff *skb)
 	__u32 *held = bpf_map_lookup_elem(&sl_fg_held_v1, &key);
 	if (!held || !*held) {
 		dp_count(SL_DP_CNT_PASSED, skb);
+		return SL_TC_NEXT;
+	}
+	if (!sl_agent_alive(&dp_live, bpf_ktime_get_ns(), fail_open_ns)) {
+		dp_count(SL_DP_CNT_FAIL_OPEN, skb);
 		return SL_TC_NEXT;
 	}
 	__u32 len = skb->len;

@@ -61,6 +61,7 @@ enum sl_dp_slot {
 	SL_DP_CNT_TOO_BIG,                /* egress: held destination, frame too big to copy: passed */
 	SL_DP_CNT_HELD_RING_FULL,         /* egress: held destination, ring full: passed */
 	SL_DP_CNT_CTRL_RING_FULL,         /* ingress: valid frame, ring full */
+	SL_DP_CNT_FAIL_OPEN,              /* egress: held destination, agent not alive: passed */
 	SL_DP_CNT_SLOTS,
 };
 

@@ -15,14 +15,18 @@
 #include <optional>
 
 #include "core/bpf_util.h"
+#include "core/heartbeat.h"
 #include "lib/ctrl_cases.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "sluice/dstpause.h"
 #include "sluice/switch.h"
+#include "sluice/liveness.h"
 #include "dstpause.skel.h"
+#include "dstpause_compat.skel.h"
 
-SLUICE_SKELETON(dstpause);
+// dstpause on 6.2+, dstpause_compat before (bpf/lib/liveness.h).
+SLUICE_SKELETON_TWIN(dstpause, dstpause_compat, sluice::liveness_object);
 
 using namespace sluice;
 using namespace sluice::test;
@@ -227,4 +231,53 @@ TEST_F(DstPauseTest, EgressHoldsOnlyHeldDestinations) {
   EXPECT_EQ(run_egress(build(v6)), kNext);
   ring_buffer__consume(held_ring_);
   EXPECT_TRUE(frames_.empty());
+}
+
+// Fail open (bpf/lib/liveness.h): with fail_open_ns set, a frame to a held
+// destination passes, counted, while the agent's heartbeat was never
+// written or is stale; a fresh one holds again. A destination not held
+// passes either way, counted as before.
+TEST(DstPauseFailOpen, AStaleHeartbeatHoldsNothing) {
+  require_root();
+  Skeleton<dstpause> s;
+  s->rodata->fail_open_ns = 50'000'000;
+  s.load();
+  uint32_t lo = kLo;
+  sl_dp_port port{SL_PORT_HOST_UPLINK, kMark};
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_fg_ports_v1), &lo, &port, BPF_ANY), 0);
+  auto d = sw::addr_parse("10.0.9.1");
+  uint32_t one = 1;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(s->maps.sl_fg_held_v1), d.data(), &one, BPF_ANY), 0);
+  RingRecords<sl_dp_frame> ring(bpf_map__fd(s->maps.sl_fg_hring_v1));
+  ASSERT_TRUE(ring.ok());
+  auto count = [&](uint32_t slot) { return percpu_packets<sl_sw_counter>(bpf_map__fd(s->maps.sl_fg_cnt_v1), slot); };
+  auto egress = [&](const Bytes& p) {
+    struct __sk_buff in {
+    }, out{};
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.data(), .data_size_in = uint32_t(p.size()), .ctx_in = &in,
+                .ctx_out = &out, .ctx_size_in = sizeof(in), .ctx_size_out = sizeof(out));
+    EXPECT_EQ(bpf_prog_test_run_opts(bpf_program__fd(s->progs.dp_egress), &o), 0);
+    return int(o.retval);
+  };
+  PacketSpec to_d, to_e;
+  to_d.dst = "10.0.9.1";
+  to_e.dst = "10.0.9.2";
+  sluice_liveness& live = s->bss->dp_live;
+  EXPECT_EQ(egress(build(to_d)), kNext) << "never written: the agent is not there";
+  EXPECT_EQ(count(SL_DP_CNT_FAIL_OPEN), 1u);
+  live.heartbeat_ns = monotonic_ns();
+  EXPECT_EQ(egress(build(to_d)), kStolen) << "a fresh heartbeat holds";
+  EXPECT_EQ(count(SL_DP_CNT_HELD), 1u);
+  live.heartbeat_ns = monotonic_ns() - 60'000'000;
+  EXPECT_EQ(egress(build(to_d)), kNext) << "a stale heartbeat still holds";
+  EXPECT_EQ(count(SL_DP_CNT_FAIL_OPEN), 2u);
+  live.withdrawn = 1;
+  EXPECT_EQ(egress(build(to_d)), kNext) << "withdrawn and stale";
+  EXPECT_EQ(count(SL_DP_CNT_FAIL_OPEN), 3u);
+  live.withdrawn = 0;
+  EXPECT_EQ(egress(build(to_e)), kNext);
+  EXPECT_EQ(count(SL_DP_CNT_PASSED), 1u) << "not held: passed, not failed open";
+  EXPECT_EQ(count(SL_DP_CNT_FAIL_OPEN), 3u);
+  ring.consume();
+  EXPECT_EQ(ring.events.size(), 1u) << "only the frame held with a fresh heartbeat reached the ring";
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <thread>
 
@@ -251,5 +252,77 @@ TEST_F(FloodgateDstPauseTest, UnresumedPauseIsReleasedAtTheConfiguredTimeout) {
   run(*runner, 300ms);
   EXPECT_GT(rd.bytes.load() - d0, 100'000u) << "D flows again after the timeout";
   EXPECT_EQ(runner->send_errors(), 0u);
+  sd.stop = true;
+}
+
+// Fail open when the agent dies: a killed or stopped sluiced leaves dp_egress
+// attached and its destinations in sl_fg_held_v1, and nobody reads what it
+// steals. Once the liveness record is older than fail_open_ns (here the
+// test plays sluiced's heartbeat thread: it refreshes the record while it
+// polls, then stops both, as a SIGSTOP would), dp_egress holds nothing: the
+// paused destination's frames leave at once and its transfer goes on.
+// Before the record, a dead agent blackholed D until sluiced came back.
+TEST_F(FloodgateDstPauseTest, HeldDestinationFlowsOnceTheAgentStopsBeating) {
+  constexpr auto kFailOpen = 200ms;
+  NsRunner holder{h_, nullptr};
+  {
+    InNetns in(h_);
+    floodgate::HostRunnerConfig c;
+    c.uplink = up_;
+    c.state_dir = lab_->tmpdir();
+    c.pause.pause_timeout_ns = 60'000'000'000;  // the pause itself never expires here
+    c.fail_open_ns = uint64_t(std::chrono::nanoseconds(kFailOpen).count());
+    holder.r = std::make_unique<floodgate::HostRunner>(c);
+  }
+  auto& runner = holder.r;
+  sluice_liveness* live = runner->liveness();
+  auto beat_and_run = [&](std::chrono::milliseconds d) {
+    auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+      __atomic_store_n(&live->heartbeat_ns, now_ns(), __ATOMIC_RELAXED);
+      runner->poll(now_ns());
+      std::this_thread::sleep_for(1ms);
+    }
+  };
+  const sw::Addr d = sw::addr_parse("10.77.0.9");
+  Receiver rd;
+  rd.start(t_, "10.77.0.9", 5001);
+  Sender sd;
+  sd.start(h_, "10.77.0.9", 5001);
+  beat_and_run(200ms);
+  ASSERT_GT(rd.bytes.load(), 100'000u) << "D flows before the pause";
+
+  send_from_tor(sw::CtrlType::kDstPause, "10.77.0.9", 1);
+  beat_and_run(100ms);  // what was queued past tc egress drains
+  ASSERT_TRUE(runner->state().paused(d));
+  const uint64_t d0 = rd.bytes;
+  beat_and_run(2 * kFailOpen);
+  EXPECT_EQ(rd.bytes.load(), d0) << "D received data while paused and the agent alive";
+  EXPECT_GT(runner->counter(SL_DP_CNT_HELD), 0u);
+  EXPECT_EQ(runner->counter(SL_DP_CNT_FAIL_OPEN), 0u) << "failed open with a fresh heartbeat";
+
+  // The agent stops: no heartbeat, no poll. D is still held in the map.
+  const uint64_t held_before = runner->counter(SL_DP_CNT_HELD);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  while (rd.bytes.load() - d0 < 500'000 && std::chrono::steady_clock::now() - stopped_at < 10s)
+    std::this_thread::sleep_for(10ms);
+  const auto took = std::chrono::steady_clock::now() - stopped_at;
+  std::printf("agent stopped: D got %llu B in %lld ms; frames held after the stop %llu, passed by fail open %llu\n",
+              (unsigned long long)(rd.bytes.load() - d0),
+              (long long)std::chrono::duration_cast<std::chrono::milliseconds>(took).count(),
+              (unsigned long long)(runner->counter(SL_DP_CNT_HELD) - held_before),
+              (unsigned long long)runner->counter(SL_DP_CNT_FAIL_OPEN));
+  EXPECT_GE(rd.bytes.load() - d0, 500'000u) << "D blackholed by a stopped agent";
+  EXPECT_GT(runner->counter(SL_DP_CNT_FAIL_OPEN), 0u);
+  EXPECT_TRUE(runner->state().paused(d)) << "the agent's own state is untouched (it did not run)";
+
+  // The agent comes back: it holds D again (D's sender, in flight, sends
+  // within the first RTT; then it waits for ACKs that do not come).
+  const uint64_t held_back = runner->counter(SL_DP_CNT_HELD), fo = runner->counter(SL_DP_CNT_FAIL_OPEN);
+  const uint64_t d1 = rd.bytes;
+  beat_and_run(600ms);
+  EXPECT_GT(runner->counter(SL_DP_CNT_HELD), held_back) << "a live agent holds the paused destination again";
+  EXPECT_EQ(runner->counter(SL_DP_CNT_FAIL_OPEN), fo);
+  EXPECT_LE(rd.bytes.load() - d1, 100'000u) << "D flowed on with the agent back and D paused";
   sd.stop = true;
 }

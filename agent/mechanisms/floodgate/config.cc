@@ -90,6 +90,7 @@ Section read_section(const toml::table& t, std::vector<SectionProblem>& out) {
   // Each held frame is at most SLUICE_DP_FRAME_MAX (1536) bytes: 384 MiB at
   // the top of the range.
   r.integer("host_max_held_frames", sec.host.max_frames, 1, 262'144);
+  r.integer("host_fail_open_ms", sec.host_fail_open_ns, 1, 60'000, 1'000'000);
   if (auto n = r.node("up_ports")) {
     auto a = n->as_array();
     if (!a) {
@@ -161,7 +162,8 @@ const ConfigSection& floodgate_section() {
                 {"voq_limit_bytes", "262144", "", ""},
                 {"voq_ecn_packets", "20", "", ""},
                 {"host_pause_timeout_ms", "200", "", ""},
-                {"host_max_held_frames", "8192", "", ""}};
+                {"host_max_held_frames", "8192", "", ""},
+                {"host_fail_open_ms", "200", "", ""}};
     sec.parse = [](const toml::table* t, std::vector<ConfigProblem>& out, const MechanismTable*) -> std::any {
       static const toml::table kEmpty;
       std::vector<SectionProblem> ps;
@@ -188,7 +190,8 @@ const ConfigSection& floodgate_section() {
                             {"voq_limit_bytes", c.voq_limit_bytes},
                             {"voq_ecn_packets", c.voq_ecn_packets},
                             {"host_pause_timeout_ms", x.host.pause_timeout_ns / 1'000'000},
-                            {"host_max_held_frames", x.host.max_frames}};
+                            {"host_max_held_frames", x.host.max_frames},
+                            {"host_fail_open_ms", x.host_fail_open_ns / 1'000'000}};
     };
     return sec;
   }();

@@ -54,6 +54,9 @@ class SectionError : public std::invalid_argument {
 //   host_max_held_frames   1..262144: the most frames the host holds at
 //                          once, all destinations together; the frame
 //                          that would exceed it releases its destination
+//   host_fail_open_ms      1..60000: the host's dp_egress stops holding
+//                          (every frame passes) once sluiced's heartbeat
+//                          is this old and its thread gone or stopped
 // Throws SectionError.
 Config parse_section(const toml::table& t, const std::vector<std::string>& port_names);
 
@@ -65,7 +68,8 @@ struct Section {
   static constexpr const char* kSection = "floodgate";
   Config config;
   std::vector<std::string> up_port_names;
-  HostPauseConfig host;  // host_pause_timeout_ms, host_max_held_frames
+  HostPauseConfig host;                      // host_pause_timeout_ms, host_max_held_frames
+  uint64_t host_fail_open_ns = 100'000'000;  // host_fail_open_ms
   // `config` with up_ports resolved; throws std::invalid_argument naming an
   // up port that is not one of `port_names`.
   Config resolve(const std::vector<std::string>& port_names) const;

@@ -1,9 +1,11 @@
 #include "mechanisms/floodgate/host_module.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/bpf_util.h"
 #include "core/event_loop.h"
+#include "core/heartbeat.h"
 #include "mechanisms/floodgate/config.h"
 #include "mechanisms/floodgate/host_runner.h"
 #include "sluice/dstpause.h"
@@ -20,6 +22,12 @@ constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 class HostModule final : public Module {
  public:
   explicit HostModule(const ModuleContext& ctx) : uplink_(ctx.iface.name), runner_(runner_config(ctx)) {
+    // dp_egress holds frames while this is fresh: refreshed by the
+    // heartbeat thread every fail_open / 4 while this loop has run within
+    // fail_open (core/heartbeat.h); a killed or stopped sluiced fails open.
+    const auto limit = std::chrono::milliseconds(fail_open_ms_);
+    beat_ = ctx.loop.heartbeats().add(runner_.liveness(), std::max(limit / 4, std::chrono::milliseconds(1)), limit,
+                                      limit, "floodgate-host");
     timer_ = ctx.loop.every(kPollPeriod, [this] { runner_.poll(monotonic_ns()); });
   }
   std::string name() const override { return "floodgate"; }
@@ -31,6 +39,7 @@ class HostModule final : public Module {
             {"programs", {"dp_ingress", "dp_egress"}},
             {"pause_timeout_ms", c.pause_timeout_ns / 1'000'000},
             {"max_held_frames", c.max_frames},
+            {"fail_open_ms", fail_open_ms_},
             {"paused_dsts", s.paused_dsts},
             {"queued_frames", s.queued_frames},
             {"pauses", s.pauses},
@@ -49,7 +58,8 @@ class HostModule final : public Module {
               {"net_control", runner_.counter(SL_DP_CNT_NET_CONTROL)},
               {"too_big", runner_.counter(SL_DP_CNT_TOO_BIG)},
               {"held_ring_full", runner_.counter(SL_DP_CNT_HELD_RING_FULL)},
-              {"ctrl_ring_full", runner_.counter(SL_DP_CNT_CTRL_RING_FULL)}}}};
+              {"ctrl_ring_full", runner_.counter(SL_DP_CNT_CTRL_RING_FULL)},
+              {"fail_open", runner_.counter(SL_DP_CNT_FAIL_OPEN)}}}};
   }
   nlohmann::json stats() const override { return status(); }
 
@@ -62,10 +72,13 @@ class HostModule final : public Module {
     c.attach_mode = AttachMode::Clsact;
     c.state_dir = ctx.config.agent.state_dir;
     c.pause = ctx.config.get<Section>().host;
+    c.fail_open_ns = ctx.config.get<Section>().host_fail_open_ns;
     return c;
   }
   std::string uplink_;
   HostRunner runner_;
+  uint64_t fail_open_ms_ = runner_.fail_open_ns() / 1'000'000;
+  std::unique_ptr<HeartbeatThread::Registration> beat_;
   std::unique_ptr<PeriodicTimer> timer_;
 };
 

@@ -7,13 +7,16 @@
 
 #include "core/bpf_util.h"
 #include "core/error.h"
+#include "core/heartbeat.h"
 #include "core/tc.h"
 #include "mechanisms/pac/reinject.h"
 #include "sluice/dstpause.h"
 #include "sluice/switch.h"
 #include "dstpause.skel.h"
+#include "dstpause_compat.skel.h"
 
-SLUICE_SKELETON(dstpause);
+// dstpause_compat (Linux 6.1) decides by the heartbeat alone (bpf/lib/liveness.h).
+SLUICE_SKELETON_TWIN(dstpause, dstpause_compat, sluice::liveness_object);
 
 namespace sluice::floodgate {
 
@@ -82,6 +85,7 @@ HostRunner::HostRunner(HostRunnerConfig cfg) : impl_(std::make_unique<Impl>(std:
   if (!m.cfg.reinject_mark) throw Error("floodgate host: reinject_mark must not be 0");
   const unsigned ifindex = if_nametoindex(m.cfg.uplink.c_str());
   if (!ifindex) throw SysError("floodgate host: uplink " + m.cfg.uplink, errno);
+  m.skel->rodata->fail_open_ns = m.cfg.fail_open_ns;
   m.skel.load();
   sl_dp_port port{SL_PORT_HOST_UPLINK, m.cfg.reinject_mark};
   uint32_t key = ifindex;
@@ -119,6 +123,8 @@ void HostRunner::poll(uint64_t now_ns) {
 }
 
 const HostPause& HostRunner::state() const { return impl_->pause; }
+sluice_liveness* HostRunner::liveness() { return &impl_->skel->bss->dp_live; }
+uint64_t HostRunner::fail_open_ns() const { return impl_->cfg.fail_open_ns; }
 uint64_t HostRunner::send_errors() const { return impl_->send_errors; }
 
 uint64_t HostRunner::counter(uint32_t slot) const {

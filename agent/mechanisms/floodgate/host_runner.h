@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "mechanisms/floodgate/host_pause.h"
+#include "sluice/liveness.h"
 
 namespace sluice::floodgate {
 
@@ -24,6 +25,10 @@ struct HostRunnerConfig {
   AttachMode attach_mode = AttachMode::Clsact;  // dp_egress returns TC_ACT_STOLEN: cls_bpf only
   std::string state_dir;                        // TcAttachment's marker directory
   HostPauseConfig pause;
+  // dp_egress stops holding (every frame passes) once liveness() is older
+  // than this and the thread that refreshes it is gone or stopped
+  // (bpf/lib/liveness.h); 0 = never.
+  uint64_t fail_open_ns = 0;
 };
 
 class HostRunner {
@@ -36,6 +41,10 @@ class HostRunner {
   // Consumes both rings, applies the effects, expires pauses.
   void poll(uint64_t now_ns);
   const HostPause& state() const;
+  // The record dp_egress reads; whoever drives poll() keeps it fresh
+  // (sluiced: its heartbeat thread, core/heartbeat.h).
+  sluice_liveness* liveness();
+  uint64_t fail_open_ns() const;
   uint64_t send_errors() const;
   // sl_fg_cnt_v1 summed over CPUs (packets), by sl_dp_slot / sl_ctrl_reason.
   uint64_t counter(uint32_t slot) const;

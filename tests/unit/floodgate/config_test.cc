@@ -201,14 +201,19 @@ TEST(FloodgateConfig, HostKeysDefaultsAndValues) {
   EXPECT_EQ(d.max_frames, 4096u);
   EXPECT_EQ(sluice::to_json(none, sluice::mechanisms())["floodgate"]["host_pause_timeout_ms"], 20);
   EXPECT_EQ(sluice::to_json(none, sluice::mechanisms())["floodgate"]["host_max_held_frames"], 4096);
+  EXPECT_EQ(none.get<Section>().host_fail_open_ns, 100'000'000u);
+  EXPECT_EQ(sluice::to_json(none, sluice::mechanisms())["floodgate"]["host_fail_open_ms"], 100);
 
   const sluice::Config set = sluice::parse_config_string(
-      kIface + "[floodgate]\nhost_pause_timeout_ms = 200\nhost_max_held_frames = 8192\n", "h.toml");
+      kIface + "[floodgate]\nhost_pause_timeout_ms = 200\nhost_max_held_frames = 8192\nhost_fail_open_ms = 250\n",
+      "h.toml");
   const Section& s = set.get<Section>();
   EXPECT_EQ(s.host.pause_timeout_ns, 200'000'000u);
   EXPECT_EQ(s.host.max_frames, 8192u);
   EXPECT_EQ(sluice::to_json(set, sluice::mechanisms())["floodgate"]["host_pause_timeout_ms"], 200);
   EXPECT_EQ(sluice::to_json(set, sluice::mechanisms())["floodgate"]["host_max_held_frames"], 8192);
+  EXPECT_EQ(s.host_fail_open_ns, 250'000'000u);
+  EXPECT_EQ(sluice::to_json(set, sluice::mechanisms())["floodgate"]["host_fail_open_ms"], 250);
   // The switch logic's parameters are not touched by them.
   EXPECT_EQ(s.config.syn_timeout_ns, Config{}.syn_timeout_ns);
   // The ends of the ranges are accepted.
@@ -235,6 +240,9 @@ TEST(FloodgateConfig, BadHostKeysAreRefusedWithTheirRange) {
           {"host_max_held_frames = 0", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
           {"host_max_held_frames = 262145", "floodgate.host_max_held_frames", "out of range [1, 262144]"},
           {"host_max_held_frames = true", "floodgate.host_max_held_frames", "expected an integer"},
+          {"host_fail_open_ms = 0", "floodgate.host_fail_open_ms", "out of range [1, 60000]"},
+          {"host_fail_open_ms = 60001", "floodgate.host_fail_open_ms", "out of range [1, 60000]"},
+          {"host_fail_open_ms = \"100\"", "floodgate.host_fail_open_ms", "expected an integer"},
           {"host_pause_timeout = 200", "floodgate.host_pause_timeout", "unknown key"},
       },
       [](const BadKey& c) {
