@@ -370,10 +370,14 @@ void BfcHold::burst_through_the_chain() {
   // Afterwards nothing stays paused.
   EXPECT_TRUE(eventually(
       [&] {
-        for (auto* ag : {N_.get(), A_.get()})
-          for (const auto& p : ag->state()["ports"])
+        for (auto* ag : {N_.get(), A_.get()}) {
+          // A named copy: the range of a for over state()["ports"] would
+          // refer into a temporary already destroyed (ASan: use after free).
+          const json st = ag->state();
+          for (const auto& p : st["ports"])
             for (const auto& q : p.value("queues", json::array()))
               if (q.value("paused", false)) return false;
+        }
         return true;
       },
       5s));
