@@ -148,6 +148,17 @@ class FloodgateDstPauseTest : public ::testing::Test {
     close(fd);
   }
 
+  // A runner on the host's uplink, made in the host's namespace.
+  std::unique_ptr<floodgate::HostRunner> make_runner(uint64_t pause_timeout_ns, uint64_t fail_open_ns = 0) {
+    InNetns in(h_);
+    floodgate::HostRunnerConfig c;
+    c.uplink = up_;
+    c.state_dir = lab_->tmpdir();
+    c.pause.pause_timeout_ns = pause_timeout_ns;
+    c.fail_open_ns = fail_open_ns;
+    return std::make_unique<floodgate::HostRunner>(c);
+  }
+
   // Polls the runner for `d` (in the host's namespace: its sockets live there).
   void run(floodgate::HostRunner& r, std::chrono::milliseconds d) {
     auto end = std::chrono::steady_clock::now() + d;
@@ -164,15 +175,8 @@ class FloodgateDstPauseTest : public ::testing::Test {
 }  // namespace
 
 TEST_F(FloodgateDstPauseTest, PausedDestinationStopsOthersContinueResumeDelivers) {
-  NsRunner holder{h_, nullptr};
-  {
-    InNetns in(h_);
-    floodgate::HostRunnerConfig c;
-    c.uplink = up_;
-    c.state_dir = lab_->tmpdir();
-    c.pause.pause_timeout_ns = 5'000'000'000;  // no expiry during the test
-    holder.r = std::make_unique<floodgate::HostRunner>(c);
-  }
+  // no expiry during the test
+  NsRunner holder{h_, make_runner(5'000'000'000)};
   auto& runner = holder.r;
   Receiver rd, re;
   rd.start(t_, "10.77.0.9", 5001);
@@ -214,15 +218,7 @@ TEST_F(FloodgateDstPauseTest, PausedDestinationStopsOthersContinueResumeDelivers
 // 20 ms default): D gets nothing until then, and flows again after.
 TEST_F(FloodgateDstPauseTest, UnresumedPauseIsReleasedAtTheConfiguredTimeout) {
   constexpr auto kTimeout = 1000ms;
-  NsRunner holder{h_, nullptr};
-  {
-    InNetns in(h_);
-    floodgate::HostRunnerConfig c;
-    c.uplink = up_;
-    c.state_dir = lab_->tmpdir();
-    c.pause.pause_timeout_ns = uint64_t(std::chrono::nanoseconds(kTimeout).count());
-    holder.r = std::make_unique<floodgate::HostRunner>(c);
-  }
+  NsRunner holder{h_, make_runner(uint64_t(std::chrono::nanoseconds(kTimeout).count()))};
   auto& runner = holder.r;
   const sw::Addr d = sw::addr_parse("10.77.0.9");
   Receiver rd;
@@ -264,16 +260,8 @@ TEST_F(FloodgateDstPauseTest, UnresumedPauseIsReleasedAtTheConfiguredTimeout) {
 // Before the record, a dead agent blackholed D until sluiced came back.
 TEST_F(FloodgateDstPauseTest, HeldDestinationFlowsOnceTheAgentStopsBeating) {
   constexpr auto kFailOpen = 200ms;
-  NsRunner holder{h_, nullptr};
-  {
-    InNetns in(h_);
-    floodgate::HostRunnerConfig c;
-    c.uplink = up_;
-    c.state_dir = lab_->tmpdir();
-    c.pause.pause_timeout_ns = 60'000'000'000;  // the pause itself never expires here
-    c.fail_open_ns = uint64_t(std::chrono::nanoseconds(kFailOpen).count());
-    holder.r = std::make_unique<floodgate::HostRunner>(c);
-  }
+  // the pause itself never expires here
+  NsRunner holder{h_, make_runner(60'000'000'000, uint64_t(std::chrono::nanoseconds(kFailOpen).count()))};
   auto& runner = holder.r;
   sluice_liveness* live = runner->liveness();
   auto beat_and_run = [&](std::chrono::milliseconds d) {
