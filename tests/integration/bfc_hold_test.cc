@@ -179,8 +179,13 @@ class BfcHold : public ::testing::Test {
     // clsact: the taken frames are "stolen" (sent, to the host's TCP);
     // under tcx a held segment is a failed send (docs/bfc.md).
     N_->configure(keys + "buffer_bytes = 16777216\n", {{h1if_, "switch-facing"}}, "attach_mode = \"clsact\"\n");
-    A_->configure(keys + "buffer_bytes = 262144\n", {{a1_, "switch-facing"}, {a2_, "switch-facing"}});
-    B_->configure(keys + "buffer_bytes = 262144\n",
+    // A 1 MB port buffer: headroom for the pauses' round trip through the
+    // agents in every build type. With 256 KB (21 ms at 100 Mbit/s) the
+    // Debug and ASan builds' agents, ~3x slower, paused too late and
+    // dropped 10-263 frames per run (docs/testing.md). Without pauses the
+    // burst (several MB into B's 10 Mbit/s port) would still overflow it.
+    A_->configure(keys + "buffer_bytes = 1048576\n", {{a1_, "switch-facing"}, {a2_, "switch-facing"}});
+    B_->configure(keys + "buffer_bytes = 1048576\n",
                   {{b1_, "switch-facing"}, {b2_, "host-facing", 10}, {b3_, "host-facing"}});
   }
   void TearDown() override {
