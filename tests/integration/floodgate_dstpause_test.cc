@@ -306,6 +306,9 @@ TEST_F(FloodgateDstPauseTest, HeldDestinationFlowsOnceTheAgentStopsBeating) {
 
   // The agent comes back: it holds D again (D's sender, in flight, sends
   // within the first RTT; then it waits for ACKs that do not come).
+  // The counts are taken once the fresh heartbeat is in place: a frame that
+  // dp_egress saw just before it still failed open.
+  beat_and_run(20ms);
   const uint64_t held_back = runner->counter(SL_DP_CNT_HELD), fo = runner->counter(SL_DP_CNT_FAIL_OPEN);
   const uint64_t d1 = rd.bytes;
   beat_and_run(600ms);
