@@ -17,6 +17,8 @@
 #   tests/run.sh --build-type Debug|RelWithDebInfo|Release [--cxx clang++]
 #                             another build type / compiler, in
 #                             build-<type>-<compiler>/
+#   --build-only              with any of the above: configure and build
+#                             what that run would test, run nothing
 # SLUICE_WERROR=1 makes warnings errors (-DSLUICE_WERROR=ON).
 # SLUICE_BUILD_DIR overrides the build directory.
 set -euo pipefail
@@ -31,11 +33,13 @@ stage=full
 only=
 build_type=RelWithDebInfo
 cxx=
+build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) stage=sanitize; shift ;;
     --sanitize-unit) stage=sanitize; only=unit_all; shift ;;
     --fuzz) stage=fuzz; shift ;;
+    --build-only) build_only=1; shift ;;
     --build-type) build_type=$2; stage=matrix; shift 2 ;;
     --cxx) cxx=$2; stage=matrix; shift 2 ;;
     *) break ;;
@@ -72,6 +76,7 @@ elif [ -n "$only" ]; then
 else
   cmake --build "$build" -j"$(nproc)"
 fi
+[ "$build_only" = 1 ] && exit 0
 cd "$build"
 
 case "$stage" in
