@@ -58,7 +58,7 @@ else()
 endif()
 
 set(SLUICE_BPF_FEATURES btf ringbuf tc-clsact tcx struct-ops-tcp-cc tp-btf-qdisc
-  bpf-cast-to-kern-ctx bpf-task-from-pid xdp)
+  bpf-cast-to-kern-ctx bpf-task-from-pid bpf-task-from-pid-xdp xdp)
 
 function(bpf_object name src)
   cmake_parse_arguments(BO "TEST_ONLY" "" "HEADERS;REQUIRES;DEFINES" ${ARGN})

@@ -27,6 +27,7 @@
 #include "probe_kern_ctx.skel.h"
 #include "sluice/liveness.h"
 #include "probe_liveness.skel.h"
+#include "probe_liveness_xdp.skel.h"
 #include "probe_qdisc_tp.skel.h"
 #include "tc.h"
 
@@ -34,6 +35,7 @@ SLUICE_SKELETON(probe_basic);
 SLUICE_SKELETON(probe_cc);
 SLUICE_SKELETON(probe_kern_ctx);
 SLUICE_SKELETON(probe_liveness);
+SLUICE_SKELETON(probe_liveness_xdp);
 SLUICE_SKELETON(probe_qdisc_tp);
 
 namespace sluice {
@@ -48,15 +50,23 @@ const char* to_string(Feature f) {
     case Feature::TpBtfQdisc: return "tp-btf-qdisc";
     case Feature::CastToKernCtx: return "bpf-cast-to-kern-ctx";
     case Feature::TaskFromPid: return "bpf-task-from-pid";
+    case Feature::TaskFromPidXdp: return "bpf-task-from-pid-xdp";
     case Feature::Xdp: return "xdp";
   }
   return "?";
 }
 
 const std::vector<Feature>& all_features() {
-  static const std::vector<Feature> v = {Feature::Btf,           Feature::RingBuf,     Feature::TcClsact,
-                                         Feature::Tcx,           Feature::StructOpsCc, Feature::TpBtfQdisc,
-                                         Feature::CastToKernCtx, Feature::TaskFromPid, Feature::Xdp};
+  static const std::vector<Feature> v = {Feature::Btf,
+                                         Feature::RingBuf,
+                                         Feature::TcClsact,
+                                         Feature::Tcx,
+                                         Feature::StructOpsCc,
+                                         Feature::TpBtfQdisc,
+                                         Feature::CastToKernCtx,
+                                         Feature::TaskFromPid,
+                                         Feature::TaskFromPidXdp,
+                                         Feature::Xdp};
   return v;
 }
 
@@ -103,6 +113,25 @@ static FeatureResult probe_task_from_pid() {
 
 const FeatureResult& task_from_pid_feature() {
   static const FeatureResult r = probe_task_from_pid();
+  return r;
+}
+
+static FeatureResult probe_task_from_pid_xdp() {
+  QuietLibbpf quiet;
+  return probe([] {
+    require_kfunc("bpf_task_from_pid");
+    Skeleton<probe_liveness_xdp> s;
+    try {
+      s.load();
+    } catch (const std::exception& e) {
+      throw Error(std::string("kfunc not callable from XDP programs (6.8+): ") + e.what());
+    }
+    return std::string("kfunc callable from XDP programs");
+  });
+}
+
+const FeatureResult& task_from_pid_xdp_feature() {
+  static const FeatureResult r = probe_task_from_pid_xdp();
   return r;
 }
 
@@ -202,6 +231,7 @@ FeatureReport probe_features() {
     return std::string("kfunc resolved, qdisc backlog readable from tc");
   });
   r[Feature::TaskFromPid] = probe_task_from_pid();
+  r[Feature::TaskFromPidXdp] = probe_task_from_pid_xdp();
   r[Feature::TpBtfQdisc] = probe([] {
     for (int which = 0; which < 2; ++which) {
       Skeleton<probe_qdisc_tp> s;

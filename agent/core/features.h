@@ -11,15 +11,16 @@
 namespace sluice {
 
 enum class Feature {
-  Btf,            // /sys/kernel/btf/vmlinux (CO-RE)
-  RingBuf,        // BPF_MAP_TYPE_RINGBUF
-  TcClsact,       // clsact qdisc + cls_bpf direct-action
-  Tcx,            // tcx links (6.6+)
-  StructOpsCc,    // struct_ops tcp_congestion_ops written in BPF
-  TpBtfQdisc,     // tp_btf/qdisc_enqueue and qdisc_dequeue
-  CastToKernCtx,  // bpf_cast_to_kern_ctx kfunc (6.2+)
-  TaskFromPid,    // bpf_task_from_pid kfunc from tc programs (6.2+)
-  Xdp,            // XDP, native on veth
+  Btf,             // /sys/kernel/btf/vmlinux (CO-RE)
+  RingBuf,         // BPF_MAP_TYPE_RINGBUF
+  TcClsact,        // clsact qdisc + cls_bpf direct-action
+  Tcx,             // tcx links (6.6+)
+  StructOpsCc,     // struct_ops tcp_congestion_ops written in BPF
+  TpBtfQdisc,      // tp_btf/qdisc_enqueue and qdisc_dequeue
+  CastToKernCtx,   // bpf_cast_to_kern_ctx kfunc (6.2+)
+  TaskFromPid,     // bpf_task_from_pid kfunc from tc programs (6.2+)
+  TaskFromPidXdp,  // the same from XDP programs (6.8+)
+  Xdp,             // XDP, native on veth
 };
 
 const char* to_string(Feature f);
@@ -51,6 +52,9 @@ AttachProbeResults probe_attach(int ifindex);
 // the programs that fail open may look at the agent's heartbeat thread
 // (bpf/lib/liveness.h) or must use their *_compat twin.
 const FeatureResult& task_from_pid_feature();
+// The same for XDP programs (TOP's token expiry), which may call the kfunc
+// from 6.8 on only.
+const FeatureResult& task_from_pid_xdp_feature();
 
 std::string kernel_release();
 

@@ -95,6 +95,19 @@ SkelElf liveness_object(const SkelElf& own, const SkelElf& compat) {
   return compat;
 }
 
+SkelElf liveness_object_xdp(const SkelElf& own, const SkelElf& compat) {
+  const FeatureResult& f = task_from_pid_xdp_feature();
+  if (f.ok) return own;
+  static std::once_flag said;
+  std::call_once(said, [&f] {
+    SLOG_WARN("LIVENESS_COMPAT",
+              "XDP programs fail open by heartbeat alone (the *_compat objects): {}; a machine that runs nothing for "
+              "longer than a mechanism's fail_open_ms makes it fail open although sluiced is alive",
+              f.detail);
+  });
+  return compat;
+}
+
 HeartbeatThread::Registration::~Registration() {
   if (owner_) owner_->remove(this);
   __atomic_store_n(&live_->withdrawn, 1u, __ATOMIC_RELEASE);

@@ -60,6 +60,9 @@ class PeriodicTimer;
 // SLUICE_LIVENESS_HEARTBEAT_ONLY (the heartbeat alone; LIVENESS_COMPAT in
 // the log, once).
 SkelElf liveness_object(const SkelElf& own, const SkelElf& compat);
+// The same for an object of XDP programs, which may call the kfunc from 6.8
+// on only (the bpf-task-from-pid-xdp feature; 6.2 to 6.7 take `compat`).
+SkelElf liveness_object_xdp(const SkelElf& own, const SkelElf& compat);
 
 // Field 22 of a /proc/<pid>/stat (or /proc/<pid>/task/<tid>/stat) file: the
 // task's start in clock ticks since boot, what liveness.task_start holds; 0

@@ -8,6 +8,15 @@
  * sl_top_stats_v1. Everything that is not a TOP token passes untouched, and so
  * does a malformed TOP header (the transport rejects it with a reason).
  *
+ * The threshold, its widening while the clock is unsynced and the local
+ * offset are the agent's clock manager's: once the agent is not alive
+ * (lib/liveness.h: its heartbeat older than fail_open_ns and, where the
+ * kernel can tell, its heartbeat thread gone or stopped), nobody follows the
+ * clock any more, so an expired token passes (SLUICE_R_TOP_FAIL_OPEN; still
+ * counted expired for its priority and flow): a stale clock state must not
+ * stall flows by dropping valid tokens. fail_open_ns = 0 (sluice-top --xdp,
+ * which loads the program itself) never fails open.
+ *
  * top_egress (tc egress, same interface) only counts: tokens this host paces
  * out (the receiver side) per priority, and per flow tokens and data sent,
  * for `sluicectl top`. It never changes a packet. */
@@ -16,6 +25,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "lib/counters.h"
+#include "lib/liveness.h"
 #include "lib/parse.h"
 #include "lib/verdict.h"
 #include "sluice/top.h"
@@ -23,6 +33,10 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u16 top_port = SLUICE_TOP_DEFAULT_PORT; /* host order */
+/* Set before load (0 = never fail open); the agent writes its liveness
+ * record through the mmap'ed .bss. */
+const volatile __u64 fail_open_ns = 0;
+struct sluice_liveness top_live = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -154,12 +168,16 @@ int top_expiry(struct xdp_md *ctx)
 	if (sluice_top_token_expired(sojourn, cfg->threshold_ns, cfg->widen_ns)) {
 		top_count(prio, SLUICE_TOP_X_EXPIRED, bytes);
 		top_flow(p.saddr, p.family, h->flow_id, prio, TF_TOKEN_EXPIRED);
-		if (cfg->enabled) {
-			sl_count(SLUICE_R_TOP_TOKEN_EXPIRED, bytes);
-			return XDP_DROP;
+		if (!cfg->enabled) {
+			sl_count(SLUICE_R_TOP_EXPIRED_KEPT, bytes);
+			return XDP_PASS;
 		}
-		sl_count(SLUICE_R_TOP_EXPIRED_KEPT, bytes);
-		return XDP_PASS;
+		if (!sl_agent_alive(&top_live, bpf_ktime_get_ns(), fail_open_ns)) {
+			sl_count(SLUICE_R_TOP_FAIL_OPEN, bytes);
+			return XDP_PASS;
+		}
+		sl_count(SLUICE_R_TOP_TOKEN_EXPIRED, bytes);
+		return XDP_DROP;
 	}
 	top_count(prio, sojourn < 0 ? SLUICE_TOP_X_FUTURE : SLUICE_TOP_X_VALID, bytes);
 	top_flow(p.saddr, p.family, h->flow_id, prio, TF_TOKEN_VALID);

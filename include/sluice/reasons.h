@@ -61,7 +61,8 @@
 	X(TOP_TOKEN_EXPIRED, "drop", "TOP: token sojourn above the threshold (§4.3 R2): dropped")            \
 	X(TOP_EXPIRED_KEPT, "pass", "TOP: expired token passed, expiry disabled")                            \
 	X(TOP_NO_CONFIG, "pass", "TOP: no expiry config: token passed")                                      \
-	X(TOP_EGRESS_COUNTED, "pass", "TOP: token or data leaving, counted for its flow")
+	X(TOP_EGRESS_COUNTED, "pass", "TOP: token or data leaving, counted for its flow")                    \
+	X(TOP_FAIL_OPEN, "pass", "TOP: expired token passed, agent heartbeat stale")
 /* clang-format on */
 
 enum sluice_reason {

@@ -2,21 +2,33 @@
 // older than the threshold are dropped (or only counted with expiry off),
 // valid and future-stamped tokens pass, the per-host correction and the
 // unsynced widening are applied, every verdict is counted per priority, and
-// malformed or non-token packets pass untouched.
+// malformed or non-token packets pass untouched. Fail open: with
+// fail_open_ns set, an expired token passes (counted, still expired for its
+// priority) while the agent's heartbeat is missing or stale, and is dropped
+// again once it is fresh or while the heartbeat thread exists and runs;
+// fail_open_ns = 0 never fails open.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "core/bpf_util.h"
+#include "core/features.h"
+#include "core/heartbeat.h"
 #include "lib/packet.h"
 #include "lib/prog_test.h"
 #include "mechanisms/top/wire.h"
 #include "sluice/top.h"
 #include "top_expiry.skel.h"
+#include "top_expiry_compat.skel.h"
 
-SLUICE_SKELETON(top_expiry);
+// top_expiry where XDP programs may call bpf_task_from_pid (6.8+),
+// top_expiry_compat before (bpf/lib/liveness.h).
+SLUICE_SKELETON_TWIN(top_expiry, top_expiry_compat, sluice::liveness_object_xdp);
 
 using namespace sluice;
 using namespace sluice::test;
@@ -29,6 +41,12 @@ constexpr int kPass = 2, kDrop = 1;  // XDP_PASS, XDP_DROP
 // where a test run has taken over 1 ms).
 constexpr uint64_t kUnit = 100'000'000;
 constexpr uint64_t kThreshold = 1 * kUnit;
+
+// A monotonic time `ns` ago (1 when the machine has not run that long).
+uint64_t ago(uint64_t ns) {
+  uint64_t now = monotonic_ns();
+  return now > ns ? now - ns : 1;
+}
 
 uint64_t tai_now() {
   timespec ts;
@@ -100,6 +118,100 @@ class TopExpiryTest : public ::testing::Test {
   }
   std::unique_ptr<Skeleton<top_expiry>> skel_;
 };
+
+// fail_open_ns = 0 (sluice-top --xdp): never fails open, whatever the
+// liveness record says (the fixture never writes it).
+TEST_F(TopExpiryTest, ZeroFailOpenNeverFailsOpen) {
+  EXPECT_EQ((*skel_)->rodata->fail_open_ns, 0u);
+  for (uint64_t hb : {uint64_t(0), ago(30'000'000'000ull)}) {
+    (*skel_)->bss->top_live.heartbeat_ns = hb;
+    EXPECT_EQ(run_xdp(prog(), top_frame(token(1, tai_now() - 5 * kUnit))).retval, kDrop) << "heartbeat " << hb;
+  }
+  EXPECT_EQ(reason(SLUICE_R_TOP_TOKEN_EXPIRED), 2u);
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 0u);
+}
+
+// With fail_open_ns set (sluiced's [top] fail_open_ms): nobody follows the
+// clock once the agent is gone, so an expired token passes.
+class TopExpiryFailOpenTest : public TopExpiryTest {
+ protected:
+  static constexpr uint64_t kFailOpen = 10 * kUnit;  // 1 s: fresh stays fresh under QEMU TCG
+  void SetUp() override {
+    require_root();
+    skel_ = std::make_unique<Skeleton<top_expiry>>();
+    (*skel_)->rodata->fail_open_ns = kFailOpen;
+    skel_->load();
+    set_config(kThreshold, 0, 0, true);
+  }
+  sluice_liveness& live() { return (*skel_)->bss->top_live; }
+  int expired_token(uint8_t prio) { return run_xdp(prog(), top_frame(token(prio, tai_now() - 5 * kUnit))).retval; }
+  // Tokens counted expired over every flow (this test's tokens are one flow).
+  uint64_t flow_expired() const {
+    uint64_t n = 0;
+    for_each_entry<sluice_top_flow_key, sluice_top_flow_stats>(
+        bpf_map__fd((*skel_)->maps.sl_top_flows_v1),
+        [&](const sluice_top_flow_key&, const sluice_top_flow_stats& st) { n += st.tokens_expired; });
+    return n;
+  }
+};
+
+TEST_F(TopExpiryFailOpenTest, StaleHeartbeatPassesExpiredTokens) {
+  EXPECT_EQ(expired_token(3), kPass) << "never written: the agent is not there";
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 1u);
+  EXPECT_EQ(stat(3, SLUICE_TOP_X_EXPIRED), 1u) << "still counted expired for its priority";
+  EXPECT_EQ(flow_expired(), 1u) << "and for its flow";
+
+  live().heartbeat_ns = monotonic_ns();
+  EXPECT_EQ(expired_token(3), kDrop) << "a fresh heartbeat drops";
+  EXPECT_EQ(reason(SLUICE_R_TOP_TOKEN_EXPIRED), 1u);
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 1u);
+
+  live().heartbeat_ns = ago(3 * kFailOpen);
+  EXPECT_EQ(expired_token(5), kPass) << "a stale heartbeat still drops";
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 2u);
+  EXPECT_EQ(stat(5, SLUICE_TOP_X_EXPIRED), 1u);
+  EXPECT_EQ(reason(SLUICE_R_TOP_TOKEN_EXPIRED), 1u);
+
+  live().withdrawn = 1;
+  EXPECT_EQ(expired_token(5), kPass) << "withdrawn and stale";
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 3u);
+  live().withdrawn = 0;
+
+  // Valid tokens and expiry off are what they were: not failed open.
+  RunResult r = run_xdp(prog(), top_frame(token(0, tai_now() - 100'000)));
+  EXPECT_EQ(r.retval, kPass);
+  EXPECT_EQ(reason(SLUICE_R_TOP_TOKEN_VALID), 1u);
+  set_config(kThreshold, 0, 0, false);
+  EXPECT_EQ(expired_token(2), kPass);
+  EXPECT_EQ(reason(SLUICE_R_TOP_EXPIRED_KEPT), 1u);
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 3u);
+}
+
+// Where XDP programs may call bpf_task_from_pid (top_expiry, 6.8+), a stale
+// heartbeat whose thread still exists and may run is not a dead agent (a
+// machine that ran nothing for a while): the token is dropped until stall_ns;
+// a thread that is gone fails open at the limit. The compat object decides
+// by the heartbeat alone.
+TEST_F(TopExpiryFailOpenTest, LiveHeartbeatThreadKeepsDropping) {
+  if (std::string(skel_->name()) != "top_expiry")
+    GTEST_SKIP() << "loaded " << skel_->name() << ": " << task_from_pid_xdp_feature().detail;
+  pid_t tid = pid_t(syscall(SYS_gettid));
+  live().task_tid = tid;
+  live().task_start = start_ticks_of("/proc/self/task/" + std::to_string(tid) + "/stat");
+  live().tick_ns = 1'000'000'000ull / uint64_t(sysconf(_SC_CLK_TCK));
+  live().stall_ns = 5 * kFailOpen;
+  live().heartbeat_ns = ago(3 * kFailOpen);
+  ASSERT_NE(live().task_start, 0u);
+  EXPECT_EQ(expired_token(1), kDrop) << "this thread runs: the agent is alive";
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 0u);
+  live().task_start += 1;  // the id now names another thread: ours is gone
+  EXPECT_EQ(expired_token(1), kPass);
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 1u);
+  live().task_start -= 1;
+  live().heartbeat_ns = ago(6 * kFailOpen);  // older than stall_ns
+  EXPECT_EQ(expired_token(1), kPass);
+  EXPECT_EQ(reason(SLUICE_R_TOP_FAIL_OPEN), 2u);
+}
 
 TEST_F(TopExpiryTest, Verdicts) {
   // Each row's counters are checked as deltas, so rows are independent.

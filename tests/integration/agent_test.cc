@@ -397,6 +397,9 @@ TEST(Check, TellsTheTruthOnThisKernel) {
     EXPECT_TRUE(yes("bpf-cast-to-kern-ctx")) << "kernel " << u.release << " has it\n" << o;
     EXPECT_TRUE(yes("bpf-task-from-pid")) << "kernel " << u.release << " has it\n" << o;
   }
+  if (v >= 608) {
+    EXPECT_TRUE(yes("bpf-task-from-pid-xdp")) << "kernel " << u.release << " has it\n" << o;
+  }
   if (v >= 606) {
     EXPECT_TRUE(yes("tcx")) << "kernel " << u.release << " has it\n" << o;
   } else {

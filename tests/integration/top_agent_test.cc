@@ -5,14 +5,19 @@
 // makes the same skewed tokens valid; with no PTP state to read the clock
 // manager widens T by the bound and says so; `sluicectl top` shows tokens
 // sent (receiver's agent) and valid/expired (sender's agent) per priority,
-// the flows and the clock state; a killed agent leaves no XDP program behind.
+// the flows and the clock state; a killed agent leaves no XDP program behind;
+// a stopped one (SIGSTOP: the link stays) no longer drops expired tokens.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include "core/features.h"
 
 #include "lib/netns_fixture.h"
 #include "lib/top_lab.h"
@@ -203,6 +208,56 @@ TEST_F(TopAgentTest, KilledAgentLeavesNoExpiryBehind) {
   int rc = 0;
   json s = send({"--size", "50000"}, "send-after-kill", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
+}
+
+// A stopped agent keeps its link, so top_expiry stays attached with a clock
+// state nobody updates: it must fail open (bpf/lib/liveness.h). Tokens from
+// a receiver 20 ms behind are all expired (T = 2 ms); with sluiced alive no
+// data answers them, with sluiced stopped past fail_open_ms they pass and the
+// flow completes, counted expired and failed open; back, it drops again.
+TEST_F(TopAgentTest, StoppedAgentPassesExpiredTokens) {
+  using namespace std::chrono_literals;
+  Process r = recv({"--clock-offset-ns", "-20000000"}, "recv-skewed");
+  std::string ss = agent(snd_, sif_, "clock_source = \"shared\"\nthreshold_us = 2000\nfail_open_ms = 100\n", "snd");
+  json st = top(ss);
+  EXPECT_EQ(st["object"], sluice::task_from_pid_xdp_feature().ok ? "top_expiry" : "top_expiry_compat") << st.dump();
+  EXPECT_EQ(st["fail_open_ms"], 100);
+  int rc = 0;
+  json alive = send({"--size", "50000", "--timeout-s", "1", "--prio-class", "3"}, "send-alive", &rc);
+  EXPECT_EQ(rc, 3) << "the agent alive drops every token: " << alive.dump();
+  EXPECT_EQ(alive["data_sent"], 0);
+  st = top(ss);
+  EXPECT_EQ(st["fail_open"], 0) << st.dump();
+  const uint64_t expired0 = json_sum(st["tokens"]["expired"]);
+  EXPECT_GT(expired0, 0u);
+
+  pid_t pid = agents_.back().pid();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  struct Cont {
+    pid_t pid;
+    ~Cont() { ::kill(pid, SIGCONT); }
+  } cont{pid};
+  std::this_thread::sleep_for(300ms);
+  json stopped = send({"--size", "50000", "--timeout-s", "10", "--prio-class", "3"}, "send-stopped", &rc);
+  EXPECT_EQ(rc, 0) << "a stopped agent stalled the flow: " << stopped.dump();
+  EXPECT_GT(stopped["data_sent"].get<uint64_t>(), 0u);
+  ::kill(pid, SIGCONT);
+
+  st = top(ss);
+  EXPECT_GE(st["fail_open"].get<uint64_t>(), json_sum(stopped["tokens_received"])) << st.dump();
+  EXPECT_GE(json_sum(st["tokens"]["expired"]) - expired0, json_sum(stopped["tokens_received"]))
+      << "tokens passed by fail open are still counted expired";
+  EXPECT_EQ(json_sum(st["tokens"]["valid"]), 0u);
+  std::string text = lab_->out(build_path("agent/sluicectl") + " -s " + ss + " top");
+  EXPECT_NE(text.find("expired tokens passed"), std::string::npos) << text;
+
+  // Back: the heartbeat is fresh again within a period, and tokens drop.
+  std::this_thread::sleep_for(500ms);
+  const uint64_t fo = top(ss)["fail_open"].get<uint64_t>();
+  json back = send({"--size", "50000", "--timeout-s", "1", "--prio-class", "3"}, "send-back", &rc);
+  EXPECT_EQ(rc, 3) << back.dump();
+  EXPECT_EQ(back["data_sent"], 0);
+  EXPECT_EQ(top(ss)["fail_open"].get<uint64_t>(), fo) << "failed open with the agent back";
 }
 
 }  // namespace

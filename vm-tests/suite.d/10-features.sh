@@ -37,6 +37,7 @@ expect=(
   "xdp 4.19"
   "bpf-cast-to-kern-ctx 6.2"
   "bpf-task-from-pid 6.2"
+  "bpf-task-from-pid-xdp 6.8"
   "tcx 6.6"
 )
 bad=()

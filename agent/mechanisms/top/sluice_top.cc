@@ -26,8 +26,9 @@
 #include "mechanisms/top/clock.h"
 #include "mechanisms/top/objective.h"
 #include "mechanisms/top/udp_io.h"
+#include "sluice/liveness.h"
 #include "sluice/reasons.h"
-#include "top_expiry.skel.h"
+#include "top_expiry_compat.skel.h"
 
 using namespace sluice::top;
 
@@ -42,15 +43,20 @@ std::string prio_array(const std::array<uint64_t, kPriorities>& a) {
   return s + "]";
 }
 
-// The XDP expiry program on the sender's interface, detached on exit.
+// The XDP expiry program on the sender's interface, detached on exit. Its
+// heartbeat-only build, which loads on every kernel (6.1+): this process
+// follows the clock and answers the tokens itself, so the program never
+// fails open (fail_open_ns stays 0); a stopped sluice-top stops its flows
+// anyway.
 class Expiry {
  public:
   Expiry(const std::string& ifname, uint64_t threshold_ns, bool enabled, int64_t local_offset_ns) {
     ifindex_ = if_nametoindex(ifname.c_str());
     if (!ifindex_) throw std::runtime_error("no interface " + ifname);
-    skel_ = top_expiry__open();
+    skel_ = top_expiry_compat__open();
     if (!skel_) throw std::runtime_error("open top_expiry: " + std::string(strerror(errno)));
-    if (int rc = top_expiry__load(skel_)) throw std::runtime_error("load top_expiry: " + std::string(strerror(-rc)));
+    if (int rc = top_expiry_compat__load(skel_))
+      throw std::runtime_error("load top_expiry: " + std::string(strerror(-rc)));
     int fd = bpf_program__fd(skel_->progs.top_expiry);
     flags_ = XDP_FLAGS_DRV_MODE;
     if (bpf_xdp_attach(ifindex_, fd, flags_, nullptr)) {
@@ -77,7 +83,7 @@ class Expiry {
   ~Expiry() {
     if (skel_) {
       bpf_xdp_detach(ifindex_, flags_, nullptr);
-      top_expiry__destroy(skel_);
+      top_expiry_compat__destroy(skel_);
     }
   }
   void correction(const std::string& peer, int64_t ns) {
@@ -106,7 +112,7 @@ class Expiry {
   }
 
  private:
-  top_expiry* skel_ = nullptr;
+  top_expiry_compat* skel_ = nullptr;
   unsigned ifindex_ = 0;
   uint32_t flags_ = 0;
 };

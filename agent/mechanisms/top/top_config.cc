@@ -94,6 +94,7 @@ const ConfigSection& top_section() {
                           field::integer("offset_bound_us", &S::offset_bound_us, 0, 10'000'000),
                           field::integer("clock_offset_ns", &S::clock_offset_ns, -10'000'000'000LL, 10'000'000'000LL),
                           peer_offsets(),
+                          field::integer("fail_open_ms", &S::fail_open_ms, 1, 60'000),
                       },
                       validate);
   return s;

@@ -42,6 +42,10 @@ struct TopConfig {
   // peers' skews by address: the correction for a peer is its skew minus ours.
   int64_t clock_offset_ns = 0;
   std::map<std::string, int64_t> peer_clock_offset_ns;
+  // The XDP program stops dropping expired tokens once sluiced's heartbeat
+  // is older than this (and its heartbeat thread gone or stopped where the
+  // kernel can tell, bpf/lib/liveness.h): nobody follows the clock then.
+  uint32_t fail_open_ms = 100;
 
   // The T in effect (given or derived), in ns.
   uint64_t threshold_ns() const;

@@ -15,13 +15,18 @@
 #include <mutex>
 #include <thread>
 
+#include "core/event_loop.h"
+#include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/tc.h"
 #include "mechanisms/top/clock.h"
 #include "sluice/top.h"
 #include "top_expiry.skel.h"
+#include "top_expiry_compat.skel.h"
 
-SLUICE_SKELETON(top_expiry);
+// top_expiry_compat (Linux 6.1 to 6.7: XDP programs may not call
+// bpf_task_from_pid) decides by the heartbeat alone (bpf/lib/liveness.h).
+SLUICE_SKELETON_TWIN(top_expiry, top_expiry_compat, sluice::liveness_object_xdp);
 
 namespace sluice {
 
@@ -62,6 +67,7 @@ class TopModule : public Module {
     if (!ifindex_) throw SysError("TOP: interface " + ifname_, errno ? errno : ENODEV);
     threshold_ns_ = cfg_.threshold_ns();
     skel_->rodata->top_port = uint16_t(cfg_.port);
+    skel_->rodata->fail_open_ns = uint64_t(cfg_.fail_open_ms) * 1'000'000;
     skel_.pin_maps(ctx.pin_dir);
     skel_.load();
 
@@ -77,6 +83,13 @@ class TopModule : public Module {
       check(bpf_map_update_elem(cfd, &k, &corr, 0), "TOP: write correction for " + addr);
     }
     apply(first_sample());
+    // Expired tokens are dropped while this is fresh: refreshed by the
+    // heartbeat thread every fail_open / 4 while this loop has run within
+    // fail_open (core/heartbeat.h); a killed, stopped or hung sluiced
+    // leaves a clock state nobody updates, and the program fails open.
+    const auto limit = std::chrono::milliseconds(cfg_.fail_open_ms);
+    beat_ = ctx.loop.heartbeats().add(&skel_->bss->top_live, std::max(limit / 4, std::chrono::milliseconds(1)), limit,
+                                      limit, "top");
 
     link_.reset(bpf_program__attach_xdp(skel_->progs.top_expiry, int(ifindex_)));
     if (!link_) throw SysError("attach top_expiry (XDP) to " + ifname_, errno);
@@ -98,6 +111,7 @@ class TopModule : public Module {
     if (poller_.joinable()) poller_.join();
     egress_.clear();
     link_.reset();
+    beat_.reset();
   }
 
   std::string name() const override { return "top"; }
@@ -116,6 +130,9 @@ class TopModule : public Module {
             {"pin_dir", skel_.pin_dir()},
             {"threshold_ns", threshold_ns_},
             {"expire", cfg_.expire},
+            {"object", skel_.name()},
+            {"fail_open_ms", cfg_.fail_open_ms},
+            {"fail_open", reason_packets(SLUICE_R_TOP_FAIL_OPEN)},
             {"clock_state", st["state"]}};
   }
 
@@ -123,8 +140,15 @@ class TopModule : public Module {
     nlohmann::json tokens = nlohmann::json::object();
     auto per = token_counts();
     for (int v = 0; v < SLUICE_TOP_EXPIRY_VERDICTS; v++) tokens[kVerdictNames[v]] = per[v];
-    return {{"threshold_ns", threshold_ns_}, {"expire", cfg_.expire}, {"port", cfg_.port},
-            {"clock", clock_json()},         {"tokens", tokens},      {"flows", flow_table(16)}};
+    return {{"threshold_ns", threshold_ns_},
+            {"expire", cfg_.expire},
+            {"port", cfg_.port},
+            {"object", skel_.name()},
+            {"fail_open_ms", cfg_.fail_open_ms},
+            {"fail_open", reason_packets(SLUICE_R_TOP_FAIL_OPEN)},
+            {"clock", clock_json()},
+            {"tokens", tokens},
+            {"flows", flow_table(16)}};
   }
 
   void metrics(std::vector<MetricSample>& out) const override {
@@ -256,6 +280,11 @@ class TopModule : public Module {
             {"widened_because", settings_.why}};
   }
 
+  // Packets counted under one reason, summed over CPUs.
+  uint64_t reason_packets(uint32_t reason) const {
+    return read_reason_counters(bpf_map__fd(skel_->maps.sl_counters))[reason].packets;
+  }
+
   // [verdict][priority] packets, summed over CPUs.
   std::array<std::array<uint64_t, SLUICE_TOP_PRIORITIES>, SLUICE_TOP_EXPIRY_VERDICTS> token_counts() const {
     std::array<std::array<uint64_t, SLUICE_TOP_PRIORITIES>, SLUICE_TOP_EXPIRY_VERDICTS> v{};
@@ -276,6 +305,7 @@ class TopModule : public Module {
   uint64_t threshold_ns_ = 0;
   Skeleton<top_expiry> skel_;
   std::unique_ptr<bpf_link, LinkDeleter> link_;
+  std::unique_ptr<HeartbeatThread::Registration> beat_;
   std::vector<TcAttachment> egress_;
   std::thread poller_;
   mutable std::mutex mu_;

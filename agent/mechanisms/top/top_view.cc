@@ -57,6 +57,9 @@ std::string render_text(const nlohmann::json& v) {
       for (size_t p = 0; p < a.size(); p++) s += fmt(" %10llu", (unsigned long long)a[p].get<uint64_t>());
       s += "\n";
     }
+    if (u(t, "fail_open"))
+      s += fmt("  %llu expired tokens passed: sluiced was gone or stopped for over %llu ms (fail open)\n",
+               (unsigned long long)u(t, "fail_open"), (unsigned long long)u(t, "fail_open_ms"));
     const auto& f = t["flows"];
     s += fmt("  flows: %llu (most recent first)\n", (unsigned long long)u(f, "total"));
     if (!f["flows"].empty())

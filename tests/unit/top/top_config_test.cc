@@ -47,6 +47,27 @@ TEST(TopConfig, LabOffsetsAndClockSource) {
   EXPECT_EQ(c.peer_clock_offset_ns.at("fd00::2"), 7);
 }
 
+// fail_open_ms: how long sluiced may be gone or stopped before the XDP
+// program stops dropping expired tokens (bpf/lib/liveness.h).
+TEST(TopConfig, FailOpenMs) {
+  EXPECT_EQ(parse("").fail_open_ms, 100u);
+  EXPECT_EQ(to_json(parse_config_string(kIface), mechanisms())["top"]["fail_open_ms"], 100);
+  EXPECT_EQ(parse("fail_open_ms = 1\n").fail_open_ms, 1u);
+  EXPECT_EQ(parse("fail_open_ms = 60000\n").fail_open_ms, 60000u);
+  EXPECT_EQ(to_json(parse_config_string(kIface + "[top]\nfail_open_ms = 250\n"), mechanisms())["top"]["fail_open_ms"],
+            250);
+  std::string base = kIface + "[top]\n";
+  EXPECT_TRUE(test::config_rejects(base + "fail_open_ms = 0\n", "top.fail_open_ms", "out of range [1, 60000]"));
+  EXPECT_TRUE(test::config_rejects(base + "fail_open_ms = 60001\n", "top.fail_open_ms", "out of range [1, 60000]"));
+  EXPECT_TRUE(test::config_rejects(base + "fail_open_ms = -5\n", "top.fail_open_ms", "out of range [1, 60000]"));
+  EXPECT_TRUE(test::config_rejects(base + "fail_open_ms = \"100\"\n", "top.fail_open_ms", "expected an integer"));
+  EXPECT_TRUE(test::config_rejects(base + "fail_open_ms = 1.5\n", "top.fail_open_ms", "expected an integer"));
+  auto ps = problems("fail_open_ms = 0\n");
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].value, "0");
+  EXPECT_NE(ps[0].where.find(":5"), std::string::npos) << ps[0].to_string();
+}
+
 TEST(TopConfig, BadInputNamesKeyValueAndLine) {
   std::string base = kIface + "[top]\n";  // [top] is line 4
   auto ps = problems("offset_bound_us = -1\n");
