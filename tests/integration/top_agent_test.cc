@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -244,6 +245,11 @@ TEST_F(TopAgentTest, StoppedAgentPassesExpiredTokens) {
   ::kill(pid, SIGCONT);
 
   st = top(ss);
+  std::printf("agent stopped: flow rc %d, %llu data packets sent on %llu tokens; fail_open %llu, expired %llu\n", rc,
+              (unsigned long long)stopped["data_sent"].get<uint64_t>(),
+              (unsigned long long)json_sum(stopped["tokens_received"]),
+              (unsigned long long)st["fail_open"].get<uint64_t>(),
+              (unsigned long long)(json_sum(st["tokens"]["expired"]) - expired0));
   EXPECT_GE(st["fail_open"].get<uint64_t>(), json_sum(stopped["tokens_received"])) << st.dump();
   EXPECT_GE(json_sum(st["tokens"]["expired"]) - expired0, json_sum(stopped["tokens_received"]))
       << "tokens passed by fail open are still counted expired";
