@@ -82,30 +82,30 @@ uint64_t start_ticks_of(const std::string& proc_stat) {
   return field.empty() ? 0 : std::strtoull(field.c_str(), nullptr, 10);
 }
 
-SkelElf liveness_object(const SkelElf& own, const SkelElf& compat) {
-  const FeatureResult& f = task_from_pid_feature();
+namespace {
+// The object to load for a feature probe's answer; said once per kind of
+// program that the *_compat objects serve.
+SkelElf pick_liveness_object(const FeatureResult& f, std::once_flag& said, const char* programs, const SkelElf& own,
+                             const SkelElf& compat) {
   if (f.ok) return own;
-  static std::once_flag said;
-  std::call_once(said, [&f] {
+  std::call_once(said, [&f, programs] {
     SLOG_WARN("LIVENESS_COMPAT",
-              "fail-open by heartbeat alone (the *_compat objects): {}; a machine that runs nothing for longer than "
-              "a mechanism's fail_open_ms makes it fail open although sluiced is alive",
-              f.detail);
+              "{} fail open by heartbeat alone (the *_compat objects): {}; a machine that runs nothing for longer "
+              "than a mechanism's fail_open_ms makes it fail open although sluiced is alive",
+              programs, f.detail);
   });
   return compat;
 }
+}  // namespace
+
+SkelElf liveness_object(const SkelElf& own, const SkelElf& compat) {
+  static std::once_flag said;
+  return pick_liveness_object(task_from_pid_feature(), said, "tc programs", own, compat);
+}
 
 SkelElf liveness_object_xdp(const SkelElf& own, const SkelElf& compat) {
-  const FeatureResult& f = task_from_pid_xdp_feature();
-  if (f.ok) return own;
   static std::once_flag said;
-  std::call_once(said, [&f] {
-    SLOG_WARN("LIVENESS_COMPAT",
-              "XDP programs fail open by heartbeat alone (the *_compat objects): {}; a machine that runs nothing for "
-              "longer than a mechanism's fail_open_ms makes it fail open although sluiced is alive",
-              f.detail);
-  });
-  return compat;
+  return pick_liveness_object(task_from_pid_xdp_feature(), said, "XDP programs", own, compat);
 }
 
 HeartbeatThread::Registration::~Registration() {
