@@ -568,4 +568,38 @@ TEST_F(PulserTest, RegistrationFollowsTheAgent) {
   EXPECT_TRUE(cc_available("cubic"));
 }
 
+TEST_F(PulserTest, TakeOverSkipsAnUnregisteredControlASocketStillUses) {
+  // A sluiced that stops cleanly unregisters, but a socket still using the
+  // control keeps its struct_ops map, name included, in the kernel's
+  // TOBEFREE state. If a later sluiced is then killed and another starts,
+  // both maps carry the name: the take-over must pass over the first (its
+  // delete answers EINPROGRESS) and replace the registered one.
+  std::string body =
+      "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" + pulser_ + "\"\n";
+  lab_->add_ns("h");
+  std::string h = lab_->name("h");
+  start_agent(h, "h", body);
+  int user_d = tcp_socket(dctcp_);
+  int user_p = tcp_socket(pulser_);
+  agents_.back().stop();
+  agents_.pop_back();
+  EXPECT_FALSE(cc_available(dctcp_));
+  size_t unregistered = 0;
+  for (const auto& c : list_struct_ops_cc())
+    if (c.ca_name == dctcp_ || c.ca_name == pulser_) ++unregistered;
+  EXPECT_GE(unregistered, 2u) << "the sockets should keep the unregistered maps (and their names) alive";
+
+  start_agent(h, "h", body);
+  agents_.back().kill9();
+  agents_.pop_back();
+  EXPECT_TRUE(cc_available(pulser_)) << "kill -9 cannot unregister";
+  start_agent(h, "h", body);
+  EXPECT_NE(agents_.back().log().find("CC_STALE_REPLACED"), std::string::npos) << agents_.back().log();
+  EXPECT_TRUE(cc_available(pulser_));
+  agents_.back().stop();
+  agents_.pop_back();
+  close(user_d);
+  close(user_p);
+}
+
 }  // namespace

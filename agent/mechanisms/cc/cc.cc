@@ -227,6 +227,12 @@ RegisteredCc::RegisteredCc(const CcParams& p) : impl_(std::make_unique<Impl>()),
         throw Error("congestion control name " + params_.name + " is already registered by struct_ops map " +
                     c.map_name + " (id " + std::to_string(c.map_id) + "), not by sluice; choose another name");
       int urc = unregister_struct_ops(c.map_id);
+      // An unregistered map keeps its value, name included, for as long as
+      // sockets still use the control (the kernel's TOBEFREE state: the
+      // delete answers EINPROGRESS), and a map never registered answers
+      // ENOENT: neither holds the name. An agent that stopped cleanly while
+      // connections used its control leaves such a map behind.
+      if (urc == -EINPROGRESS || urc == -ENOENT) continue;
       if (urc) throw SysError("take over stale registration of " + params_.name, -urc);
       SLOG_WARN("CC_STALE_REPLACED",
                 "congestion control {} was still registered by struct_ops map id {} (a sluice process that did not "
