@@ -174,6 +174,20 @@ class PulserTest : public ::testing::Test {
     return path;
   }
   std::string sock(const std::string& who) const { return lab_->tmpdir() + "/" + who + ".sock"; }
+  // A config with no interfaces: an agent that only registers the two
+  // congestion controls (the pulser one under `pulser_name`).
+  std::string cc_only_body(const std::string& pulser_name) const {
+    return "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" + pulser_name +
+           "\"\n";
+  }
+  void stop_last_agent() {
+    agents_.back().stop();
+    agents_.pop_back();
+  }
+  void kill9_last_agent() {
+    agents_.back().kill9();
+    agents_.pop_back();
+  }
 
   void start_agent(const std::string& ns, const std::string& who, const std::string& body) {
     std::string cfg = agent_config(who, body);
@@ -533,8 +547,7 @@ TEST_F(PulserTest, DctcpNegotiatesEcnAndFollowsMarks) {
 
 TEST_F(PulserTest, RegistrationFollowsTheAgent) {
   // No interfaces: an agent that only registers the congestion controls.
-  std::string body =
-      "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" + pulser_ + "\"\n";
+  std::string body = cc_only_body(pulser_);
   lab_->add_ns("h");
   std::string h = lab_->name("h");
   start_agent(h, "h", body);
@@ -546,20 +559,17 @@ TEST_F(PulserTest, RegistrationFollowsTheAgent) {
 
   // A crash leaves the registration (struct_ops maps outlive their
   // process); the next agent takes it over and unregisters on exit.
-  agents_.back().kill9();
-  agents_.pop_back();
+  kill9_last_agent();
   EXPECT_TRUE(cc_available(dctcp_)) << "kill -9 cannot unregister";
   start_agent(h, "h", body);
   EXPECT_NE(agents_.back().log().find("CC_STALE_REPLACED"), std::string::npos) << agents_.back().log();
-  agents_.back().stop();
-  agents_.pop_back();
+  stop_last_agent();
   EXPECT_FALSE(cc_available(dctcp_));
   EXPECT_FALSE(cc_available(pulser_));
 
   // A name held by something that is not sluice's is refused, and nothing
   // stays registered.
-  std::string bad = agent_config(
-      "bad", "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"cubic\"\n");
+  std::string bad = agent_config("bad", cc_only_body("cubic"));
   Process p = lab_->spawn(h, {build_path("agent/sluiced"), "-c", bad}, "sluiced-bad");
   int status = p.wait(std::chrono::seconds(15));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << p.log();
@@ -574,15 +584,13 @@ TEST_F(PulserTest, TakeOverSkipsAnUnregisteredControlASocketStillUses) {
   // TOBEFREE state. If a later sluiced is then killed and another starts,
   // both maps carry the name: the take-over must pass over the first (its
   // delete answers EINPROGRESS) and replace the registered one.
-  std::string body =
-      "[cc]\nregister = [\"dctcp\", \"pulser\"]\ndctcp_name = \"" + dctcp_ + "\"\npulser_name = \"" + pulser_ + "\"\n";
+  std::string body = cc_only_body(pulser_);
   lab_->add_ns("h");
   std::string h = lab_->name("h");
   start_agent(h, "h", body);
   int user_d = tcp_socket(dctcp_);
   int user_p = tcp_socket(pulser_);
-  agents_.back().stop();
-  agents_.pop_back();
+  stop_last_agent();
   EXPECT_FALSE(cc_available(dctcp_));
   size_t unregistered = 0;
   for (const auto& c : list_struct_ops_cc())
@@ -590,14 +598,12 @@ TEST_F(PulserTest, TakeOverSkipsAnUnregisteredControlASocketStillUses) {
   EXPECT_GE(unregistered, 2u) << "the sockets should keep the unregistered maps (and their names) alive";
 
   start_agent(h, "h", body);
-  agents_.back().kill9();
-  agents_.pop_back();
+  kill9_last_agent();
   EXPECT_TRUE(cc_available(pulser_)) << "kill -9 cannot unregister";
   start_agent(h, "h", body);
   EXPECT_NE(agents_.back().log().find("CC_STALE_REPLACED"), std::string::npos) << agents_.back().log();
   EXPECT_TRUE(cc_available(pulser_));
-  agents_.back().stop();
-  agents_.pop_back();
+  stop_last_agent();
   close(user_d);
   close(user_p);
 }
