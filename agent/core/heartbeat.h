@@ -36,6 +36,7 @@
 #include <linux/types.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -174,6 +175,13 @@ class HeartbeatThread {
   std::unique_ptr<Registration> add(sluice_liveness* live, std::chrono::nanoseconds period,
                                     std::chrono::nanoseconds loop_stall, std::chrono::nanoseconds limit,
                                     const std::string& owner);
+  // The usual registration of a program that fails open at `limit`:
+  // refreshed every limit / 4 (at least 1 ms) while the loop has run
+  // within `limit`.
+  std::unique_ptr<Registration> add_fail_open(sluice_liveness* live, std::chrono::milliseconds limit,
+                                              const std::string& owner) {
+    return add(live, std::max<std::chrono::nanoseconds>(limit / 4, std::chrono::milliseconds(1)), limit, limit, owner);
+  }
 
   // The thread BPF looks at: its id in the initial PID namespace (as far as
   // /proc tells) and its start in clock ticks since boot.

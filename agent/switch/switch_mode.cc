@@ -136,9 +136,8 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
   // Alive before anything is attached, then every fail_open_ms / 4 by the
   // heartbeat thread (core/heartbeat.h), while this loop has run within
   // fail_open_ms: a stuck loop fails open as before, a busy CPU does not.
-  beat_ = loop_.heartbeats().add(
-      &skel_->bss->sw_live, std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
-      std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
+  beat_ =
+      loop_.heartbeats().add_fail_open(&skel_->bss->sw_live, std::chrono::milliseconds(cfg_.fail_open_ms), "switch");
   try {
     if (cfg_.datapath == SwitchDatapath::kHold) {
       if (ctx.features) {
@@ -150,9 +149,8 @@ SwitchMode::SwitchMode(const ServiceContext& ctx)
       hold_ = std::make_unique<HoldPath>(loop_, uint64_t(cfg_.fail_open_ms) * 1'000'000, ctx.attach_mode,
                                          ctx.config.agent.state_dir, cfg_.hold_backlog_us);
       // swhold's egress passes every frame once this is stale (fail open).
-      hold_beat_ = loop_.heartbeats().add(
-          hold_->liveness(), std::chrono::milliseconds(std::max<uint32_t>(1, cfg_.fail_open_ms / 4)),
-          std::chrono::milliseconds(cfg_.fail_open_ms), std::chrono::milliseconds(cfg_.fail_open_ms), "switch-hold");
+      hold_beat_ = loop_.heartbeats().add_fail_open(hold_->liveness(), std::chrono::milliseconds(cfg_.fail_open_ms),
+                                                    "switch-hold");
     }
     for (size_t i = 0; i < cfg_.ports.size(); ++i) {
       const SwitchPortEntry& e = cfg_.ports[i];

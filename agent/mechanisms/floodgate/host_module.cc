@@ -25,9 +25,8 @@ class HostModule final : public Module {
     // dp_egress holds frames while this is fresh: refreshed by the
     // heartbeat thread every fail_open / 4 while this loop has run within
     // fail_open (core/heartbeat.h); a killed or stopped sluiced fails open.
-    const auto limit = std::chrono::milliseconds(fail_open_ms_);
-    beat_ = ctx.loop.heartbeats().add(runner_.liveness(), std::max(limit / 4, std::chrono::milliseconds(1)), limit,
-                                      limit, "floodgate-host");
+    beat_ = ctx.loop.heartbeats().add_fail_open(runner_.liveness(), std::chrono::milliseconds(fail_open_ms_),
+                                                "floodgate-host");
     timer_ = ctx.loop.every(kPollPeriod, [this] { runner_.poll(monotonic_ns()); });
   }
   std::string name() const override { return "floodgate"; }

@@ -87,9 +87,8 @@ class TopModule : public Module {
     // heartbeat thread every fail_open / 4 while this loop has run within
     // fail_open (core/heartbeat.h); a killed, stopped or hung sluiced
     // leaves a clock state nobody updates, and the program fails open.
-    const auto limit = std::chrono::milliseconds(cfg_.fail_open_ms);
-    beat_ = ctx.loop.heartbeats().add(&skel_->bss->top_live, std::max(limit / 4, std::chrono::milliseconds(1)), limit,
-                                      limit, "top");
+    beat_ =
+        ctx.loop.heartbeats().add_fail_open(&skel_->bss->top_live, std::chrono::milliseconds(cfg_.fail_open_ms), "top");
 
     link_.reset(bpf_program__attach_xdp(skel_->progs.top_expiry, int(ifindex_)));
     if (!link_) throw SysError("attach top_expiry (XDP) to " + ifname_, errno);
