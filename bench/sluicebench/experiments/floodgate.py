@@ -223,6 +223,14 @@ class FloodgateExp(Experiment):
         # asked (the receiving socket's TCP_WINDOW_CLAMP, sluice-tg).
         p.add_argument("--host-window", type=util.size, default=0,
                        help="per-flow sending window on every host, bytes (e.g. 45000, the paper's BDP; 0 = none)")
+        # The other half of that first RTT: DCQCN starts at line rate, so
+        # a new flow sends its first window at once; TCP starts at 10
+        # segments and grows. With --initcwnd a host's first RTT is the
+        # paper's (e.g. 31 segments: one 45 KB window).
+        p.add_argument("--initcwnd", type=int, default=0,
+                       help="TCP initial window of every host in segments (route attribute initcwnd; 0 = the "
+                            "kernel's 10), e.g. 31 with --host-window 45000: a flow's first RTT sends its whole "
+                            "window, as §5.2's hosts do")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
 
     def resolve_times(self):
@@ -250,7 +258,7 @@ class FloodgateExp(Experiment):
                 "incast_senders": len(self.incast_hosts), "incast_bytes": a.incast_bytes,
                 "incast_gap_ms": a.incast_gap_ms, "incast_rounds": self.rounds, "workload": a.workload,
                 "cdf": os.path.relpath(self.cdf_path(), core.TOP), "load": a.load, "flows": a.flows,
-                "seed": a.seed, "host_window": a.host_window, "aqm_k": getattr(a, "aqm_k", None),
+                "seed": a.seed, "host_window": a.host_window, "initcwnd": a.initcwnd, "aqm_k": getattr(a, "aqm_k", None),
                 "aqm_ports": getattr(a, "aqm_ports", None),
                 "receiver": self.receiver.name, "incast_hosts": [h.name for h in self.incast_hosts],
                 "poisson_hosts": [h.name for h in self.others]}
@@ -274,6 +282,8 @@ class FloodgateExp(Experiment):
         topo = sluicelab.leaf_spine(ctx.lab, tors=3, spines=1, hosts_per_tor=2, rate=pr["rate"],
                                     core_rate=pr["core"], buffer=a.buffer, mode="mtu",
                                     core_delay_us=a.core_delay_us, host_delay_us=a.host_delay_us, wire=wire)
+        if a.initcwnd:
+            topo.set_initcwnd(a.initcwnd)
         self.receiver = topo.receivers[0]
         rack = self.receiver.name.split("h")[0]
         self.incast_hosts = [h for h in topo.hosts if not h.name.startswith(rack + "h")][:4]
