@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "per-class token counts on stderr");
   app.add_option("--prio-a", prio_a);
   app.add_option("--prio-b", prio_b);
+  std::vector<double> bounds;
+  app.add_option("--bounds", bounds,
+                 "explicit FCT class bounds, packets (K - 1 increasing values) instead of §3.2's "
+                 "log formula")
+      ->delimiter(',');
   app.add_option("--min-rate", min_rate, "ExpressPass rate floor (1: no rate control)");
   std::string schedule;
   app.add_option("--schedule", schedule,
@@ -116,6 +121,7 @@ int main(int argc, char** argv) {
   rc.fct_class_remaining = fct_class == "remaining";
   rc.spare = *parse_spare(probe ? "probe" : spare_slots ? "every" : spare);
   rc.prio.b = prio_b;
+  rc.prio.bounds = bounds;
   rc.rate.min_rate = min_rate;
   if (auto e = rc.validate()) {
     std::fprintf(stderr, "%s\n", e->c_str());

@@ -187,6 +187,48 @@ TEST(TopObjective, FctClassesFollowTheLogFormula) {
   EXPECT_FALSE(parse_objective("sjf"));
 }
 
+// Explicit bounds (sluice-top recv --bounds) replace the formula for the
+// FCT and LAS classes; class c holds [bounds[c-1], bounds[c]).
+TEST(TopObjective, ExplicitBoundsReplaceTheFormula) {
+  PriorityParams pp;
+  pp.p = 6944;
+  // 3,000 and 6,000 packets share the formula's last class ...
+  EXPECT_EQ(fct_priority(3000, pp), 5);
+  EXPECT_EQ(fct_priority(6000, pp), 5);
+  pp.bounds = {3.4, 700, 1800, 3500, 5200};
+  ASSERT_EQ(pp.validate(), std::nullopt);
+  // ... and not with bounds that split the large flows.
+  EXPECT_EQ(fct_priority(3000, pp), 3);
+  EXPECT_EQ(fct_priority(6000, pp), 5);
+  EXPECT_EQ(fct_priority(1, pp), 0);
+  EXPECT_EQ(fct_priority(3, pp), 0);
+  EXPECT_EQ(fct_priority(4, pp), 1);
+  EXPECT_EQ(fct_priority(699, pp), 1);
+  EXPECT_EQ(fct_priority(700, pp), 2);
+  EXPECT_EQ(fct_priority(5199, pp), 4);
+  EXPECT_EQ(fct_priority(1'000'000, pp), 5);
+  EXPECT_EQ(las_priority(0, pp), 0);
+  EXPECT_EQ(las_priority(1800, pp), 3);
+  EXPECT_EQ(deadline_priority(std::nullopt, pp), 5);  // the deadline classes keep their formula
+  // Bad bounds are refused with a reason.
+  for (auto bad : std::vector<std::vector<double>>{{1, 2, 3, 4},
+                                                   {1, 2, 3, 4, 5, 6},
+                                                   {1, 2, 2, 4, 5},
+                                                   {5, 4, 3, 2, 1},
+                                                   {0, 2, 3, 4, 5},
+                                                   {1, 2, 3, 4, std::nan("")},
+                                                   {1, 2, 3, 4, HUGE_VAL}}) {
+    pp.bounds = bad;
+    auto why = pp.validate();
+    ASSERT_TRUE(why) << bad.size();
+    EXPECT_NE(why->find("bounds"), std::string::npos) << *why;
+  }
+  pp.classes = 1;
+  pp.bounds = {};
+  EXPECT_EQ(pp.validate(), std::nullopt);
+  EXPECT_EQ(fct_priority(6000, pp), 0);
+}
+
 TEST(TopObjective, RateControlCutsOnLossAndClimbsWithout) {
   RateParams rp;
   EXPECT_DOUBLE_EQ(RateControl(rp).rate(), 1.0);  // a new flow starts at the full token rate

@@ -29,6 +29,13 @@ std::optional<std::string> PriorityParams::validate() const {
   if (!(a > 0.0) || !std::isfinite(a)) return "a must be > 0";
   if (!(b >= 1.0) || !std::isfinite(b)) return "b must be >= 1";
   if (!(deadline_span_us > 1.0) || !std::isfinite(deadline_span_us)) return "deadline_span_us must be > 1";
+  if (!bounds.empty()) {
+    if (bounds.size() != static_cast<size_t>(classes - 1)) return "bounds: need classes - 1 values";
+    for (size_t i = 0; i < bounds.size(); i++) {
+      if (!(bounds[i] > 0.0) || !std::isfinite(bounds[i])) return "bounds must be > 0 packets";
+      if (i && !(bounds[i] > bounds[i - 1])) return "bounds must increase";
+    }
+  }
   return std::nullopt;
 }
 
@@ -40,12 +47,20 @@ int log_class(double x, double base, const PriorityParams& pp) {
   return static_cast<int>(std::min<double>(c, pp.classes - 1));
 }
 
+namespace {
+int bound_class(double x, const PriorityParams& pp) {
+  return static_cast<int>(std::upper_bound(pp.bounds.begin(), pp.bounds.end(), x) - pp.bounds.begin());
+}
+}  // namespace
+
 int fct_priority(uint64_t size_pkts, const PriorityParams& pp) {
-  return log_class(static_cast<double>(size_pkts), pp.p, pp);
+  double x = static_cast<double>(size_pkts);
+  return pp.bounds.empty() ? log_class(x, pp.p, pp) : bound_class(x, pp);
 }
 
 int las_priority(uint64_t received_pkts, const PriorityParams& pp) {
-  return log_class(static_cast<double>(received_pkts), pp.p, pp);
+  double x = static_cast<double>(received_pkts);
+  return pp.bounds.empty() ? log_class(x, pp.p, pp) : bound_class(x, pp);
 }
 
 int deadline_priority(std::optional<int64_t> slack_ns, const PriorityParams& pp) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sluice::top {
 
@@ -24,6 +25,12 @@ struct PriorityParams {
   double a = 1.0;
   double b = 1.0;                    // b >= 1 keeps LAS defined at 0 packets
   double deadline_span_us = 100000;  // largest slack the deadline classes tell apart
+  // Explicit class bounds for the FCT and LAS objectives, packets, K - 1
+  // increasing values: class c holds [bounds[c-1], bounds[c]). §3.2 derives
+  // its log thresholds from a heavy-tailed approximation of the workload so
+  // that the queues carry balanced shares; bounds taken from the workload's
+  // own CDF do the same without the approximation. Empty: the formula.
+  std::vector<double> bounds;
   // Returns an error for parameters the formula cannot use.
   std::optional<std::string> validate() const;
 };

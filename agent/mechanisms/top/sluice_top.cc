@@ -182,6 +182,11 @@ int main(int argc, char** argv) {
   recv->add_option("--p-pkts", p_pkts, "largest flow in packets (log base of the FCT classes, §3.2)");
   recv->add_option("--a", a, "FCT/LAS class formula: floor(K log_p(a x + b))");
   recv->add_option("--b", b);
+  std::vector<double> bounds;
+  recv->add_option("--bounds", bounds,
+                   "FCT/LAS class bounds in packets instead of the formula: K-1 increasing values, comma-separated "
+                   "(class c holds [bound c-1, bound c)); bench/run top's top-balanced derives them from the CDF")
+      ->delimiter(',');
   recv->add_option("--deadline-span-us", deadline_span_us,
                    "deadline objective: the largest slack its classes tell apart (log base, as --p-pkts for FCT)");
   recv->add_option("--token-queue", token_queue,
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
       rc.prio.p = p_pkts;
       rc.prio.a = a;
       rc.prio.b = b;
+      rc.prio.bounds = bounds;
       rc.prio.deadline_span_us = deadline_span_us;
       rc.fct_class_remaining = fct_class == "remaining";
       if (int(spare_slots) + int(spare_probe) + int(recv->count("--spare") > 0) > 1)

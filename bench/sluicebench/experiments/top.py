@@ -71,6 +71,53 @@ def cap_cdf(pts: list, cap: int) -> list:
     return out
 
 
+def mean_min(pts: list, cap: float) -> float:
+    """E[min(S, cap)] for S drawn as sample_size draws (the first point's
+    mass at its size, uniform between points), in the units of pts."""
+    def seg(lo, hi):  # E[min(U, cap)] for U uniform on [lo, hi]
+        if hi <= cap:
+            return (lo + hi) / 2
+        if lo >= cap:
+            return cap
+        f = (cap - lo) / (hi - lo)
+        return f * (lo + cap) / 2 + (1 - f) * cap
+    m = min(pts[0][0], cap) * pts[0][1]
+    for (s0, p0), (s1, p1) in zip(pts, pts[1:]):
+        if p1 > p0:
+            m += (p1 - p0) * seg(s0, s1)
+    return m
+
+
+def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts: float = 0) -> list:
+    """FCT class bounds in packets for sluice-top recv --bounds, from the
+    workload's CDF (bytes). §3.2 picks its thresholds so that the K queues
+    carry balanced shares, under a 1/x approximation of a heavy-tailed CDF
+    (its log formula); this takes the same balance from the CDF itself, for
+    classes from the remaining size (the receiver's default): a flow sends
+    min(S, b_c) - min(S, b_c-1) packets while in class c, so b_c solves
+    E[min(S, b_c)] = c / (K - 1) * E[S] for c = 1 .. K-2, each of classes
+    1 .. K-1 carrying an equal share of the bytes. Class 0 stays the log
+    formula's (flows below p^(1/K) - 1 packets, a = b = 1, p = the largest
+    flow): the shortest flows keep a class of their own."""
+    if classes < 2:
+        return []
+    pk = [(s / pkt_bytes, pr) for s, pr in pts]
+    p = p_pkts or max(2.0, pk[-1][0])
+    first = p ** (1.0 / classes) - 1
+    total = mean_min(pk, float("inf"))
+    out = [first]
+    for c in range(1, classes - 1):
+        lo, hi = 0.0, pk[-1][0]
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if mean_min(pk, mid) < c / (classes - 1) * total:
+                lo = mid
+            else:
+                hi = mid
+        out.append(max(hi, out[-1] + 1))  # strictly increasing, a packet apart at least
+    return [round(b, 1) for b in out]
+
+
 def mean_size(pts: list) -> float:
     m, prev_s, prev_p = pts[0][0] * pts[0][1], pts[0][0], pts[0][1]
     for s, p in pts[1:]:
@@ -269,6 +316,14 @@ class TopExp(Experiment):
         row.update({k: val for k, val in m.extra.items() if k not in row})
         return row
 
+    def bounds_args(self, v, pmax: float) -> list:
+        """--bounds for a variant whose classes are balanced on this run's
+        CDF (after --max-size and --size-scale)."""
+        if not getattr(v, "balanced", False):
+            return []
+        scaled = [(sz * self.args.size_scale, pr) for sz, pr in self.pts]
+        return ["--bounds", ",".join(f"{b:g}" for b in balanced_bounds(scaled, 6, 1440, pmax))]
+
     def run_top(self, ctx, topo, v, load, rep, tag):
         a = self.args
         sched = self.schedule(load, rep)
@@ -286,7 +341,7 @@ class TopExp(Experiment):
                                           f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
                                           "--deadline-span-us", str(span),
                                           "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine)),
-                                          *getattr(v, "recv_args", [])],
+                                          *self.bounds_args(v, pmax), *getattr(v, "recv_args", [])],
                                    f"{tag}-recv{i}"))
             path = os.path.join(ctx.tmp, f"{tag}-sched{i}.txt")
             with open(path, "w") as f:

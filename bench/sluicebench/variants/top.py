@@ -12,6 +12,11 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 outstanding, its answer restores the flow's rate); sluiced with
                 mechanisms = ["top"] on every host: senders drop tokens older
                 than T (§4.3)
+  top-balanced  top with its class bounds balanced on the run's CDF
+                (sluice-top recv --bounds from experiments/top.py
+                balanced_bounds: classes 1-5 carry equal shares of the bytes,
+                class 0 as §3.2's formula; docs/top.md "Class bounds from the
+                workload")
   top-noexpiry  the same receiver; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
   top-nospare   top without the spare probe (--spare off): ExpressPass's rate
@@ -173,6 +178,16 @@ class TopVariant(_Top):
     help = "TOP: FCT token classes (§3.2), sluiced drops tokens older than T on senders (§4.3)"
     objective = "fct"
     expire = True
+
+
+@variant
+class TopBalanced(_Top):
+    name = "top-balanced"
+    help = ("TOP with its FCT class bounds balanced on the run's CDF (each of classes 1-5 carries an equal share of "
+            "the bytes, class 0 as §3.2's formula; sluice-top recv --bounds), expiry on")
+    objective = "fct"
+    expire = True
+    balanced = True
 
 
 @variant

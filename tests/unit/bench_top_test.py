@@ -1,0 +1,74 @@
+"""bench/run top's class bounds balanced on the workload (top-balanced):
+classes 1..K-1 carry equal shares of the bytes a flow sends while its
+remaining size is in them, class 0 is §3.2's formula's (docs/top.md "Class
+bounds from the workload")."""
+
+import argparse
+import math
+import os
+import random
+import sys
+import unittest
+
+TOP = os.environ.get("SLUICE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+sys.path.insert(0, os.path.join(TOP, "tc-scripts", "lab"))
+
+from sluicebench.experiments import top as topx  # noqa: E402
+from sluicebench.variants import top as topv  # noqa: E402
+
+CDF = os.path.join(TOP, "bench", "cdf")
+
+
+def workloads():
+    return {"websearch": topx.read_cdf(os.path.join(CDF, "websearch.cdf")),
+            "datamining-10MB": topx.cap_cdf(topx.read_cdf(os.path.join(CDF, "datamining.cdf")), 10_000_000),
+            "hadoop": topx.read_cdf(os.path.join(CDF, "hadoop.cdf"))}
+
+
+class BalancedBounds(unittest.TestCase):
+    def test_shape_and_first_class(self):
+        for name, pts in workloads().items():
+            b = topx.balanced_bounds(pts)
+            self.assertEqual(len(b), 5, name)
+            self.assertTrue(all(x < y for x, y in zip(b, b[1:])), (name, b))
+            p = pts[-1][0] / 1440
+            self.assertAlmostEqual(b[0], p ** (1 / 6) - 1, delta=0.05, msg=name)
+
+    def test_each_class_carries_an_equal_share_of_the_bytes(self):
+        # Against draws as the experiment makes them: the packets a flow
+        # sends while its remaining size is in class c, c = 1..5.
+        for name, pts in workloads().items():
+            b = topx.balanced_bounds(pts)
+            rng = random.Random(7)
+            per = [0.0] * 6
+            edges = [0.0] + b + [math.inf]
+            for _ in range(200_000):
+                s = topx.sample_size(pts, rng.random()) / 1440
+                for c in range(6):
+                    per[c] += max(0.0, min(s, edges[c + 1]) - edges[c])
+            share = [x / sum(per[1:]) for x in per[1:]]
+            for c, x in enumerate(share, 1):
+                self.assertAlmostEqual(x, 0.2, delta=0.03, msg=f"{name} class {c}: {share}")
+
+    def test_degenerate_cdf_still_increases(self):
+        b = topx.balanced_bounds([(1440.0, 1.0)])
+        self.assertEqual(len(b), 5)
+        self.assertTrue(all(x < y for x, y in zip(b, b[1:])), b)
+
+    def test_only_the_balanced_variant_gets_bounds(self):
+        p = argparse.ArgumentParser()
+        topx.TopExp.add_args(p)
+        exp = topx.TopExp.__new__(topx.TopExp)
+        exp.args = p.parse_args(["--max-size", "10000000", "--workload", "datamining"])
+        exp.pts = workloads()["datamining-10MB"]
+        self.assertEqual(exp.bounds_args(topv.TopVariant, 6944), [])
+        self.assertEqual(exp.bounds_args(topv.Tokens, 6944), [])
+        args = exp.bounds_args(topv.TopBalanced, 6944)
+        self.assertEqual(args[0], "--bounds")
+        vals = [float(x) for x in args[1].split(",")]
+        self.assertEqual(vals, topx.balanced_bounds(exp.pts, 6, 1440, 6944))
+
+
+if __name__ == "__main__":
+    unittest.main()
