@@ -104,7 +104,7 @@ def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts
     pk = [(s / pkt_bytes, pr) for s, pr in pts]
     p = p_pkts or max(2.0, pk[-1][0])
     first = p ** (1.0 / classes) - 1
-    total = mean_min(pk, float("inf"))
+    total = mean_size(pk)
     out = [first]
     for c in range(1, classes - 1):
         lo, hi = 0.0, pk[-1][0]
@@ -119,11 +119,7 @@ def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts
 
 
 def mean_size(pts: list) -> float:
-    m, prev_s, prev_p = pts[0][0] * pts[0][1], pts[0][0], pts[0][1]
-    for s, p in pts[1:]:
-        m += (p - prev_p) * (s + prev_s) / 2
-        prev_s, prev_p = s, p
-    return m
+    return mean_min(pts, float("inf"))
 
 
 def udp_echo_rtt_us(ctx, s, r) -> float:
