@@ -210,6 +210,7 @@ class BfcExp(Experiment):
         g1 = topo.groups[0] if a.topology == "three-switch" else []
         with core.Measurement(ctx, topo, v, tag) as m:
             m.start(topo.senders, [topo.bottleneck])
+            tcp0 = core.host_tcp_snapshot(topo.hosts)
             side = []
             if a.incast:
                 rounds = max(3, int(est_s * 1000 / self.gap_ms))
@@ -236,9 +237,11 @@ class BfcExp(Experiment):
                 except Exception:
                     ctx.log(f"{tag}: {p.name} outlasted the flows by 120 s; stopped")
                 ctx.stop(p)
+            tcp = core.host_tcp_delta(tcp0, topo.hosts)
             m.finish()
             ctx.save_artifacts(*[os.path.basename(f) for f in files.values()])
         row = {"point": "workload"}
+        row.update(tcp)
         recs, span_us = self._records(files["flows.csv"])
         short = [s for size, s in recs if size <= a.short_max]
         long_ = [s for size, s in recs if size >= a.long_min]

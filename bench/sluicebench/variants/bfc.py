@@ -39,7 +39,9 @@ hop's ingress -> applied: the median of the ports' p50, the worst port's
 p99), bottleneck_th_bytes (the bottleneck port's Th when read after the
 traffic, N_active = 0: HRTT x rate), pauses_sent,
 resumes_sent, bitmaps_sent, pauses_rx, bfc_expired, plus the sluice-switch
-fields; `bfc_trace` (the logic's queue-vs-Th samples of the bottleneck's
+fields; bfc-hold only, over every port of every agent since it started:
+hold_queue_drops / nic_queue_drops (tail drops in the switches' / the
+hosts' NIC agents' queues) and hold_<counter> for HOLD_LOSS_COUNTERS; `bfc_trace` (the logic's queue-vs-Th samples of the bottleneck's
 switch, [t_us, queue, bytes, th_bytes] of the bottleneck port) when the
 experiment asks for it (ctx.point["bfc_trace"]).
 """
@@ -49,6 +51,12 @@ from __future__ import annotations
 from ..core import BenchError
 from .switch import SluiceSwitch, switch_states
 from ..core import variant
+
+
+# `sluicectl switch --json` per-port "hold" counters that count a frame
+# lost or sent around the agent's queues (docs/switch.md, Design B).
+HOLD_LOSS_COUNTERS = ("logic_drops", "qdisc_drops", "send_errors", "ring_full", "fail_open_pkts", "passed_big",
+                      "bad_queue")
 
 
 def hold_hrtt_us(args) -> int:
@@ -105,6 +113,10 @@ class _Bfc(SluiceSwitch):
         sampled = False
         out["pause_apply_max_us"] = 0
         out["nic_collisions"] = 0
+        if self.hold:
+            out["hold_queue_drops"] = out["nic_queue_drops"] = 0
+            for k in HOLD_LOSS_COUNTERS:
+                out[f"hold_{k}"] = 0
         applied = []  # (samples, p50, p99) of every port that applied a pause or resume
         for node, j in switch_states(ctx, topo):
             # The slowest pause/resume the switches applied (frame at the
@@ -123,6 +135,18 @@ class _Bfc(SluiceSwitch):
                     out["queue_max_bytes"] = port.get("held", {}).get("ms_max_bytes")
                     out["drops"] = sum(q.get("dropped", 0) for q in port.get("queues", [])) + \
                         held.get("qdisc_drops", 0)
+                if self.hold:
+                    # Where a held frame can be lost or overtaken, summed
+                    # over every port of every sluiced: the agents' queues'
+                    # tail drops (switches and the hosts' NICs apart), the
+                    # root qdiscs' drops, failed re-injections, and frames
+                    # that passed the agent (ring full, fail open), which
+                    # can overtake held ones.
+                    held = port.get("hold", {})
+                    qd = "hold_queue_drops" if node.kind == "switch" else "nic_queue_drops"
+                    out[qd] += sum(q.get("dropped", 0) for q in port.get("queues", []))
+                    for k in HOLD_LOSS_COUNTERS:
+                        out[f"hold_{k}"] += held.get(k, 0)
             st = j.get("logic_state") or {}
             c = st.get("counters", {})
             for k in ("pauses_sent", "resumes_sent", "bitmaps_sent", "pauses_rx"):
