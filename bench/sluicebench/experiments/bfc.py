@@ -124,6 +124,12 @@ class BfcExp(Experiment):
                                                                        "(0 = skip it; default: the profile's)")
         p.add_argument("--points", default="workload,two-flows",
                        help="which points to run (two-flows only on three-switch)")
+        # The paper's DCTCP starts flows at line rate (§6.2.1 "DCTCP"; App. D
+        # compares it with slow start); TCP here starts at 10 segments.
+        p.add_argument("--initcwnd", type=int, default=0,
+                       help="TCP initial window of every host in segments (route attribute initcwnd; 0 = the "
+                            "kernel's 10), e.g. the BDP: a flow's first RTT sends a whole window, as the paper's "
+                            "hosts do")
         p.add_argument("--pool", type=int, default=2)
         p.add_argument("--timeout", type=float, default=600)
 
@@ -143,7 +149,7 @@ class BfcExp(Experiment):
                 "rate_mbit": a.rate, "buffer": a.buffer, "mode": a.mode, "delay_us": a.delay_us,
                 "two_flows_s": a.two_flows_s if a.topology == "three-switch" else 0,
                 "bfc_queues": getattr(a, "bfc_queues", None), "bfc_hold_hrtt_us": hold_hrtt_us(a),
-                "aqm_k_packets": getattr(a, "aqm_k", None)}
+                "aqm_k_packets": getattr(a, "aqm_k", None), "initcwnd": a.initcwnd}
 
     def run(self, ctx, variants):
         a = self.args
@@ -157,6 +163,8 @@ class BfcExp(Experiment):
             topo = sluicelab.star(ctx.lab, senders=a.hosts, rate=a.rate, buffer=a.buffer, mode=a.mode,
                                   delay_us=a.delay_us, wire=wire)
             self.senders = topo.senders
+        if a.initcwnd:
+            topo.set_initcwnd(a.initcwnd)
         self.degree = a.incast_degree or len(self.senders)
         # Incast: share s of all bytes toward the receiver. Bursts of
         # degree x bytes every gap carry s * load of the link; the Poisson
