@@ -69,6 +69,34 @@ class BalancedBounds(unittest.TestCase):
         vals = [float(x) for x in args[1].split(",")]
         self.assertEqual(vals, topx.balanced_bounds(exp.pts, 6, 1440, 6944))
 
+    def test_fine_first_class_keeps_the_log_bounds_of_short_flows(self):
+        for name, pts in workloads().items():
+            b = topx.balanced_bounds(pts)
+            f = topx.balanced_bounds(pts, fine_first=True)
+            p = pts[-1][0] / 1440
+            self.assertTrue(all(x < y for x, y in zip(f, f[1:])), (name, f))
+            self.assertEqual(f[0], b[0], name)
+            self.assertEqual(f[2:], b[2:], name)
+            if b[0] + 1 <= p ** 0.5 - 1 < b[2] - 1:
+                self.assertAlmostEqual(f[1], p ** 0.5 - 1, delta=0.05, msg=name)
+            else:
+                self.assertEqual(f[1], b[1], name)
+        # web search: class 1 is 4.2 .. 141 packets, not 4.2 .. ~579
+        ws = topx.balanced_bounds(workloads()["websearch"], fine_first=True)
+        self.assertLess(ws[1], 200)
+        self.assertGreater(topx.balanced_bounds(workloads()["websearch"])[1], 400)
+
+    def test_the_fine_variant_gets_its_own_bounds(self):
+        p = argparse.ArgumentParser()
+        topx.TopExp.add_args(p)
+        exp = topx.TopExp.__new__(topx.TopExp)
+        exp.args = p.parse_args(["--workload", "websearch"])
+        exp.pts = workloads()["websearch"]
+        pmax = exp.pts[-1][0] / 1440
+        vals = [float(x) for x in exp.bounds_args(topv.TopBalancedFine, pmax)[1].split(",")]
+        self.assertEqual(vals, topx.balanced_bounds(exp.pts, 6, 1440, pmax, fine_first=True))
+        self.assertNotEqual(vals, [float(x) for x in exp.bounds_args(topv.TopBalanced, pmax)[1].split(",")])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -88,7 +88,8 @@ def mean_min(pts: list, cap: float) -> float:
     return m
 
 
-def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts: float = 0) -> list:
+def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts: float = 0,
+                    fine_first: bool = False) -> list:
     """FCT class bounds in packets for sluice-top recv --bounds, from the
     workload's CDF (bytes). §3.2 picks its thresholds so that the K queues
     carry balanced shares, under a 1/x approximation of a heavy-tailed CDF
@@ -98,7 +99,15 @@ def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts
     E[min(S, b_c)] = c / (K - 1) * E[S] for c = 1 .. K-2, each of classes
     1 .. K-1 carrying an equal share of the bytes. Class 0 stays the log
     formula's (flows below p^(1/K) - 1 packets, a = b = 1, p = the largest
-    flow): the shortest flows keep a class of their own."""
+    flow): the shortest flows keep a class of their own.
+
+    fine_first (top-balanced-fine): class 1 ends where the log formula's
+    class 2 ends (p^(3/K) - 1 packets) instead of at the balanced bound,
+    so the short flows keep §3.2's classes and only the large ones are
+    balanced; kept only while it lies between class 0's bound and the
+    balanced class 2's (else the balanced bound stays). In the model this
+    gave web search's short flows their log-class p99 back at the balanced
+    bounds' mean FCT (docs/top.md "Not done / next")."""
     if classes < 2:
         return []
     pk = [(s / pkt_bytes, pr) for s, pr in pts]
@@ -115,6 +124,10 @@ def balanced_bounds(pts: list, classes: int = 6, pkt_bytes: float = 1440, p_pkts
             else:
                 hi = mid
         out.append(max(hi, out[-1] + 1))  # strictly increasing, a packet apart at least
+    if fine_first and classes >= 4:
+        log2 = p ** (3.0 / classes) - 1
+        if out[0] + 1 <= log2 < out[2] - 1:
+            out[1] = log2
     return [round(b, 1) for b in out]
 
 
@@ -318,7 +331,8 @@ class TopExp(Experiment):
         if not getattr(v, "balanced", False):
             return []
         scaled = [(sz * self.args.size_scale, pr) for sz, pr in self.pts]
-        return ["--bounds", ",".join(f"{b:g}" for b in balanced_bounds(scaled, 6, 1440, pmax))]
+        b = balanced_bounds(scaled, 6, 1440, pmax, fine_first=getattr(v, "fine_first", False))
+        return ["--bounds", ",".join(f"{x:g}" for x in b)]
 
     def run_top(self, ctx, topo, v, load, rep, tag):
         a = self.args

@@ -17,6 +17,9 @@ port") and run the sluice-top transport (the `top` experiment starts it):
                 balanced_bounds: classes 1-5 carry equal shares of the bytes,
                 class 0 as §3.2's formula; docs/top.md "Class bounds from the
                 workload")
+  top-balanced-fine  top-balanced with class 1 ending at §3.2's class-2
+                bound (balanced_bounds fine_first): the short flows keep the
+                log classes, the large ones are balanced
   top-noexpiry  the same receiver; sluiced counts tokens older than T but
                 passes them (expire = false): what R2 changes
   top-nospare   top without the spare probe (--spare off): ExpressPass's rate
@@ -188,6 +191,14 @@ class TopBalanced(_Top):
     objective = "fct"
     expire = True
     balanced = True
+
+
+@variant
+class TopBalancedFine(TopBalanced):
+    name = "top-balanced-fine"
+    help = ("top-balanced with class 1 ending at §3.2's class-2 bound (p^(3/6) - 1 packets): the short flows keep the "
+            "log classes, the large ones are balanced")
+    fine_first = True
 
 
 @variant
