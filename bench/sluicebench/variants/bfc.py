@@ -39,9 +39,10 @@ hop's ingress -> applied: the median of the ports' p50, the worst port's
 p99), bottleneck_th_bytes (the bottleneck port's Th when read after the
 traffic, N_active = 0: HRTT x rate), pauses_sent,
 resumes_sent, bitmaps_sent, pauses_rx, bfc_expired, plus the sluice-switch
-fields; bfc-hold only, over every port of every agent since it started:
-hold_queue_drops / nic_queue_drops (tail drops in the switches' / the
-hosts' NIC agents' queues) and hold_<counter> for HOLD_LOSS_COUNTERS; `bfc_trace` (the logic's queue-vs-Th samples of the bottleneck's
+fields; bfc-hold only, summed over every port of every agent over the
+point (the agents start with it): hold_queue_drops / nic_queue_drops
+(tail drops in the switches' / the hosts' NIC agents' queues) and
+hold_<counter> for HOLD_LOSS_COUNTERS; `bfc_trace` (the logic's queue-vs-Th samples of the bottleneck's
 switch, [t_us, queue, bytes, th_bytes] of the bottleneck port) when the
 experiment asks for it (ctx.point["bfc_trace"]).
 """
@@ -123,18 +124,18 @@ class _Bfc(SluiceSwitch):
             # ingress program -> netlink change acknowledged, or with hold
             # the agent's queue paused; last 1024).
             for port in j.get("ports", []):
+                held = port.get("hold", {})
+                queue_drops = sum(q.get("dropped", 0) for q in port.get("queues", []))
                 pa = port.get("pause_apply_us", {})
                 out["pause_apply_max_us"] = max(out["pause_apply_max_us"], pa.get("max", 0))
                 if pa.get("samples"):
                     applied.append((pa["samples"], pa.get("p50", 0), pa.get("p99", 0)))
                 if self.hold and node is bn.node and port["name"] == bn.ifname:
                     # The queues are in the agent: its held bytes and drops.
-                    held = port.get("hold", {})
                     out["buffer_p99_bytes"] = port.get("held", {}).get("ms_max_p99_bytes")
                     out["buffer_n"] = port.get("held", {}).get("ms_intervals")
                     out["queue_max_bytes"] = port.get("held", {}).get("ms_max_bytes")
-                    out["drops"] = sum(q.get("dropped", 0) for q in port.get("queues", [])) + \
-                        held.get("qdisc_drops", 0)
+                    out["drops"] = queue_drops + held.get("qdisc_drops", 0)
                 if self.hold:
                     # Where a held frame can be lost or overtaken, summed
                     # over every port of every sluiced: the agents' queues'
@@ -142,9 +143,7 @@ class _Bfc(SluiceSwitch):
                     # root qdiscs' drops, failed re-injections, and frames
                     # that passed the agent (ring full, fail open), which
                     # can overtake held ones.
-                    held = port.get("hold", {})
-                    qd = "hold_queue_drops" if node.kind == "switch" else "nic_queue_drops"
-                    out[qd] += sum(q.get("dropped", 0) for q in port.get("queues", []))
+                    out["hold_queue_drops" if node.kind == "switch" else "nic_queue_drops"] += queue_drops
                     for k in HOLD_LOSS_COUNTERS:
                         out[f"hold_{k}"] += held.get(k, 0)
             st = j.get("logic_state") or {}
