@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -46,6 +47,28 @@ void run_table(int prog_fd, const std::vector<BpfCase>& cases, bool xdp) {
 }
 
 void require_root() { ASSERT_EQ(geteuid(), 0u) << "BPF tests need root (CAP_BPF, CAP_NET_ADMIN); run them as root"; }
+
+PinnedToOneCpu::PinnedToOneCpu() {
+  if (sched_getaffinity(0, sizeof(old_), &old_) != 0) {
+    ADD_FAILURE() << "sched_getaffinity: " << strerror(errno);
+    return;
+  }
+  restore_ = true;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &old_)) {
+      cpu_ = c;
+      break;
+    }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu_, &one);
+  if (cpu_ < 0 || sched_setaffinity(0, sizeof(one), &one) != 0)
+    ADD_FAILURE() << "could not pin the test to CPU " << cpu_ << ": " << strerror(errno);
+}
+
+PinnedToOneCpu::~PinnedToOneCpu() {
+  if (restore_) sched_setaffinity(0, sizeof(old_), &old_);
+}
 
 bool kernel_at_least(int major, int minor) {
   struct utsname u {};

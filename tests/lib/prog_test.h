@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <functional>
 #include <string>
@@ -49,6 +50,30 @@ void require_root();
 
 // Whether uname's release is at least major.minor.
 bool kernel_at_least(int major, int minor);
+
+// Keeps the calling thread on one CPU (the first it may run on) while in
+// scope, then gives back the CPU set it had. BPF_PROG_TEST_RUN runs the
+// program on the caller's CPU, and some map types keep per-CPU state that
+// changes what a test sees: the kernel's common LRU hash hands each CPU a
+// batch of up to 128 free entries, and the new entries of a batch wait on
+// that CPU's local list, where eviction does not reach them, until the
+// same CPU inserts again (kernel/bpf/bpf_lru_list.c, LOCAL_FREE_TARGET). A
+// test thread the scheduler moves to another CPU leaves such a batch
+// behind: old flows that an exact eviction order would have dropped.
+// Fails the test (ADD_FAILURE) if the affinity cannot be set.
+class PinnedToOneCpu {
+ public:
+  PinnedToOneCpu();
+  ~PinnedToOneCpu();
+  PinnedToOneCpu(const PinnedToOneCpu&) = delete;
+  PinnedToOneCpu& operator=(const PinnedToOneCpu&) = delete;
+  int cpu() const { return cpu_; }
+
+ private:
+  cpu_set_t old_{};
+  bool restore_ = false;
+  int cpu_ = -1;
+};
 
 // The sum over CPUs of the `packets` field of slot `key` of a per-CPU map
 // whose values are Counter ({packets, bytes} counters of every mechanism).
