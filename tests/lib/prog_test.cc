@@ -59,10 +59,14 @@ PinnedToOneCpu::PinnedToOneCpu() {
       cpu_ = c;
       break;
     }
+  if (cpu_ < 0) {
+    ADD_FAILURE() << "sched_getaffinity returned an empty CPU set";
+    return;
+  }
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu_, &one);
-  if (cpu_ < 0 || sched_setaffinity(0, sizeof(one), &one) != 0)
+  if (sched_setaffinity(0, sizeof(one), &one) != 0)
     ADD_FAILURE() << "could not pin the test to CPU " << cpu_ << ": " << strerror(errno);
 }
 
