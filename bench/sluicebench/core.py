@@ -325,11 +325,16 @@ class Context:
         (docs/lab.md "Measuring on a shared 2-core machine"), the client
         (the receiving application) one level above the servers so busy
         senders cannot starve it."""
-        prio = getattr(self.args, "sched", "normal")
-        if prio == "fifo" and not self._fifo_ok():
-            prio = "normal"
-        pre = ["chrt", "-f", "10" if server else "11"] if prio == "fifo" else []
-        return pre + [self.tool("sluice-tg")]
+        fifo = getattr(self.args, "sched", "normal") == "fifo"
+        return self.fifo_prefix(10 if server else 11, fifo) + [self.tool("sluice-tg")]
+
+    def fifo_prefix(self, prio: int, want: bool = True) -> list:
+        """argv prefix that runs a lab tool under SCHED_FIFO `prio` when
+        `want` and the kernel allows it (else nothing: normal scheduling,
+        said once in the log)."""
+        if not want or not self._fifo_ok():
+            return []
+        return ["chrt", "-f", str(prio)]
 
     def _fifo_ok(self) -> bool:
         if not hasattr(self, "_fifo"):

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     dst_of[s].push_back(r);
   }
   bool all = net.run_all(static_cast<uint64_t>((t + 120) * 1e9));
-  std::vector<double> fct, slow, short_fct;
+  std::vector<double> fct, slow, short_fct, fct_recv, slow_recv;
   FILE* fo = flows_out.empty() ? nullptr : std::fopen(flows_out.c_str(), "w");
   if (!flows_out.empty() && !fo) {
     std::fprintf(stderr, "cannot write %s\n", flows_out.c_str());
@@ -190,11 +190,17 @@ int main(int argc, char** argv) {
           pk * data_frame_bytes(kDefaultMss) * 8 / rate * 1e6 + 4 * 2 * nc.prop_ns / 1e3;  // alone: data + one RTT
       fct.push_back(us);
       slow.push_back(us / ideal);
+      // The receiver's view: until it has every byte (no DONE back).
+      const Completion& rc = rdone[c.flow];
+      if (rc.done_ns) {
+        double rus = (rc.done_ns - rc.start_ns) / 1e3;
+        fct_recv.push_back(rus);
+        slow_recv.push_back(rus / ideal);
+      }
       if (c.size_bytes < 100'000) short_fct.push_back(us);
       // Flow IDs count up from the sender's base in the order its flows open.
       uint64_t k = c.flow - (static_cast<uint64_t>(h + 1) << 32);
       auto since = [&](uint64_t t) { return us_after_start(t, c.start_ns); };
-      const Completion& rc = rdone[c.flow];
       if (fo)
         std::fprintf(fo, "%d %d %lu %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", h, k < dst_of[h].size() ? dst_of[h][k] : -1,
                      (unsigned long)c.size_bytes, c.start_ns / 1e3, us, ideal, since(rc.sync_ns),
@@ -235,9 +241,10 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"variant\":\"%s\",\"load\":%.2f,\"seed\":%u,\"flows\":%d,\"completed\":%zu,\"all_done\":%s,"
       "\"fct_mean_us\":%.1f,\"fct_p99_us\":%.1f,\"fct_n\":%zu,\"short_fct_p99_us\":%.1f,\"short_n\":%zu,"
-      "\"slowdown_mean\":%.3f,\"data_lost_packets\":%lu,\"tokens_expired\":%lu,\"max_data_queue_bytes\":%lu}\n",
+      "\"slowdown_mean\":%.3f,\"fct_recv_mean_us\":%.1f,\"slowdown_recv_mean\":%.3f,\"data_lost_packets\":%lu,"
+      "\"tokens_expired\":%lu,\"max_data_queue_bytes\":%lu}\n",
       variant.c_str(), load, seed, flows, fct.size(), all ? "true" : "false", avg(fct), p99(fct), fct.size(),
-      p99(short_fct), short_fct.size(), avg(slow), (unsigned long)tot.data_drops, (unsigned long)expired,
-      (unsigned long)tot.max_data_bytes);
+      p99(short_fct), short_fct.size(), avg(slow), avg(fct_recv), avg(slow_recv), (unsigned long)tot.data_drops,
+      (unsigned long)expired, (unsigned long)tot.max_data_bytes);
   return 0;
 }

@@ -98,5 +98,25 @@ class BalancedBounds(unittest.TestCase):
         self.assertNotEqual(vals, [float(x) for x in exp.bounds_args(topv.TopBalanced, pmax)[1].split(",")])
 
 
+
+class ReceiverView(unittest.TestCase):
+    """The *_recv figures come from the receivers' per-flow lines only."""
+
+    def test_per_flow_lines_only(self):
+        log = "\n".join([
+            "sluice-top recv: bound 10.0.0.4:7200",
+            '{"flow":4294967296,"size":1460,"fct_us":410.5,"deadline":false,"deadline_met":true,'
+            '"sync_us":120.0,"token_us":127.0,"data_us":260.1}',
+            '{"flow":4294967297,"size":5000000,"fct_us":402113.0,"deadline":false,"deadline_met":true,'
+            '"sync_us":90.2,"token_us":96.3,"data_us":211.0}',
+            '{"role":"recv","tokens_sent":[1,2,3,4,5,6],"flows_closed":2}',
+            '{"flow":4294967298,"size":1460,"start_us":5.0,"fct_us":500.0,"token_us":70.0}',
+        ])
+        self.assertEqual(topx.receiver_completions(log), [(1460, 410.5), (5000000, 402113.0)])
+
+    def test_empty_log(self):
+        self.assertEqual(topx.receiver_completions(""), [])
+
+
 if __name__ == "__main__":
     unittest.main()

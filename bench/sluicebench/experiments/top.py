@@ -10,13 +10,16 @@ repeat.
 
 Token variants (tokens, top, top-noexpiry; variants/top.py) run sluice-top:
 a receiver per right host paces tokens, a sender per left host answers them;
-FCT is the sender's, from opening the flow to the receiver's DONE. dctcp
+FCT is the sender's, from opening the flow to the receiver's DONE; the
+*_recv figures end when the receiver has every byte instead (one one-way
+trip less, where sluice-tg's FCT ends too). dctcp
 runs sluice-tg request/response flows with sluice_dctcp and step marking at
 the bottleneck (variants/pulser.py) on the same pairs, load and CDF (its own
 draws). Slowdown = FCT / (base RTT + size at the link rate) for all.
 
 Row per load: fct_mean_us, fct_p99_us, short_fct_p99_us (flows below
---short-bytes), slowdown_mean, deadline_miss_ratio (token variants with
+--short-bytes), slowdown_mean, fct_recv_mean_us, short_fct_recv_p99_us,
+slowdown_recv_mean (the receiver's view), deadline_miss_ratio (token variants with
 --deadlines: flows that closed after their deadline or not at all, over
 all flows; null otherwise), data_lost_packets (data dropped in the switches), tokens_expired,
 max_data_queue_bytes (the bottleneck port, sluice-qmon).
@@ -46,6 +49,17 @@ def read_cdf(path: str) -> list:
                 s, p = line.split()[:2]
                 pts.append((float(s), float(p)))
     return pts
+
+
+def receiver_completions(log: str) -> list:
+    """(size, fct_us) of every flow a `sluice-top recv` log closed: its
+    per-flow lines (they carry sync_us), not its summary or other text."""
+    out = []
+    for line in log.splitlines():
+        if line.startswith("{") and '"sync_us"' in line:
+            j = json.loads(line)
+            out.append((j["size"], j["fct_us"]))
+    return out
 
 
 def sample_size(pts: list, u: float) -> float:
@@ -166,7 +180,8 @@ class TopExp(Experiment):
     help = "TOP testbed (top-tpds20 §5.1 Fig. 10): dumbbell, web search / data mining, tokens vs top vs dctcp"
     default_variants = "tokens,top,top-noexpiry,dctcp"
     point_keys = ("load",)
-    key_figures = ("fct_mean_us", "slowdown_mean", "short_fct_p99_us", "fct_p99_us", "deadline_miss_ratio")
+    key_figures = ("fct_mean_us", "slowdown_mean", "short_fct_p99_us", "fct_p99_us", "deadline_miss_ratio",
+                   "fct_recv_mean_us", "slowdown_recv_mean", "short_fct_recv_p99_us")
     ratio_to = "tokens"
     default_repeat = 3
 
@@ -185,6 +200,10 @@ class TopExp(Experiment):
         p.add_argument("--short-bytes", type=util.size, default=100000, help="short flows: below this")
         p.add_argument("--rtt-us", type=int, default=500, help="sluice-top --rtt-us (rate control period)")
         p.add_argument("--timeout", type=float, default=600, help="seconds per variant run")
+        # Off by default: on 2,000 data mining flows it made both token
+        # variants slower (docs/top.md "The receiver's view, and SCHED_FIFO").
+        p.add_argument("--top-fifo", action="store_true",
+                       help="run sluice-top under SCHED_FIFO (receivers 11, senders 10); --sched is sluice-tg's")
         p.add_argument("--deadlines", default="",
                        help="LO,HI: every flow gets a deadline of U[LO, HI] x its ideal FCT (base RTT + size at "
                             "the link rate), drawn per repeat, the same for every token variant; the row then "
@@ -209,7 +228,7 @@ class TopExp(Experiment):
                 "token_queue": getattr(a, "top_token_queue", 8),
                 "token_burst": getattr(a, "top_token_burst", 0),
                 "base_one_way_us": getattr(a, "top_base_one_way_us", 100),
-                "deadlines": a.deadlines or None,
+                "deadlines": a.deadlines or None, "top_fifo": a.top_fifo,
                 "switch_side": "tc-scripts/top-switch.sh HTB tree on every switch port (R1 approximated)"}
 
     def run(self, ctx, variants):
@@ -236,7 +255,8 @@ class TopExp(Experiment):
             row = self.point(ctx, topo, by_name[name], load, rep)
             ctx.log(f"load {load} rep {rep} {name:12s} {row['flows_done']}/{row['flows']} flows  "
                     f"FCT mean {row['fct_mean_us']:.0f} us p99 {row['fct_p99_us']:.0f} us  "
-                    f"slowdown {row['slowdown_mean']:.2f}  lost {row['data_lost_packets']}  "
+                    f"slowdown {row['slowdown_mean']:.2f} (at the receiver {row['slowdown_recv_mean']:.2f})  "
+                    f"lost {row['data_lost_packets']}  "
                     f"expired {row['tokens_expired']}")
             return row
 
@@ -291,14 +311,15 @@ class TopExp(Experiment):
         ctx.point = {"load": load, "repeat": rep, "sender_hosts": senders, "receiver": receivers[0]}
         tag = f"top-{v.name}-{load}-r{rep}"
         topo.set_host_sysctl({"net.ipv4.tcp_ecn": 1 if v.ecn else 0})
-        recs, extra = [], {}
+        recs, at_recv, extra = [], [], {}
         with core.Measurement(ctx, topo, v, tag) as m:
             if v.name == "dctcp":
                 m.start(senders, [topo.bottleneck])
                 recs = self.run_tg(ctx, topo, v, load, rep, tag)
+                at_recv = recs  # sluice-tg's FCT ends at the receiving client already
             else:
                 m.start([], [topo.bottleneck])
-                recs, extra = self.run_top(ctx, topo, v, load, rep, tag)
+                recs, at_recv, extra = self.run_top(ctx, topo, v, load, rep, tag)
             m.finish()
         drops = m.bottleneck_delta("drops")  # after finish(): it reads the counters again
         row = {"load": load, "flows": a.flows, "flows_done": len(recs)}
@@ -309,6 +330,13 @@ class TopExp(Experiment):
         core.add_percentiles(row, short, "short_fct", qs=(99,), unit="us")
         sl = [self.slowdown(s, f) for s, f in recs]
         row["slowdown_mean"] = round(statistics.fmean(sl), 3) if sl else None
+        # The receiver's view: the flow's start (its SYNC's timestamp, the
+        # sender's clock) to the moment the receiver has every byte, without
+        # the DONE's trip back; what sluice-tg's FCT (dctcp) measures.
+        row["fct_recv_mean_us"] = round(statistics.fmean(f for _, f in at_recv), 1) if at_recv else None
+        core.add_percentiles(row, [f for s, f in at_recv if s < a.short_bytes], "short_fct_recv", qs=(99,), unit="us")
+        row["slowdown_recv_mean"] = round(statistics.fmean(self.slowdown(s, f) for s, f in at_recv), 3) \
+            if at_recv else None
         row["deadline_miss_ratio"] = None
         if "deadline_flows" in extra:
             row["deadline_miss_ratio"] = round(extra["deadline_missed"] / extra["deadline_flows"], 4) \
@@ -347,7 +375,7 @@ class TopExp(Experiment):
             if not mine:
                 continue
             r, s = topo.receivers[i], topo.senders[i]
-            recvs.append(ctx.spawn(r.ns, [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
+            recvs.append(ctx.spawn(r.ns, ctx.fifo_prefix(11, a.top_fifo) + [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
                                           f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
                                           "--deadline-span-us", str(span),
                                           "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine)),
@@ -362,7 +390,7 @@ class TopExp(Experiment):
         procs = []
         for i, path in sends:
             s, r = topo.senders[i], topo.receivers[i]
-            procs.append((i, ctx.spawn(s.ns, [self.sluice_top(), "send", "--bind", s.ip, "--to", r.ip,
+            procs.append((i, ctx.spawn(s.ns, ctx.fifo_prefix(10, a.top_fifo) + [self.sluice_top(), "send", "--bind", s.ip, "--to", r.ip,
                                               "--schedule", path, "--rtt-us", str(a.rtt_us),
                                               "--timeout-s", str(int(a.timeout))], f"{tag}-send{i}")))
         recs, resent, sent, unfinished = [], 0, 0, 0
@@ -384,6 +412,7 @@ class TopExp(Experiment):
                     unfinished += j["flows"] - j["flows_done"]
         for p in recvs:
             ctx.stop(p)
+        at_recv = [c for p in recvs for c in receiver_completions(ctx.lab.log_of(p))]
         extra = {"data_sent": sent, "data_resent": resent, "flows_unfinished": unfinished}
         if any(d for *_, d in sched):
             # The receiver knows whether a flow closed by its deadline
@@ -396,7 +425,7 @@ class TopExp(Experiment):
                         met += bool(j.get("deadline") and j.get("deadline_met"))
             extra.update({"deadline_flows": len(sched), "deadline_missed": len(sched) - met})
         ctx.save_artifacts(*[f"{tag}-send{i}.log" for i, _ in sends], *[f"{tag}-recv{i}.log" for i, _ in sends])
-        return recs, extra
+        return recs, at_recv, extra
 
     def run_tg(self, ctx, topo, v, load, rep, tag):
         """dctcp: one sluice-tg flows client per receiver, asking its paired
