@@ -98,7 +98,6 @@ class BalancedBounds(unittest.TestCase):
         self.assertNotEqual(vals, [float(x) for x in exp.bounds_args(topv.TopBalanced, pmax)[1].split(",")])
 
 
-
 class ReceiverView(unittest.TestCase):
     """The *_recv figures come from the receivers' per-flow lines only."""
 
@@ -112,7 +111,9 @@ class ReceiverView(unittest.TestCase):
             '{"role":"recv","tokens_sent":[1,2,3,4,5,6],"flows_closed":2}',
             '{"flow":4294967298,"size":1460,"start_us":5.0,"fct_us":500.0,"token_us":70.0}',
         ])
-        self.assertEqual(topx.receiver_completions(log), [(1460, 410.5), (5000000, 402113.0)])
+        got = topx.receiver_completions(log)
+        self.assertEqual([(j["size"], j["fct_us"]) for j in got], [(1460, 410.5), (5000000, 402113.0)])
+        self.assertEqual([j["deadline_met"] for j in got], [True, True])
 
     def test_empty_log(self):
         self.assertEqual(topx.receiver_completions(""), [])

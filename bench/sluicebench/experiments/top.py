@@ -52,14 +52,10 @@ def read_cdf(path: str) -> list:
 
 
 def receiver_completions(log: str) -> list:
-    """(size, fct_us) of every flow a `sluice-top recv` log closed: its
-    per-flow lines (they carry sync_us), not its summary or other text."""
-    out = []
-    for line in log.splitlines():
-        if line.startswith("{") and '"sync_us"' in line:
-            j = json.loads(line)
-            out.append((j["size"], j["fct_us"]))
-    return out
+    """Every flow a `sluice-top recv` log closed, as its per-flow JSON line
+    (size, fct_us, deadline, deadline_met, sync_us, ...): the lines that
+    carry sync_us, not the summary or other text."""
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{") and '"sync_us"' in line]
 
 
 def sample_size(pts: list, u: float) -> float:
@@ -253,9 +249,11 @@ class TopExp(Experiment):
 
         def measure(load, name, rep):
             row = self.point(ctx, topo, by_name[name], load, rep)
+            def f(k, fmt):  # None (no flow finished) is logged, not a crash
+                return "-" if row.get(k) is None else format(row[k], fmt)
             ctx.log(f"load {load} rep {rep} {name:12s} {row['flows_done']}/{row['flows']} flows  "
-                    f"FCT mean {row['fct_mean_us']:.0f} us p99 {row['fct_p99_us']:.0f} us  "
-                    f"slowdown {row['slowdown_mean']:.2f} (at the receiver {row['slowdown_recv_mean']:.2f})  "
+                    f"FCT mean {f('fct_mean_us', '.0f')} us p99 {f('fct_p99_us', '.0f')} us  "
+                    f"slowdown {f('slowdown_mean', '.2f')} (at the receiver {f('slowdown_recv_mean', '.2f')})  "
                     f"lost {row['data_lost_packets']}  "
                     f"expired {row['tokens_expired']}")
             return row
@@ -412,17 +410,13 @@ class TopExp(Experiment):
                     unfinished += j["flows"] - j["flows_done"]
         for p in recvs:
             ctx.stop(p)
-        at_recv = [c for p in recvs for c in receiver_completions(ctx.lab.log_of(p))]
+        closed = [j for p in recvs for j in receiver_completions(ctx.lab.log_of(p))]
+        at_recv = [(j["size"], j["fct_us"]) for j in closed]
         extra = {"data_sent": sent, "data_resent": resent, "flows_unfinished": unfinished}
         if any(d for *_, d in sched):
             # The receiver knows whether a flow closed by its deadline
             # (receiver.cc); a flow that never closed missed it.
-            met = 0
-            for p in recvs:
-                for line in ctx.lab.log_of(p).splitlines():
-                    if line.startswith("{") and '"deadline_met"' in line:
-                        j = json.loads(line)
-                        met += bool(j.get("deadline") and j.get("deadline_met"))
+            met = sum(bool(j.get("deadline") and j.get("deadline_met")) for j in closed)
             extra.update({"deadline_flows": len(sched), "deadline_missed": len(sched) - met})
         ctx.save_artifacts(*[f"{tag}-send{i}.log" for i, _ in sends], *[f"{tag}-recv{i}.log" for i, _ in sends])
         return recs, at_recv, extra
