@@ -33,4 +33,14 @@ nlohmann::json top_send(Lab& lab, const std::string& ns, const std::string& bind
 // The sum of a JSON array of counters (per-priority counts).
 uint64_t json_sum(const nlohmann::json& counts);
 
+// How many tokens a run of `data_pkts` data packets may lose to expiry when
+// both ends read one clock and nothing is skewed. A token expires only if it
+// really was older than T (2 ms in these tests) when it reached the XDP
+// program, and on a loaded machine that happens now and then: the receiver
+// descheduled between stamping a token and sending it, or the softirq that
+// runs XDP held off (one token in a clean-clone CI run). That is expiry
+// doing its job, so a few are allowed; a clock, unit or correction error
+// expires them all.
+inline uint64_t late_token_allowance(uint64_t data_pkts) { return data_pkts / 50 > 2 ? data_pkts / 50 : 2; }
+
 }  // namespace sluice::test
