@@ -94,7 +94,7 @@ TEST_F(TopAgentTest, ValidTokensPassAndBothEndsCountThem) {
   EXPECT_EQ(rc, 0) << s.dump();
   EXPECT_EQ(s["flows_done"], 2);
   json st = top(ss), rt = top(rs);
-  uint64_t data_pkts = 2 * ((150000 + 1439) / 1440);
+  uint64_t data_pkts = 2 * top_data_packets(150000);
   EXPECT_LE(json_sum(st["tokens"]["expired"]), late_token_allowance(data_pkts)) << st.dump();
   EXPECT_EQ(st["tokens"]["valid"][2].get<uint64_t>(), json_sum(s["tokens_received"]))
       << "every token reached the transport";
@@ -155,7 +155,7 @@ TEST_F(TopAgentTest, OldTokensAreDroppedPerPriorityUntilCorrected) {
   json good = send({"--size", "50000", "--prio-class", "4"}, "send-corrected", &rc);
   EXPECT_EQ(rc, 0) << good.dump();
   st = top(ss);
-  EXPECT_LE(json_sum(st["tokens"]["expired"]), late_token_allowance((50000 + 1439) / 1440)) << st.dump();
+  EXPECT_LE(json_sum(st["tokens"]["expired"]), late_token_allowance(top_data_packets(50000))) << st.dump();
   EXPECT_GT(st["tokens"]["valid"][4].get<uint64_t>(), 0u);
   agents_.clear();
 
@@ -183,7 +183,7 @@ TEST_F(TopAgentTest, UnsyncedClockWidensTheThreshold) {
   json s = send({"--size", "50000"}, "send-widened", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
   json st = top(ss);
-  EXPECT_LE(json_sum(st["tokens"]["expired"]), late_token_allowance((50000 + 1439) / 1440)) << st.dump();
+  EXPECT_LE(json_sum(st["tokens"]["expired"]), late_token_allowance(top_data_packets(50000))) << st.dump();
   EXPECT_GT(json_sum(st["tokens"]["valid"]), 0u);
   EXPECT_EQ(st["clock"]["state"], "unsynced");
   EXPECT_EQ(st["clock"]["ptp"], false);

@@ -49,7 +49,7 @@ TEST_F(TopLabTest, FlowsCompleteAndEveryTokenIsCountedValid) {
   json s = send({"--size", "150000", "--count", "4", "--interval-us", "3000"}, "send", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
   EXPECT_EQ(s["flows_done"], 4);
-  uint64_t data_pkts = 4 * ((150000 + 1439) / 1440);
+  uint64_t data_pkts = 4 * top_data_packets(150000);
   // Nothing is lost on a veth, so every data packet beyond the flows' own is
   // a resend after a spurious NACK (a sender descheduled for milliseconds on
   // a busy machine looks like tail loss); allow some, never a loss. (A
@@ -82,7 +82,7 @@ TEST_F(TopLabTest, SkewedReceiverClockExpiresTokensUntilCorrected) {
 
   json good = send({"--size", "50000", "--correction", "10.77.0.2=-20000000"}, "send-corrected", &rc);
   EXPECT_EQ(rc, 0) << good.dump();
-  EXPECT_LE(json_sum(good["xdp"]["expired"]), late_token_allowance((50000 + 1439) / 1440)) << good.dump();
+  EXPECT_LE(json_sum(good["xdp"]["expired"]), late_token_allowance(top_data_packets(50000))) << good.dump();
   EXPECT_GT(json_sum(good["xdp"]["valid"]), 0u);
 }
 
@@ -95,7 +95,7 @@ TEST_F(TopLabTest, UnsyncedClockWidensTheThreshold) {
   json s = send({"--size", "50000", "--ptp-uds", lab_->tmpdir() + "/no-ptp4l", "--offset-bound-us", "30000"},
                 "send-widened", &rc);
   EXPECT_EQ(rc, 0) << s.dump();
-  EXPECT_LE(json_sum(s["xdp"]["expired"]), late_token_allowance((50000 + 1439) / 1440));
+  EXPECT_LE(json_sum(s["xdp"]["expired"]), late_token_allowance(top_data_packets(50000))) << s.dump();
   EXPECT_GT(json_sum(s["xdp"]["valid"]), 0u);
 }
 

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "lib/netns_fixture.h"
+#include "mechanisms/top/wire.h"
 
 namespace sluice::test {
 
@@ -41,6 +45,11 @@ uint64_t json_sum(const nlohmann::json& counts);
 // runs XDP held off (one token in a clean-clone CI run). That is expiry
 // doing its job, so a few are allowed; a clock, unit or correction error
 // expires them all.
-inline uint64_t late_token_allowance(uint64_t data_pkts) { return data_pkts / 50 > 2 ? data_pkts / 50 : 2; }
+inline uint64_t late_token_allowance(uint64_t data_pkts) { return std::max<uint64_t>(2, data_pkts / 50); }
+
+// Data packets one flow of `bytes` takes at sluice-top's default MSS.
+constexpr uint64_t top_data_packets(uint64_t bytes) {
+  return (bytes + sluice::top::kDefaultMss - 1) / sluice::top::kDefaultMss;
+}
 
 }  // namespace sluice::test
