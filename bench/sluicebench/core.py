@@ -342,7 +342,7 @@ class Context:
                                stderr=subprocess.PIPE, text=True)
             self._fifo = r.returncode == 0
             if not self._fifo:
-                self.log(f"SCHED_FIFO not allowed here ({r.stderr.strip()}): traffic generator runs "
+                self.log(f"SCHED_FIFO not allowed here ({r.stderr.strip()}): lab tools run "
                          "with normal scheduling, expect more run-to-run spread")
         return self._fifo
 

@@ -241,10 +241,10 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"variant\":\"%s\",\"load\":%.2f,\"seed\":%u,\"flows\":%d,\"completed\":%zu,\"all_done\":%s,"
       "\"fct_mean_us\":%.1f,\"fct_p99_us\":%.1f,\"fct_n\":%zu,\"short_fct_p99_us\":%.1f,\"short_n\":%zu,"
-      "\"slowdown_mean\":%.3f,\"fct_recv_mean_us\":%.1f,\"slowdown_recv_mean\":%.3f,\"data_lost_packets\":%lu,"
-      "\"tokens_expired\":%lu,\"max_data_queue_bytes\":%lu}\n",
+      "\"slowdown_mean\":%.3f,\"fct_recv_mean_us\":%.1f,\"slowdown_recv_mean\":%.3f,\"fct_recv_n\":%zu,"
+      "\"data_lost_packets\":%lu,\"tokens_expired\":%lu,\"max_data_queue_bytes\":%lu}\n",
       variant.c_str(), load, seed, flows, fct.size(), all ? "true" : "false", avg(fct), p99(fct), fct.size(),
-      p99(short_fct), short_fct.size(), avg(slow), avg(fct_recv), avg(slow_recv), (unsigned long)tot.data_drops,
-      (unsigned long)expired, (unsigned long)tot.max_data_bytes);
+      p99(short_fct), short_fct.size(), avg(slow), avg(fct_recv), avg(slow_recv), fct_recv.size(),
+      (unsigned long)tot.data_drops, (unsigned long)expired, (unsigned long)tot.max_data_bytes);
   return 0;
 }

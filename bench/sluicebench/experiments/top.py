@@ -373,12 +373,11 @@ class TopExp(Experiment):
             if not mine:
                 continue
             r, s = topo.receivers[i], topo.senders[i]
-            recvs.append(ctx.spawn(r.ns, ctx.fifo_prefix(11, a.top_fifo) + [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit",
-                                          f"{a.rate:g}", "--objective", v.objective, "--p-pkts", f"{pmax:.0f}",
-                                          "--deadline-span-us", str(span),
-                                          "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine)),
-                                          *self.bounds_args(v, pmax), *getattr(v, "recv_args", [])],
-                                   f"{tag}-recv{i}"))
+            argv = [self.sluice_top(), "recv", "--bind", r.ip, "--link-mbit", f"{a.rate:g}",
+                    "--objective", v.objective, "--p-pkts", f"{pmax:.0f}", "--deadline-span-us", str(span),
+                    "--rtt-us", str(a.rtt_us), "--exit-after", str(len(mine)),
+                    *self.bounds_args(v, pmax), *getattr(v, "recv_args", [])]
+            recvs.append(ctx.spawn(r.ns, ctx.fifo_prefix(11, a.top_fifo) + argv, f"{tag}-recv{i}"))
             path = os.path.join(ctx.tmp, f"{tag}-sched{i}.txt")
             with open(path, "w") as f:
                 t0 = mine[0][0]
@@ -388,9 +387,9 @@ class TopExp(Experiment):
         procs = []
         for i, path in sends:
             s, r = topo.senders[i], topo.receivers[i]
-            procs.append((i, ctx.spawn(s.ns, ctx.fifo_prefix(10, a.top_fifo) + [self.sluice_top(), "send", "--bind", s.ip, "--to", r.ip,
-                                              "--schedule", path, "--rtt-us", str(a.rtt_us),
-                                              "--timeout-s", str(int(a.timeout))], f"{tag}-send{i}")))
+            argv = [self.sluice_top(), "send", "--bind", s.ip, "--to", r.ip, "--schedule", path,
+                    "--rtt-us", str(a.rtt_us), "--timeout-s", str(int(a.timeout))]
+            procs.append((i, ctx.spawn(s.ns, ctx.fifo_prefix(10, a.top_fifo) + argv, f"{tag}-send{i}")))
         recs, resent, sent, unfinished = [], 0, 0, 0
         for i, p in procs:
             try:
